@@ -1,0 +1,65 @@
+// Typed messages between elector, runner, modules and embedders.
+// All are local (never serialized): allowed as unsafe message types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "transport/lease.hpp"
+
+namespace leasehold {
+
+/// Fencing token handed to leader-only modules: the Lease's leaseTransitions
+/// at acquisition (`term`) and the holder identity. A module that writes to a
+/// shared system can reject writes carrying an older term.
+struct fencing_token {
+  lease_key lease;
+  std::string identity;
+  std::int64_t term = 0;
+};
+
+// elector -> runner
+struct leadership_acquired { fencing_token fence; };
+struct leadership_lost { std::string reason; };
+struct lease_renewed { std::int64_t term = 0; };
+struct leader_observed { std::string holder; std::int64_t term = 0; };
+
+// runner -> subscribers (and modules that asked)
+struct leadership_changed {
+  bool leading = false;
+  std::string holder;        // our identity when leading, else last observed holder
+  std::int64_t term = 0;
+  std::string reason;        // why leadership ended (empty on acquire)
+};
+
+// runner -> module: new settings for a running module (same type).
+struct module_settings {
+  std::string name;
+  nlohmann::json settings;
+};
+
+// Atoms (text at most 10 characters in CAF 0.17).
+using release_atom = caf::atom_constant<caf::atom("lh_release")>;
+using get_status_atom = caf::atom_constant<caf::atom("lh_status")>;
+using subscribe_atom = caf::atom_constant<caf::atom("lh_sub")>;
+using unsubscribe_atom = caf::atom_constant<caf::atom("lh_unsub")>;
+using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
+using tick_atom = caf::atom_constant<caf::atom("lh_tick")>;
+using deadline_atom = caf::atom_constant<caf::atom("lh_dline")>;
+using stop_timeout_atom = caf::atom_constant<caf::atom("lh_stopto")>;
+using respawn_atom = caf::atom_constant<caf::atom("lh_respawn")>;
+using restart_atom = caf::atom_constant<caf::atom("lh_restart")>;
+
+} // namespace leasehold
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::fencing_token)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_acquired)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_lost)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_renewed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leader_observed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_changed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::module_settings)

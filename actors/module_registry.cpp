@@ -1,0 +1,127 @@
+#include "actors/module_registry.hpp"
+
+#include <set>
+
+namespace leasehold {
+
+void module_registry::add(module_type t) {
+  auto key = t.type;
+  types_[key] = std::move(t);
+}
+
+const module_type* module_registry::find(const std::string& type) const {
+  auto i = types_.find(type);
+  return i == types_.end() ? nullptr : &i->second;
+}
+
+std::vector<std::string> module_registry::types() const {
+  std::vector<std::string> out;
+  for (auto& kv : types_)
+    out.push_back(kv.first);
+  return out;
+}
+
+bool module_config::any_leader_only_enabled() const {
+  for (auto& m : modules)
+    if (m.enabled && m.leader_only)
+      return true;
+  return false;
+}
+
+const module_spec* module_config::find(const std::string& name) const {
+  for (auto& m : modules)
+    if (m.name == name)
+      return &m;
+  return nullptr;
+}
+
+namespace {
+std::string known_types(const module_registry& reg) {
+  std::string s;
+  for (auto& t : reg.types())
+    s += (s.empty() ? "" : ", ") + t;
+  return s;
+}
+} // namespace
+
+std::vector<std::string> validate(const module_config& cfg, const module_registry& reg) {
+  std::vector<std::string> errs;
+  std::set<std::string> names;
+  for (size_t i = 0; i < cfg.modules.size(); ++i) {
+    auto& m = cfg.modules[i];
+    auto path = "modules[" + std::to_string(i) + "]";
+    if (m.name.empty())
+      errs.push_back(path + ".name: must not be empty");
+    else if (!names.insert(m.name).second)
+      errs.push_back(path + ".name: duplicate module name \"" + m.name + "\"");
+    auto* t = reg.find(m.type);
+    if (t == nullptr) {
+      errs.push_back(path + ".type: unknown module type \"" + m.type + "\" (known: "
+                     + known_types(reg) + ")");
+      continue;
+    }
+    if (!m.settings.is_object())
+      errs.push_back(path + ".settings: must be an object");
+    else if (t->validate)
+      for (auto& e : t->validate(m.settings))
+        errs.push_back(path + ".settings." + e);
+  }
+  return errs;
+}
+
+std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
+                                       module_config& out) {
+  std::vector<std::string> errs;
+  out.modules.clear();
+  if (!modules.is_array()) {
+    errs.push_back("modules: must be an array");
+    return errs;
+  }
+  for (size_t i = 0; i < modules.size(); ++i) {
+    auto& j = modules[i];
+    auto path = "modules[" + std::to_string(i) + "]";
+    if (!j.is_object()) {
+      errs.push_back(path + ": must be an object");
+      continue;
+    }
+    module_spec m;
+    bool ok = true;
+    auto str = [&](const char* key, std::string& dst, bool required) {
+      auto it = j.find(key);
+      if (it == j.end()) {
+        if (required) { errs.push_back(path + "." + key + ": missing"); ok = false; }
+      } else if (!it->is_string()) {
+        errs.push_back(path + "." + key + ": must be a string"); ok = false;
+      } else {
+        dst = it->get<std::string>();
+      }
+    };
+    auto boolean = [&](const char* key, bool& dst) {
+      auto it = j.find(key);
+      if (it == j.end())
+        return;
+      if (!it->is_boolean()) { errs.push_back(path + "." + key + ": must be true or false"); ok = false; }
+      else dst = it->get<bool>();
+    };
+    str("type", m.type, true);
+    m.name = m.type;
+    str("name", m.name, false);
+    auto* t = reg.find(m.type);
+    m.leader_only = t != nullptr ? t->default_leader_only : true;
+    boolean("leader_only", m.leader_only);
+    boolean("enabled", m.enabled);
+    if (auto it = j.find("settings"); it != j.end())
+      m.settings = *it;
+    for (auto& kv : j.items())
+      if (kv.key() != "type" && kv.key() != "name" && kv.key() != "leader_only"
+          && kv.key() != "enabled" && kv.key() != "settings")
+        errs.push_back(path + "." + kv.key() + ": unknown field");
+    if (ok)
+      out.modules.push_back(std::move(m));
+  }
+  if (errs.empty())
+    errs = validate(out, reg);
+  return errs;
+}
+
+} // namespace leasehold

@@ -1,0 +1,94 @@
+// Module types (factories) and the runtime configuration that enables them.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/observer.hpp"
+
+namespace leasehold {
+
+/// What a module actor is started with.
+struct module_context {
+  std::string name;                 // instance name (unique in a config)
+  std::string type;                 // registry type
+  bool leader_only = false;
+  nlohmann::json settings;          // validated settings
+  fencing_token fence;              // leader-only modules: this term's token
+  caf::actor runner;                // the supervising runner
+  std::string identity;             // this replica
+  event_sink events;                // report lines (event_type::module_output); may be empty
+};
+
+/// Spawns the module actor. It stops on an exit message (default handler or
+/// its own exit handler, which must quit within module_stop_timeout) and
+/// receives `module_settings` when its settings change.
+using module_factory = std::function<caf::actor(caf::actor_system&, const module_context&)>;
+/// Returns error messages for bad settings, each starting with the field path
+/// relative to settings (e.g. "interval_ms: must be > 0"); empty when valid.
+using module_validator = std::function<std::vector<std::string>(const nlohmann::json& settings)>;
+
+struct module_type {
+  std::string type;
+  bool default_leader_only = true;
+  module_factory factory;
+  module_validator validate;        // optional
+};
+
+class module_registry {
+public:
+  void add(module_type t);
+  const module_type* find(const std::string& type) const;
+  std::vector<std::string> types() const;
+
+private:
+  std::map<std::string, module_type> types_;
+};
+
+/// One configured module instance.
+struct module_spec {
+  std::string name;
+  std::string type;
+  bool leader_only = true;
+  bool enabled = true;
+  nlohmann::json settings = nlohmann::json::object();
+
+  bool operator==(const module_spec& o) const {
+    return name == o.name && type == o.type && leader_only == o.leader_only
+           && enabled == o.enabled && settings == o.settings;
+  }
+};
+
+struct module_config {
+  std::vector<module_spec> modules;
+  bool any_leader_only_enabled() const;
+  const module_spec* find(const std::string& name) const;
+};
+
+/// Checks a whole config against the registry: unknown types, duplicate or
+/// empty names, module settings errors. Each error names its path, e.g.
+/// `modules[1].type: unknown module type "tickr" (known: exec, ticker)`.
+std::vector<std::string> validate(const module_config& cfg, const module_registry& reg);
+
+/// Parses the "modules" array of a JSON config (shape in README). Errors name
+/// the JSON path; the registry supplies default leader_only per type.
+std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
+                                       module_config& out);
+
+struct config_result {
+  bool accepted = false;
+  std::vector<std::string> errors;
+};
+
+} // namespace leasehold
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::module_config)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::config_result)

@@ -1,0 +1,87 @@
+// What the runtime reports about itself: one event type, one sink.
+// Logs, the journal, metrics and Kubernetes Events are all sinks of this.
+// Sinks are called from actor threads: they must be thread-safe and must not
+// block (queue anything slow).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/api_result.hpp"
+
+namespace leasehold {
+
+enum class event_type {
+  term_acquired,     // term, holder
+  term_lost,         // term, reason
+  lease_released,    // term
+  leader_changed,    // holder (observed by a follower)
+  elector_started,   // attempt (respawn count), delay
+  api_error,         // error (logged once per change of kind by the elector)
+  api_recovered,     // first success after errors
+  renewed,           // detail: latency_ms (not logged; metrics)
+  module_started,    // module, leader_only, term
+  module_stopped,    // module, reason
+  module_killed,     // module (did not stop within module_stop_timeout)
+  module_crashed,    // module, reason
+  module_restarting, // module, delay
+  module_failed,     // module: over its restart intensity
+  config_applied,
+  config_rejected,   // detail: errors
+  state_changed,     // detail: new runner state
+  module_output,     // module, detail: a line a module reports (ticker tick, exec output)
+};
+
+const char* to_string(event_type t);
+
+struct runtime_event {
+  event_type type = event_type::state_changed;
+  std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
+  std::string identity;
+  std::string lease;        // ns/name
+  std::int64_t term = -1;
+  std::string holder;
+  std::string module;
+  bool leader_only = false;
+  std::string reason;
+  std::string detail;
+  api_error error;          // for api_error
+  double value = 0;         // latency_ms, delay_ms, ...
+};
+
+using event_sink = std::function<void(const runtime_event&)>;
+
+/// Stamps events of one replica and lease and hands them to a sink.
+class event_emitter {
+public:
+  event_emitter() = default;
+  event_emitter(event_sink sink, std::string identity, std::string lease)
+    : sink_(std::move(sink)), identity_(std::move(identity)), lease_(std::move(lease)) {}
+
+  /// `fill(runtime_event&)` sets the fields of this event type.
+  template <class F>
+  void operator()(event_type t, F fill) const {
+    if (!sink_)
+      return;
+    runtime_event ev;
+    ev.type = t;
+    ev.identity = identity_;
+    ev.lease = lease_;
+    fill(ev);
+    sink_(ev);
+  }
+
+private:
+  event_sink sink_;
+  std::string identity_;
+  std::string lease_;
+};
+
+/// Fans one event out to several sinks.
+event_sink fan_out(std::vector<event_sink> sinks);
+
+} // namespace leasehold

@@ -1,0 +1,37 @@
+// Blocking helpers of the embedding API (include/leasehold/runtime.hpp).
+#include "leasehold/runtime.hpp"
+
+namespace leasehold {
+
+std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
+                                    caf::timespan timeout) {
+  std::optional<runner_status> out;
+  caf::scoped_actor self{sys};
+  self->request(runner, timeout, get_status_atom::value)
+    .receive([&](runner_status& st) { out = std::move(st); }, [](caf::error&) {});
+  return out;
+}
+
+config_result apply_config(caf::actor_system& sys, const caf::actor& runner, module_config cfg,
+                           caf::timespan timeout) {
+  config_result out{false, {"runner: no reply"}};
+  caf::scoped_actor self{sys};
+  self->request(runner, timeout, std::move(cfg))
+    .receive([&](config_result& r) { out = std::move(r); },
+             [&](caf::error& e) { out.errors = {"runner: " + sys.render(e)}; });
+  return out;
+}
+
+void subscribe(caf::actor_system&, const caf::actor& runner, const caf::actor& who) {
+  caf::anon_send(runner, subscribe_atom::value, who);
+}
+
+bool shutdown(caf::actor_system& sys, const caf::actor& runner, caf::timespan timeout) {
+  bool ok = false;
+  caf::scoped_actor self{sys};
+  self->request(runner, timeout, shutdown_atom::value)
+    .receive([&](bool done) { ok = done; }, [](caf::error&) {});
+  return ok;
+}
+
+} // namespace leasehold

@@ -1,0 +1,55 @@
+#include "actors/timings.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace leasehold {
+
+namespace {
+std::string secs(caf::timespan t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
+  return std::to_string(ms) + "ms";
+}
+} // namespace
+
+std::vector<std::string> validate(const election_timings& t) {
+  std::vector<std::string> errs;
+  if (t.retry_period.count() <= 0)
+    errs.push_back("retry_period: must be > 0 (is " + secs(t.retry_period) + ")");
+  if (!(t.renew_deadline.count() > 1.2 * t.retry_period.count()))
+    errs.push_back("renew_deadline: must be > 1.2 * retry_period (" + secs(t.renew_deadline)
+                   + " <= 1.2 * " + secs(t.retry_period) + ")");
+  if (!(t.lease_duration > t.renew_deadline))
+    errs.push_back("lease_duration: must be > renew_deadline (" + secs(t.lease_duration)
+                   + " <= " + secs(t.renew_deadline) + ")");
+  if (t.module_stop_timeout.count() <= 0)
+    errs.push_back("module_stop_timeout: must be > 0");
+  else if (!(t.module_stop_timeout < t.lease_duration - t.renew_deadline))
+    errs.push_back("module_stop_timeout: must be < lease_duration - renew_deadline ("
+                   + secs(t.module_stop_timeout) + " >= " + secs(t.lease_duration - t.renew_deadline)
+                   + "), or a lost leader could still run leader-only work when another takes over");
+  if (t.request_timeout.count() < 0)
+    errs.push_back("request_timeout: must be >= 0");
+  if (t.backoff_min.count() <= 0 || t.backoff_max < t.backoff_min)
+    errs.push_back("backoff_min/backoff_max: need 0 < backoff_min <= backoff_max");
+  if (t.backoff_jitter < 0 || t.backoff_jitter >= 1)
+    errs.push_back("backoff_jitter: must be in [0, 1)");
+  if (t.release_timeout.count() <= 0)
+    errs.push_back("release_timeout: must be > 0");
+  return errs;
+}
+
+caf::timespan backoff::next(double unit) {
+  double base = static_cast<double>(min_.count()) * std::pow(2.0, std::min(failures_, 30));
+  base = std::min(base, static_cast<double>(max_.count()));
+  ++failures_;
+  double factor = 1.0 + jitter_ * (2.0 * unit - 1.0);
+  auto d = static_cast<caf::timespan::rep>(base * factor);
+  return caf::timespan{std::max<caf::timespan::rep>(d, 1)};
+}
+
+caf::timespan backoff::cap() const {
+  return caf::timespan{static_cast<caf::timespan::rep>(max_.count() * (1.0 + jitter_))};
+}
+
+} // namespace leasehold

@@ -1,0 +1,58 @@
+// Election timings and the safety budget (DESIGN.md "safety budget").
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <caf/timespan.hpp>
+
+namespace leasehold {
+
+struct election_timings {
+  caf::timespan lease_duration = std::chrono::seconds(15);
+  caf::timespan renew_deadline = std::chrono::seconds(10);
+  caf::timespan retry_period = std::chrono::seconds(2);
+  /// How long a stopped module may take before it is killed. Must be smaller
+  /// than lease_duration - renew_deadline so that a leader that lost its
+  /// lease has stopped leader-only work before any other replica may take it.
+  caf::timespan module_stop_timeout = std::chrono::seconds(4);
+  /// Bound for one API request (0: retry_period).
+  caf::timespan request_timeout = caf::timespan{0};
+  /// Elector respawn backoff after a lost term or an elector crash.
+  caf::timespan backoff_min = std::chrono::seconds(1);
+  caf::timespan backoff_max = std::chrono::seconds(30);
+  double backoff_jitter = 0.2;         // +-20 %
+  /// Bound for releasing the lease on shutdown (re-read and retry on 409).
+  caf::timespan release_timeout = std::chrono::seconds(2);
+
+  caf::timespan effective_request_timeout() const {
+    return request_timeout.count() > 0 ? request_timeout : retry_period;
+  }
+};
+
+/// lease_duration > renew_deadline > 1.2 * retry_period > 0 and
+/// module_stop_timeout < lease_duration - renew_deadline. Returns one message
+/// per broken relation, naming the fields; empty when valid.
+std::vector<std::string> validate(const election_timings& t);
+
+/// Capped exponential backoff with jitter (Akka's restartWithBackoff).
+class backoff {
+public:
+  backoff(caf::timespan min, caf::timespan max, double jitter)
+    : min_(min), max_(max), jitter_(jitter) {}
+  /// Next delay; `unit` in [0,1) is the random draw (callers own the RNG so
+  /// scripted tests are reproducible).
+  caf::timespan next(double unit);
+  void reset() { failures_ = 0; }
+  int failures() const { return failures_; }
+  /// The largest delay next() can return.
+  caf::timespan cap() const;
+
+private:
+  caf::timespan min_, max_;
+  double jitter_;
+  int failures_ = 0;
+};
+
+} // namespace leasehold

@@ -1,0 +1,50 @@
+// leasehold embedding API.
+//
+// A program that has a caf::actor_system:
+//   auto reg = std::make_shared<leasehold::module_registry>();
+//   reg->add({"mywork", /*leader_only*/ true, factory, validator});
+//   leasehold::runner_options o;  o.identity = ...; o.lease = {"ns", "name"};
+//   o.transport = leasehold::spawn_http_transport(sys, conn);  o.registry = reg;
+//   o.modules.modules = {{"mywork", "mywork"}};
+//   auto r = leasehold::spawn_runner(sys, o);      // r.errors if invalid
+//   leasehold::subscribe(sys, r.runner, my_actor);  // gets leadership_changed
+//   auto st = leasehold::status(sys, r.runner);     // runner_status
+//   leasehold::apply_config(sys, r.runner, cfg);    // config_result
+//   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
+//
+// Messages the runner understands (for actors that talk to it directly):
+//   module_config                    -> config_result
+//   get_status_atom                  -> runner_status
+//   subscribe_atom, actor            (sends leadership_changed to it)
+//   unsubscribe_atom, actor
+//   shutdown_atom                    -> bool (after the lease is released; the runner then exits)
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/module_registry.hpp"
+#include "actors/observer.hpp"
+#include "actors/runner.hpp"
+#include "actors/timings.hpp"
+#include "transport/http_transport.hpp"
+#include "transport/lease_transport.hpp"
+
+namespace leasehold {
+
+/// Blocking helpers for non-actor code (main(), tests). Never call from an
+/// actor's handler.
+std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
+                                    caf::timespan timeout = std::chrono::seconds(5));
+config_result apply_config(caf::actor_system& sys, const caf::actor& runner, module_config cfg,
+                           caf::timespan timeout = std::chrono::seconds(5));
+void subscribe(caf::actor_system& sys, const caf::actor& runner, const caf::actor& who);
+/// Graceful stop: leader-only modules, then the lease release, then the rest.
+/// Returns false when the runner did not confirm within `timeout`.
+bool shutdown(caf::actor_system& sys, const caf::actor& runner,
+              caf::timespan timeout = std::chrono::seconds(10));
+
+} // namespace leasehold

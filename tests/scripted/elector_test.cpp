@@ -1,0 +1,94 @@
+// The elector's wire behaviour, observed from the simulated API: what it
+// writes, how often, and how it releases.
+#include <doctest/doctest.h>
+
+#include "actors/elector.hpp"
+#include "sim_world.hpp"
+
+using namespace leasehold;
+using namespace leasehold::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("next_spec keeps acquireTime and transitions for the holder, bumps them on takeover") {
+  wall_time t0{std::chrono::seconds(1000)};
+  wall_time t1{std::chrono::seconds(1010)};
+  lease_spec held;
+  held.holder_identity = "a";
+  held.acquire_time = t0;
+  held.lease_transitions = 4;
+  auto renewed = next_spec(held, "a", std::chrono::seconds(15), t1);
+  CHECK(renewed.acquire_time == t0);
+  CHECK(renewed.renew_time == t1);
+  CHECK(renewed.lease_transitions == 4);
+  CHECK(renewed.lease_duration_seconds == 15);
+  auto taken = next_spec(held, "b", std::chrono::milliseconds(1500), t1);
+  CHECK(taken.holder_identity == "b");
+  CHECK(taken.acquire_time == t1);
+  CHECK(taken.lease_transitions == 5);
+  CHECK(taken.lease_duration_seconds == 2);   // rounded up, never shorter
+  auto rel = released_spec(held, t1);
+  CHECK(rel.holder_identity.empty());
+  CHECK(rel.lease_duration_seconds == 1);
+  CHECK(rel.lease_transitions == 4);
+}
+
+TEST_CASE("timings are validated with the safety budget") {
+  election_timings t;
+  CHECK(validate(t).empty());
+  t.module_stop_timeout = 5s;   // == lease_duration - renew_deadline
+  auto errs = validate(t);
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].rfind("module_stop_timeout:", 0) == 0);
+  election_timings u;
+  u.renew_deadline = 2s;        // not > 1.2 * retry_period
+  u.lease_duration = 3s;
+  u.module_stop_timeout = 500ms;
+  errs = validate(u);
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].rfind("renew_deadline:", 0) == 0);
+  election_timings v;
+  v.lease_duration = 10s;       // not > renew_deadline
+  CHECK_FALSE(validate(v).empty());
+}
+
+TEST_CASE("the leader renews with one PUT per retry period on its cached resourceVersion") {
+  world_options o;
+  o.timings = default_timings();
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto gets = w.api().count("GET");
+  auto puts = w.api().count("PUT");
+  w.run_for(60s);
+  CHECK(w.api().count("GET") == gets);          // fast path: no re-read
+  auto renewals = w.api().count("PUT") - puts;
+  CHECK(renewals >= 29);
+  CHECK(renewals <= 31);
+}
+
+TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
+  world_options o;
+  o.timings = default_timings();
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  // Someone else touches the object (e.g. a label added by an operator).
+  auto rec = *w.api().peek(o.lease);
+  rec.raw["metadata"]["labels"] = {{"touched", "yes"}};
+  REQUIRE(w.api().update("operator", rec).ok());
+  auto gets = w.api().count("GET", "replica-0");
+  w.run_for(5s);
+  CHECK(w.api().count("GET", "replica-0") == gets + 1);
+  CHECK(w.leader() == 0);
+  CHECK(w.rep(0).count(event_type::term_lost) == 0);
+}
+
+TEST_CASE("a follower does not touch a lease held by another until it expires") {
+  world_options o;
+  o.replicas = 2;
+  o.timings = default_timings();
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() >= 0; }, 10s));
+  auto f = w.rep(1 - static_cast<std::size_t>(w.leader())).identity;
+  w.run_for(120s);
+  CHECK(w.api().count("PUT", f) == 0);
+  CHECK(w.api().count("GET", f) >= 50);
+}

@@ -1,0 +1,258 @@
+#include "sim_world.hpp"
+
+#include <doctest/doctest.h>
+
+namespace leasehold::test {
+
+// -- probe_tracker -------------------------------------------------------------
+
+std::vector<std::string> probe_tracker::running_leaders() const {
+  std::vector<std::string> out;
+  for (auto& i : instances)
+    if (i.leader_only && !i.stopped
+        && std::find(out.begin(), out.end(), i.identity) == out.end())
+      out.push_back(i.identity);
+  return out;
+}
+
+int probe_tracker::alive(const std::string& identity, bool leader_only) const {
+  int n = 0;
+  for (auto& i : instances)
+    if (i.identity == identity && i.leader_only == leader_only && !i.stopped)
+      ++n;
+  return n;
+}
+
+int probe_tracker::started(const std::string& identity, const std::string& module) const {
+  int n = 0;
+  for (auto& i : instances)
+    if (i.identity == identity && (module.empty() || i.module == module))
+      ++n;
+  return n;
+}
+
+int probe_tracker::stopped(const std::string& identity, const std::string& module) const {
+  int n = 0;
+  for (auto& i : instances)
+    if (i.identity == identity && (module.empty() || i.module == module) && i.stopped)
+      ++n;
+  return n;
+}
+
+const probe_tracker::instance* probe_tracker::last(const std::string& identity,
+                                                   const std::string& module) const {
+  for (auto i = instances.rbegin(); i != instances.rend(); ++i)
+    if (i->identity == identity && i->module == module)
+      return &*i;
+  return nullptr;
+}
+
+// -- probe module ----------------------------------------------------------------
+
+namespace {
+
+using crash_atom = caf::atom_constant<caf::atom("lh_crash")>;
+
+} // namespace
+
+void register_probe(module_registry& reg, std::shared_ptr<probe_tracker> t) {
+  module_type mt;
+  mt.type = "probe";
+  mt.default_leader_only = true;
+  mt.validate = [](const nlohmann::json& s) {
+    std::vector<std::string> errs;
+    if (auto i = s.find("crash_after_ms"); i != s.end() && (!i->is_number_integer() || *i <= 0))
+      errs.push_back("crash_after_ms: must be an integer > 0");
+    if (auto i = s.find("ignore_stop"); i != s.end() && !i->is_boolean())
+      errs.push_back("ignore_stop: must be true or false");
+    return errs;
+  };
+  mt.factory = [t](caf::actor_system& sys, const module_context& ctx) -> caf::actor {
+    auto fn = [t, ctx](caf::event_based_actor* self) -> caf::behavior {
+      // Leader-only work runs from here until this actor is gone.
+      for (auto& i : t->instances)
+        if (ctx.leader_only && i.leader_only && !i.stopped && i.identity != ctx.identity)
+          t->violations.push_back("overlap: " + ctx.identity + "/" + ctx.name + " started while "
+                                  + i.identity + "/" + i.module + " runs");
+      t->instances.push_back({ctx.identity, ctx.name, ctx.fence.term, ctx.settings, t->now(),
+                              std::nullopt, ctx.leader_only});
+      auto index = t->instances.size() - 1;
+      self->attach_functor([t, index] { t->instances[index].stopped = t->now(); });
+      auto& s = ctx.settings;
+      if (s.value("ignore_stop", false))
+        self->set_exit_handler([self](caf::exit_msg& m) {
+          if (m.reason == caf::exit_reason::kill)   // (kill never reaches a handler)
+            self->quit(m.reason);
+        });
+      bool crash_here = !s.contains("crash_on") || s["crash_on"] == ctx.identity;
+      if (crash_here && s.contains("crash_after_ms"))
+        self->delayed_send(self, std::chrono::milliseconds(s["crash_after_ms"].get<int>()),
+                           crash_atom::value);
+      return {
+        [self](crash_atom) { self->quit(caf::make_error(caf::sec::runtime_error, "probe crash")); },
+        [t, index](module_settings& ms) { t->instances[index].settings = ms.settings; },
+        [](leadership_changed&) {},
+      };
+    };
+    return sys.spawn(fn);
+  };
+  reg.add(std::move(mt));
+}
+
+module_config probes(std::vector<std::string> names, nlohmann::json settings) {
+  module_config cfg;
+  for (auto& n : names) {
+    module_spec m;
+    m.name = n;
+    m.type = "probe";
+    m.leader_only = true;
+    m.settings = settings;
+    cfg.modules.push_back(std::move(m));
+  }
+  return cfg;
+}
+
+election_timings default_timings() {
+  return election_timings{};
+}
+
+// -- replica / world ---------------------------------------------------------------
+
+int replica::count(event_type t) const {
+  int n = 0;
+  for (auto& e : events)
+    if (e.type == t)
+      ++n;
+  return n;
+}
+
+sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
+  cfg_.set("scheduler.policy", caf::atom("testing"));
+  cfg_.set("logger.file-verbosity", caf::atom("quiet"));
+  cfg_.set("logger.console-verbosity", caf::atom("quiet"));
+  sys_ = std::make_unique<caf::actor_system>(cfg_);
+  sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+  sched_->clock().current_time += std::chrono::hours(1);   // time 0 means "never" to some code
+  tracker_->now = [this] { return now(); };
+  register_probe(*registry_, tracker_);
+  if (opts_.modules.modules.empty())
+    opts_.modules = probes({"work"});
+  for (std::size_t i = 0; i < opts_.replicas; ++i) {
+    auto r = std::make_unique<replica>();
+    r->identity = "replica-" + std::to_string(i);
+    r->transport = spawn_sim_transport(*sys_, api_, r->identity);
+    runner_options o;
+    o.identity = r->identity;
+    o.lease = opts_.lease;
+    o.timings = opts_.timings;
+    o.supervision = opts_.supervision;
+    o.transport = r->transport;
+    o.registry = registry_;
+    o.modules = opts_.modules;
+    o.seed = opts_.seed + i;
+    auto* rp = r.get();
+    o.events = [rp, this](const runtime_event& ev) {
+      rp->events.push_back(ev);
+      rp->timeline.emplace_back(now(), ev);
+    };
+    auto res = spawn_runner(*sys_, std::move(o));
+    REQUIRE_MESSAGE(res.errors.empty(), (res.errors.empty() ? "" : res.errors.front()));
+    r->runner = res.runner;
+    reps_.push_back(std::move(r));
+  }
+  settle();
+}
+
+sim_world::~sim_world() {
+  for (auto& r : reps_) {
+    caf::anon_send_exit(r->runner, caf::exit_reason::kill);
+    caf::anon_send_exit(r->transport, caf::exit_reason::kill);
+  }
+  sched_->run();
+  sys_->await_actors_before_shutdown(false);
+}
+
+sim_clock_time sim_world::now() const {
+  return sched_->clock().now();
+}
+
+void sim_world::settle() {
+  sched_->run();
+  check_safety();
+}
+
+void sim_world::check_safety() {
+  auto leaders = tracker_->running_leaders();
+  if (leaders.size() > 1)
+    tracker_->violations.push_back("two replicas run leader-only modules: " + leaders[0] + ", "
+                                   + leaders[1]);
+  REQUIRE_MESSAGE(tracker_->violations.empty(), tracker_->violations.front());
+}
+
+bool sim_world::run_until(const std::function<bool()>& pred, caf::timespan limit) {
+  auto deadline = now() + limit;
+  settle();
+  // Bounded: each iteration consumes one timeout; the deadline bounds the count too.
+  for (int guard = 0; guard < 10'000'000; ++guard) {
+    if (pred())
+      return true;
+    if (now() >= deadline)
+      return false;
+    if (!sched_->trigger_timeout())
+      sched_->clock().current_time = deadline;   // nothing scheduled: time just passes
+    if (now() > deadline)
+      return pred();
+    settle();
+  }
+  FAIL("run_until: step bound exceeded");
+  return false;
+}
+
+void sim_world::run_for(caf::timespan d) {
+  auto end = now() + d;
+  run_until([&] { return now() >= end; }, d);
+}
+
+runner_status sim_world::status(std::size_t i) {
+  caf::scoped_actor self{*sys_};
+  auto h = self->request(rep(i).runner, caf::infinite, get_status_atom::value);
+  sched_->run();
+  runner_status out;
+  h.receive([&](runner_status& st) { out = std::move(st); },
+            [&](caf::error& e) { FAIL("status: " << sys_->render(e)); });
+  return out;
+}
+
+config_result sim_world::configure(std::size_t i, module_config cfg) {
+  caf::scoped_actor self{*sys_};
+  auto h = self->request(rep(i).runner, caf::infinite, std::move(cfg));
+  sched_->run();
+  config_result out;
+  h.receive([&](config_result& r) { out = std::move(r); },
+            [&](caf::error& e) { FAIL("configure: " << sys_->render(e)); });
+  check_safety();
+  return out;
+}
+
+int sim_world::leader() const {
+  auto leaders = tracker_->running_leaders();
+  REQUIRE(leaders.size() <= 1);
+  if (leaders.empty())
+    return -1;
+  for (std::size_t i = 0; i < reps_.size(); ++i)
+    if (reps_[i]->identity == leaders[0])
+      return static_cast<int>(i);
+  return -1;
+}
+
+bool sim_world::shutdown(std::size_t i) {
+  caf::scoped_actor self{*sys_};
+  auto h = self->request(rep(i).runner, caf::infinite, shutdown_atom::value);
+  bool done = false;
+  // Shutdown takes simulated time (module stop timeouts, API requests).
+  run_until([&] { return self->mailbox().size() > 0; }, std::chrono::seconds(60));
+  h.receive([&](bool ok) { done = ok; }, [&](caf::error&) { done = false; });
+  return done;
+}
+
+} // namespace leasehold::test

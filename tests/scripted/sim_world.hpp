@@ -1,0 +1,118 @@
+// Scripted-message test harness: N replicas (runner + elector + modules)
+// sharing one simulated Lease API, on CAF's test coordinator. Time is
+// simulated: the world jumps from one pending timeout to the next, so every
+// state change is observed and checked, exactly and fast.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "leasehold/runtime.hpp"
+#include "transport/sim_transport.hpp"
+
+namespace leasehold::test {
+
+using sim_clock_time = caf::actor_clock::time_point;
+
+/// Watches every leader-only module instance of every replica. A start while
+/// another replica has one alive is a safety violation, recorded at once.
+struct probe_tracker {
+  struct instance {
+    std::string identity;
+    std::string module;
+    std::int64_t term = -1;
+    nlohmann::json settings;
+    sim_clock_time started{};
+    std::optional<sim_clock_time> stopped;
+    bool leader_only = true;
+  };
+  std::vector<instance> instances;
+  std::vector<std::string> violations;
+  std::function<sim_clock_time()> now;
+
+  /// Identities with at least one leader-only instance alive.
+  std::vector<std::string> running_leaders() const;
+  int alive(const std::string& identity, bool leader_only = true) const;
+  int started(const std::string& identity, const std::string& module = {}) const;
+  int stopped(const std::string& identity, const std::string& module = {}) const;
+  const instance* last(const std::string& identity, const std::string& module) const;
+};
+
+/// Registers the "probe" module type: settings
+///   ignore_stop (bool): ignores exit messages (only kill stops it)
+///   crash_after_ms (int): quits with an error that long after starting
+///   crash_on (string): only on this identity (default: everywhere)
+///   value (any): free, recorded to check which configuration a term got
+void register_probe(module_registry& reg, std::shared_ptr<probe_tracker> t);
+
+struct replica {
+  std::string identity;
+  caf::actor runner;
+  lease_transport_actor transport;
+  std::vector<runtime_event> events;
+  std::vector<std::pair<sim_clock_time, runtime_event>> timeline;
+  int count(event_type t) const;
+};
+
+struct world_options {
+  std::size_t replicas = 1;
+  election_timings timings;
+  supervision_policy supervision;
+  module_config modules;          // default: one leader-only probe "work"
+  lease_key lease{"default", "agent-lock"};
+  std::uint64_t seed = 42;
+};
+
+class sim_world {
+public:
+  explicit sim_world(world_options opts);
+  ~sim_world();
+
+  caf::actor_system& sys() { return *sys_; }
+  caf::scheduler::test_coordinator& sched() { return *sched_; }
+  sim_api& api() { return *api_; }
+  probe_tracker& tracker() { return *tracker_; }
+  replica& rep(std::size_t i) { return *reps_.at(i); }
+  std::size_t size() const { return reps_.size(); }
+  sim_clock_time now() const;
+  const world_options& options() const { return opts_; }
+
+  /// Runs every pending message, then jumps to the next timeout, until
+  /// `pred` holds (true) or `limit` of simulated time passed (false).
+  /// Safety is checked after every single step.
+  bool run_until(const std::function<bool()>& pred, caf::timespan limit);
+  void run_for(caf::timespan d);
+  /// Processes all messages now, without advancing time.
+  void settle();
+
+  runner_status status(std::size_t i);
+  config_result configure(std::size_t i, module_config cfg);
+  bool shutdown(std::size_t i);
+  /// The replica whose leader-only modules run, or -1 (asserts at most one).
+  int leader() const;
+  void check_safety();
+
+private:
+  world_options opts_;
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  std::shared_ptr<sim_api> api_ = std::make_shared<sim_api>();
+  std::shared_ptr<probe_tracker> tracker_ = std::make_shared<probe_tracker>();
+  std::shared_ptr<module_registry> registry_ = std::make_shared<module_registry>();
+  std::vector<std::unique_ptr<replica>> reps_;
+};
+
+/// A module_config with leader-only probes named `names` (settings per name optional).
+module_config probes(std::vector<std::string> names, nlohmann::json settings = nlohmann::json::object());
+
+/// Timings of the original agent: 15 s / 10 s / 2 s, stop timeout 4 s.
+election_timings default_timings();
+
+} // namespace leasehold::test

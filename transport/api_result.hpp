@@ -1,0 +1,52 @@
+// Errors are values: every API call returns an api_result, never throws.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace leasehold {
+
+enum class error_kind {
+  none,
+  not_found,          // 404
+  conflict,           // 409 Conflict (stale resourceVersion)
+  already_exists,     // 409 AlreadyExists
+  invalid,            // 422 / 400
+  unauthorized,       // 401
+  forbidden,          // 403
+  throttled,          // 429 (retry_after_seconds set when the server said)
+  server_error,       // 5xx
+  timeout,            // connect/read/write timed out, or the actor request did
+  connection_refused, // nobody listening / connection reset
+  tls_error,          // handshake or certificate failure
+  malformed_body,     // 2xx with a body that is not the expected object
+  other,
+};
+
+/// Short stable name, used in logs and as the Prometheus label.
+const char* to_string(error_kind k);
+
+struct api_error {
+  error_kind kind = error_kind::none;
+  int http_status = 0;       // 0 when no response was received
+  std::string verb;          // GET, POST, PUT
+  std::string path;          // request path
+  std::string reason;        // short human text (Status.message or transport error)
+  int retry_after_seconds = 0;
+
+  /// "PUT /apis/.../leases/x: conflict (409): the object has been modified"
+  std::string describe() const;
+};
+
+template <class T>
+struct api_result {
+  std::optional<T> value;
+  api_error error;
+
+  static api_result success(T v) { api_result r; r.value = std::move(v); return r; }
+  static api_result failure(api_error e) { api_result r; r.error = std::move(e); return r; }
+  bool ok() const { return value.has_value(); }
+  error_kind kind() const { return ok() ? error_kind::none : error.kind; }
+};
+
+} // namespace leasehold

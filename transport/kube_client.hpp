@@ -1,0 +1,79 @@
+// Blocking Kubernetes API client (cpp-httplib) for Leases and Events.
+//
+// Blocking: use it only from a detached actor (see http_transport.hpp) or a
+// plain thread, never from a scheduler thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "transport/api_result.hpp"
+#include "transport/lease.hpp"
+
+namespace leasehold {
+
+/// Where and how to reach the API server. Filled from in-cluster config,
+/// kubeconfig or --server (see kube_config.hpp).
+struct connection_config {
+  std::string server;                 // "https://10.0.0.1:443" or "http://127.0.0.1:8001"
+  std::string ca_file;                // PEM bundle path (https)
+  std::string ca_data;                // PEM text (kubeconfig certificate-authority-data, decoded)
+  std::string token;                  // bearer token (static)
+  std::string token_file;             // bearer token re-read when the file changes
+  std::string client_cert_file;
+  std::string client_key_file;
+  std::string client_cert_data;       // PEM text; used instead of client_cert_file when set
+  std::string client_key_data;        // PEM text; used instead of client_key_file when set
+  bool insecure_skip_tls_verify = false;
+  // Defaults keep one request (connect + write + read) well inside the
+  // default renew deadline (10 s), so a hung server is reported as `timeout`
+  // by the transport before an elector gives up on its term.
+  std::chrono::milliseconds connect_timeout{1000};
+  std::chrono::milliseconds read_timeout{2000};
+  std::chrono::milliseconds write_timeout{2000};
+  std::string user_agent;             // default "leasehold/<version>"
+};
+
+/// Upper bound of one blocking request against a server that accepts and
+/// never answers (connect + write + read timeouts): pick actor request
+/// timeouts above it so the transport's `timeout` reply arrives first.
+std::chrono::milliseconds max_request_time(const connection_config& cfg);
+
+std::string lease_path(const lease_key& k);             // .../namespaces/{ns}/leases/{name}
+std::string leases_path(const std::string& ns);         // .../namespaces/{ns}/leases
+std::string events_path(const std::string& ns);         // /api/v1/namespaces/{ns}/events
+
+class kube_client {
+public:
+  explicit kube_client(connection_config cfg);
+  ~kube_client();
+  kube_client(const kube_client&) = delete;
+  kube_client& operator=(const kube_client&) = delete;
+
+  api_result<lease> get_lease(const lease_key& k);
+  api_result<lease> create_lease(const lease& l);
+  api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
+  api_result<bool> create_event(const kube_event& e);
+
+  const connection_config& config() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Maps an HTTP status and body to an api_error (used by the client and tests).
+/// A 2xx status gives kind `none` (the body is checked by the caller, see
+/// lease_from_response); other statuses take their reason from the Status body.
+api_error classify_response(const std::string& verb, const std::string& path,
+                            int status, const std::string& body,
+                            const std::string& retry_after_header);
+
+/// A Lease response: classify_response for non-2xx, else the parsed Lease or
+/// malformed_body naming the field ("spec.leaseTransitions: expected integer").
+api_result<lease> lease_from_response(const std::string& verb, const std::string& path,
+                                      int status, const std::string& body,
+                                      const std::string& retry_after_header);
+
+} // namespace leasehold

@@ -1,0 +1,98 @@
+// Kubernetes coordination.k8s.io/v1 Lease and meta/v1 Status types.
+//
+// Parsing never throws into callers: parse_* functions return a
+// parse_result that carries either the value or a message naming the field.
+// Unknown fields of a Lease are kept in `raw` and written back on to_json,
+// so a round trip through leasehold never drops what another client wrote.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold {
+
+using wall_clock = std::chrono::system_clock;
+using wall_time = std::chrono::time_point<wall_clock, std::chrono::microseconds>;
+
+/// Formats a MicroTime: `2006-01-02T15:04:05.000000Z` (always 6 digits, UTC).
+std::string format_micro_time(wall_time t);
+
+/// Parses RFC 3339 times as the API sends them: `...Z` with 0 to 9 fraction
+/// digits (MicroTime has 6, Time has none) or a numeric offset. nullopt on error.
+std::optional<wall_time> parse_micro_time(const std::string& text);
+
+/// Identifies one Lease object.
+struct lease_key {
+  std::string ns;
+  std::string name;
+  bool operator==(const lease_key& o) const { return ns == o.ns && name == o.name; }
+  bool operator<(const lease_key& o) const {
+    return ns < o.ns || (ns == o.ns && name < o.name);
+  }
+  std::string to_string() const { return ns + "/" + name; }
+};
+
+struct lease_spec {
+  std::string holder_identity;                  // empty: nobody holds it
+  std::optional<int> lease_duration_seconds;
+  std::optional<wall_time> acquire_time;
+  std::optional<wall_time> renew_time;
+  int lease_transitions = 0;
+
+  bool operator==(const lease_spec& o) const;
+  bool operator!=(const lease_spec& o) const { return !(*this == o); }
+};
+
+struct lease {
+  std::string name;
+  std::string ns;
+  std::string resource_version;   // opaque: compared for equality only
+  std::string uid;
+  std::string creation_timestamp; // kept as the server wrote it
+  lease_spec spec;
+  /// Everything as received (including unknown fields); to_json starts from
+  /// it and overwrites only the fields above.
+  nlohmann::json raw = nlohmann::json::object();
+
+  lease_key key() const { return {ns, name}; }
+};
+
+/// meta/v1 Status, the body of every API error.
+struct api_status {
+  std::string status;   // "Failure" / "Success"
+  std::string message;
+  std::string reason;   // NotFound, AlreadyExists, Conflict, Invalid, Forbidden, ...
+  int code = 0;
+};
+
+template <class T>
+struct parse_result {
+  std::optional<T> value;
+  std::string error;    // names the field, e.g. "spec.leaseTransitions: expected integer"
+  bool ok() const { return value.has_value(); }
+};
+
+nlohmann::json to_json_value(const lease& l);
+parse_result<lease> parse_lease(const nlohmann::json& j);
+parse_result<lease> parse_lease(const std::string& body);
+parse_result<api_status> parse_status(const std::string& body);
+
+/// A core/v1 Event about a Lease (reason LeaderElection).
+struct kube_event {
+  lease_key involved;       // the Lease the event is about
+  std::string involved_uid;
+  std::string reason = "LeaderElection";
+  std::string message;      // "<identity> became leader"
+  std::string type = "Normal";
+  std::string component = "leasehold";
+  std::string reporting_instance;  // identity
+  wall_time time{};
+};
+
+nlohmann::json to_json_value(const kube_event& e);
+
+} // namespace leasehold
