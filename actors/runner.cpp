@@ -90,7 +90,8 @@ public:
         if (current_sender() != elector_.address() || o.holder == holder_)
           return;
         holder_ = o.holder;
-        if (state_ != runner_state::leader) {
+        // Our own name shows up just before leadership_acquired: announce that instead.
+        if (state_ != runner_state::leader && o.holder != opt_.identity) {
           term_ = o.term;
           notify(leadership_changed{false, holder_, term_, {}});
         }
@@ -289,7 +290,8 @@ private:
   void stop_electing() {
     ++respawn_seq_;   // cancels a pending respawn
     if (state_ == runner_state::leader) {
-      begin_stepdown(after_stepdown::release, "no leader-only module enabled");
+      begin_stepdown(after_stepdown::release,
+                     shutting_down_ ? "shutdown" : "no leader-only module enabled");
     } else if (state_ == runner_state::stepping_down) {
       after_ = after_stepdown::release;
     } else if (elector_) {

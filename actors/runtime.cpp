@@ -3,6 +3,16 @@
 
 namespace leasehold {
 
+connection_config bounded_by(connection_config c, const election_timings& t) {
+  auto share = std::chrono::duration_cast<std::chrono::milliseconds>(
+    t.effective_request_timeout() * 0.3);
+  share = std::max(share, std::chrono::milliseconds(1));
+  c.connect_timeout = std::min(c.connect_timeout, share);
+  c.read_timeout = std::min(c.read_timeout, share);
+  c.write_timeout = std::min(c.write_timeout, share);
+  return c;
+}
+
 std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
                                     caf::timespan timeout) {
   std::optional<runner_status> out;

@@ -35,6 +35,11 @@
 
 namespace leasehold {
 
+/// Clamps the HTTP client's connect/read/write timeouts so one blocking
+/// request ends within the elector's request timeout: a request the elector
+/// gave up on never delays the next one in the transport's queue.
+connection_config bounded_by(connection_config c, const election_timings& t);
+
 /// Blocking helpers for non-actor code (main(), tests). Never call from an
 /// actor's handler.
 std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,

@@ -1,0 +1,191 @@
+// Real time, real HTTP: runners in one process against leasehold-apiserver
+// on 127.0.0.1. Short lease timings; bounds asserted with margin.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <httplib.h>
+
+#include "cmd/leasehold-apiserver/api_server.hpp"
+#include "leasehold/runtime.hpp"
+
+using namespace leasehold;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+/// Leader-only intervals per identity, recorded by the module actors.
+struct intervals {
+  struct interval {
+    std::string identity;
+    steady::time_point start;
+    std::optional<steady::time_point> end;
+  };
+  std::mutex mx;
+  std::vector<interval> all;
+
+  std::size_t begin(const std::string& id) {
+    std::lock_guard<std::mutex> g(mx);
+    all.push_back({id, steady::now(), std::nullopt});
+    return all.size() - 1;
+  }
+  void end(std::size_t i) {
+    std::lock_guard<std::mutex> g(mx);
+    all[i].end = steady::now();
+  }
+  int running() {
+    std::lock_guard<std::mutex> g(mx);
+    int n = 0;
+    for (auto& i : all)
+      n += i.end ? 0 : 1;
+    return n;
+  }
+  /// Pairs of intervals of different replicas that overlap.
+  int overlaps() {
+    std::lock_guard<std::mutex> g(mx);
+    int n = 0;
+    auto far = steady::now() + 24h;
+    for (std::size_t a = 0; a < all.size(); ++a)
+      for (std::size_t b = a + 1; b < all.size(); ++b)
+        if (all[a].identity != all[b].identity && all[a].start < all[b].end.value_or(far)
+            && all[b].start < all[a].end.value_or(far))
+          ++n;
+    return n;
+  }
+};
+
+election_timings short_timings() {
+  election_timings t;
+  t.lease_duration = 2s;
+  t.renew_deadline = 1500ms;
+  t.retry_period = 300ms;
+  t.module_stop_timeout = 400ms;
+  t.backoff_min = 200ms;
+  t.backoff_max = 1s;
+  return t;
+}
+
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+  auto until = steady::now() + limit;
+  while (steady::now() < until) {
+    if (pred())
+      return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+void set_fault(int control_port, const std::string& body) {
+  httplib::Client c("127.0.0.1", control_port);
+  auto r = c.Post("/_leasehold/faults", body, "application/json");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+}
+
+} // namespace
+
+TEST_CASE("two runners in one process: API down for 5 s and back, a leader again") {
+  local_api_server server;
+  auto started = server.start();
+  REQUIRE(started.error.empty());
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  intervals iv;
+  auto reg = std::make_shared<module_registry>();
+  reg->add({"work", true,
+            [&iv](caf::actor_system& s, const module_context& ctx) {
+              return s.spawn([&iv, ctx](caf::event_based_actor* self) -> caf::behavior {
+                auto i = iv.begin(ctx.identity);
+                self->attach_functor([&iv, i] { iv.end(i); });
+                return {[](leadership_changed&) {}};
+              });
+            },
+            nullptr});
+
+  auto t = short_timings();
+  std::vector<caf::actor> runners;
+  std::vector<lease_transport_actor> transports;
+  for (auto id : {"rt-a", "rt-b"}) {
+    runner_options o;
+    o.identity = id;
+    o.lease = {"default", "realtime"};
+    o.timings = t;
+    connection_config conn;
+    conn.server = "http://127.0.0.1:" + std::to_string(server.port());
+    conn.user_agent = std::string("leasehold-test/") + id;
+    o.transport = spawn_http_transport(sys, bounded_by(conn, t));
+    o.registry = reg;
+    module_spec m;
+    m.name = "work";
+    m.type = "work";
+    o.modules.modules = {m};
+    auto r = spawn_runner(sys, o);
+    REQUIRE(r.errors.empty());
+    runners.push_back(r.runner);
+    transports.push_back(o.transport);
+  }
+
+  REQUIRE(eventually([&] { return iv.running() == 1; }, 5s));
+  std::this_thread::sleep_for(1s);
+  CHECK(iv.running() == 1);
+
+  set_fault(server.control_port(), R"({"mode":"down"})");
+  auto down_at = steady::now();
+  // renew_deadline + module_stop_timeout (+ scheduling margin) later, nobody runs.
+  REQUIRE(eventually([&] { return iv.running() == 0; }, 4s));
+  CHECK(steady::now() - down_at < t.lease_duration + 1s);
+  std::this_thread::sleep_for(5s - (steady::now() - down_at));
+  CHECK(iv.running() == 0);
+
+  set_fault(server.control_port(), R"({"mode":"recover"})");
+  auto up_at = steady::now();
+  // lease expiry by a follower's clock + retry + respawn backoff cap, with margin.
+  REQUIRE(eventually([&] { return iv.running() == 1; }, 8s));
+  MESSAGE("leader again " << std::chrono::duration_cast<std::chrono::milliseconds>(
+            steady::now() - up_at).count() << " ms after the API came back");
+  std::this_thread::sleep_for(1s);
+  CHECK(iv.running() == 1);
+  CHECK(iv.overlaps() == 0);
+
+  for (auto& r : runners)
+    CHECK(shutdown(sys, r, 5s));
+  CHECK(iv.running() == 0);
+  for (auto& tr : transports)
+    caf::anon_send_exit(tr, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
+  local_api_server server;
+  REQUIRE(server.start().error.empty());
+  auto build = std::getenv("LEASEHOLD_BUILD_ROOT");
+  REQUIRE(build != nullptr);
+  auto cmd = std::string(build) + "/examples/embedded-agent --server http://127.0.0.1:"
+             + std::to_string(server.port()) + " --identity example-1 --seconds 3 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 512> buf{};
+  while (fgets(buf.data(), buf.size(), p) != nullptr)
+    out += buf.data();
+  int rc = pclose(p);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("became leader (holder \"example-1\"") != std::string::npos);
+  CHECK(out.find("hello 2 from the leader") != std::string::npos);
+  CHECK(out.find("greeter stopped") != std::string::npos);
+  CHECK(out.find("released") != std::string::npos);
+  // What the API saw: the Lease is released (holder empty, duration 1).
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/apis/coordination.k8s.io/v1/namespaces/default/leases/embedded-example");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  auto j = nlohmann::json::parse(r->body);
+  CHECK(j["spec"].value("holderIdentity", "") == "");
+  CHECK(j["spec"]["leaseDurationSeconds"] == 1);
+}
