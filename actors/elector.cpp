@@ -70,6 +70,7 @@ public:
         auto rp = make_response_promise();
         release_rp_ = rp;
         releasing_ = true;
+        fence_.valid_until->store(0);
         release_deadline_ = clock().now() + opt_.timings.release_timeout;
         if (!in_flight_)
           release_step(0);
@@ -184,21 +185,27 @@ private:
     }
     if (releasing_) {
       leading_ = true;   // we hold it now: release what we just took
+      fence_.valid_until->store(0);
       release_step(0);
       return;
     }
     last_renew_ = started;
     ++renew_seq_;
     auto term = observed_->spec.lease_transitions;
+    auto valid_until = (started + opt_.timings.renew_deadline).time_since_epoch().count();
     if (!leading_) {
       leading_ = true;
       term_ = term;
-      send(opt_.runner, leadership_acquired{fencing_token{opt_.lease, opt_.identity, term}});
+      fence_ = fencing_token{opt_.lease, opt_.identity, term};
+      fence_.valid_until->store(valid_until);
+      send(opt_.runner, leadership_acquired{fence_});
     } else {
+      fence_.valid_until->store(valid_until);
       send(opt_.runner, lease_renewed{term});
     }
     emit(event_type::renewed, [&](runtime_event& ev) {
       ev.term = term;
+      ev.valid_until_ns = valid_until;
       ev.value = std::chrono::duration<double, std::milli>(clock().now() - started).count();
     });
     delayed_send(this, started + opt_.timings.renew_deadline - clock().now(), deadline_atom::value,
@@ -227,6 +234,7 @@ private:
   }
 
   void lose(std::string reason) {
+    fence_.valid_until->store(0);
     send(opt_.runner, leadership_lost{std::move(reason)});
     quit();
   }
@@ -359,6 +367,7 @@ private:
   caf::actor_clock::time_point release_deadline_{};
   std::uint64_t renew_seq_ = 0;
   std::int64_t term_ = -1;
+  fencing_token fence_;
   bool leading_ = false;
   bool in_flight_ = false;
   bool releasing_ = false;

@@ -2,7 +2,9 @@
 // All are local (never serialized): allowed as unsafe message types.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,18 @@ struct fencing_token {
   lease_key lease;
   std::string identity;
   std::int64_t term = 0;
+  /// Until when (actor clock, ns since its epoch) this replica may still act
+  /// as leader: the last successful renew's send time + renew_deadline. The
+  /// elector moves it forward on every renew and zeroes it when the term
+  /// ends. A module checks `valid(self->clock().now())` right before
+  /// leader-only work, so a process resumed after a long pause (SIGSTOP,
+  /// VM freeze) does no work on a lease it no longer holds.
+  std::shared_ptr<std::atomic<std::int64_t>> valid_until =
+    std::make_shared<std::atomic<std::int64_t>>(0);
+
+  bool valid(caf::actor_clock::time_point now) const {
+    return valid_until && now.time_since_epoch().count() < valid_until->load();
+  }
 };
 
 // elector -> runner

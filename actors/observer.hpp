@@ -51,6 +51,9 @@ struct runtime_event {
   std::string detail;
   api_error error;          // for api_error
   double value = 0;         // latency_ms, delay_ms, ...
+  /// renewed / term_acquired: the fence's valid_until (actor clock ns; in a
+  /// real process that is CLOCK_MONOTONIC, comparable across processes).
+  std::int64_t valid_until_ns = 0;
 };
 
 using event_sink = std::function<void(const runtime_event&)>;

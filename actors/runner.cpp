@@ -243,6 +243,7 @@ private:
     emit(event_type::term_acquired, [&](runtime_event& ev) {
       ev.term = term_;
       ev.holder = holder_;
+      ev.valid_until_ns = fence.valid_until->load();
     });
     notify(current_leadership());
     for (auto& kv : slots_) {   // a new term forgives last term's crash loops
@@ -325,6 +326,8 @@ private:
 
   void begin_stepdown(after_stepdown after, const std::string& reason) {
     after_ = after;
+    if (fence_)
+      fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
     fence_.reset();
     set_state(runner_state::stepping_down);
     notify(leadership_changed{false, holder_, term_, reason});

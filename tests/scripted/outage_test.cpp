@@ -37,12 +37,17 @@ TEST_CASE("API unreachable for 150 s while leading: modules stop in time, leader
   CHECK(w.api().peek(o.lease)->spec.holder_identity == "replica-0");
   w.run_for(30s);   // a few renewals
 
+  auto fence = w.tracker().last("replica-0", "work")->fence;
+  CHECK(fence.valid(w.now()));
   w.api().set_fault(sim_fault::down);
   auto outage = w.now();
   auto renewed_at = last_renew(w, 0);
   REQUIRE(w.run_until([&] { return !leads(w, 0); }, 60s));
   auto* work = w.tracker().last("replica-0", "work");
   REQUIRE(work->stopped);
+  // The fence expired at the renew deadline, even before the module was stopped.
+  CHECK_FALSE(fence.valid(w.now()));
+  CHECK(fence.valid_until->load() == 0);
   // Stopped before any other replica could consider the lease expired.
   CHECK(*work->stopped < renewed_at + t.lease_duration);
   CHECK(*work->stopped >= renewed_at + t.renew_deadline);

@@ -74,8 +74,10 @@ void register_probe(module_registry& reg, std::shared_ptr<probe_tracker> t) {
         if (ctx.leader_only && i.leader_only && !i.stopped && i.identity != ctx.identity)
           t->violations.push_back("overlap: " + ctx.identity + "/" + ctx.name + " started while "
                                   + i.identity + "/" + i.module + " runs");
+      if (ctx.leader_only && !ctx.fence.valid(t->now()))
+        t->violations.push_back(ctx.identity + "/" + ctx.name + " started on an invalid fence");
       t->instances.push_back({ctx.identity, ctx.name, ctx.fence.term, ctx.settings, t->now(),
-                              std::nullopt, ctx.leader_only});
+                              std::nullopt, ctx.leader_only, ctx.fence});
       auto index = t->instances.size() - 1;
       self->attach_functor([t, index] { t->instances[index].stopped = t->now(); });
       auto& s = ctx.settings;

@@ -31,6 +31,7 @@ struct probe_tracker {
     sim_clock_time started{};
     std::optional<sim_clock_time> stopped;
     bool leader_only = true;
+    fencing_token fence;
   };
   std::vector<instance> instances;
   std::vector<std::string> violations;

@@ -1,0 +1,80 @@
+#include <doctest/doctest.h>
+
+#include "tests/unit/test_support.hpp"
+#include "transport/http_transport.hpp"
+
+using namespace leasehold;
+using namespace std::chrono_literals;
+
+namespace {
+
+const lease_key key{"default", "agent-1-lock"};
+
+connection_config fast_config(const std::string& server) {
+  connection_config cfg;
+  cfg.server = server;
+  cfg.connect_timeout = 200ms;
+  cfg.read_timeout = 200ms;
+  cfg.write_timeout = 200ms;
+  return cfg;
+}
+
+/// Sends one request and waits for the reply (or a CAF error, reported as `other`).
+template <class Reply, class... Ts>
+Reply ask(caf::actor_system& sys, const lease_transport_actor& t, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  Reply out;
+  self->request(t, 5s, std::forward<Ts>(xs)...)
+    .receive([&](Reply& r) { out = std::move(r); },
+             [&](caf::error& e) {
+               out = Reply::failure({error_kind::other, 0, "", "", sys.render(e), 0});
+             });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the HTTP lease transport actor answers every request with an api_result") {
+  test::loopback_server<> server;
+  server.http().Get(lease_path(key), [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(test::lease_body(key.name, "5", "pod-a", 1), "application/json");
+  });
+  server.http().Put(lease_path(key), [](const httplib::Request&, httplib::Response& res) {
+    res.status = 409;
+    res.set_content(test::fixture("status-conflict.json"), "application/json");
+  });
+  server.http().Post(leases_path(key.ns), [](const httplib::Request&, httplib::Response& res) {
+    res.status = 409;
+    res.set_content(test::fixture("status-alreadyexists.json"), "application/json");
+  });
+  server.http().Post(events_path(key.ns), [](const httplib::Request& req, httplib::Response& res) {
+    res.status = 201;
+    res.set_content(req.body, "application/json");
+  });
+  server.start();
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto transport = spawn_http_transport(sys, fast_config(server.url()));
+  auto down = spawn_http_transport(
+    sys, fast_config("http://127.0.0.1:" + std::to_string(test::closed_port())));
+
+  auto got = ask<lease_reply>(sys, transport, get_lease_atom::value, key);
+  REQUIRE_MESSAGE(got.ok(), got.error.describe());
+  CHECK(got.value->spec.holder_identity == "pod-a");
+
+  auto l = *got.value;
+  CHECK(ask<lease_reply>(sys, transport, update_lease_atom::value, l).kind() ==
+        error_kind::conflict);
+  CHECK(ask<lease_reply>(sys, transport, create_lease_atom::value, l).kind() ==
+        error_kind::already_exists);
+  kube_event ev;
+  ev.involved = key;
+  CHECK(ask<event_reply>(sys, transport, post_event_atom::value, ev).ok());
+
+  CHECK(ask<lease_reply>(sys, down, get_lease_atom::value, key).kind() ==
+        error_kind::connection_refused);
+
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(down, caf::exit_reason::user_shutdown);
+}

@@ -1,0 +1,33 @@
+#include "transport/http_transport.hpp"
+
+#include <memory>
+
+namespace leasehold {
+
+namespace {
+
+lease_transport_actor::behavior_type http_transport(lease_transport_actor::pointer,
+                                                    std::shared_ptr<kube_client> client) {
+  return {
+    [client](get_lease_atom, const lease_key& k) -> lease_reply {
+      return client->get_lease(k);
+    },
+    [client](create_lease_atom, const lease& l) -> lease_reply {
+      return client->create_lease(l);
+    },
+    [client](update_lease_atom, const lease& l) -> lease_reply {
+      return client->update_lease(l);
+    },
+    [client](post_event_atom, const kube_event& e) -> event_reply {
+      return client->create_event(e);
+    },
+  };
+}
+
+} // namespace
+
+lease_transport_actor spawn_http_transport(caf::actor_system& sys, connection_config cfg) {
+  return sys.spawn<caf::detached>(http_transport, std::make_shared<kube_client>(std::move(cfg)));
+}
+
+} // namespace leasehold

@@ -1,0 +1,507 @@
+#include "transport/kube_client.hpp"
+
+#include "transport/kube_config.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include <unistd.h>
+
+#include <httplib.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#ifndef LEASEHOLD_VERSION
+#define LEASEHOLD_VERSION "dev"
+#endif
+
+namespace leasehold {
+
+namespace {
+
+using std::chrono::milliseconds;
+using steady = std::chrono::steady_clock;
+
+constexpr const char* lease_group_prefix = "/apis/coordination.k8s.io/v1/namespaces/";
+
+bool is_success(int status) { return status >= 200 && status < 300; }
+
+/// scheme://host[:port][/prefix] of connection_config::server.
+struct endpoint {
+  bool tls = false;
+  std::string host;
+  int port = 0;
+  std::string prefix; // path prefix of the server URL, without trailing '/'
+};
+
+std::optional<endpoint> parse_server_url(const std::string& url, std::string& err) {
+  endpoint ep;
+  std::string rest;
+  if (url.rfind("https://", 0) == 0) {
+    ep.tls = true;
+    rest = url.substr(8);
+  } else if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else {
+    err = "server \"" + url + "\": expected http:// or https:// URL";
+    return std::nullopt;
+  }
+  auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) {
+    ep.prefix = rest.substr(slash);
+    while (!ep.prefix.empty() && ep.prefix.back() == '/')
+      ep.prefix.pop_back();
+  }
+  std::string port_text;
+  if (!authority.empty() && authority.front() == '[') { // [ipv6]:port
+    auto close = authority.find(']');
+    if (close == std::string::npos) {
+      err = "server \"" + url + "\": unterminated IPv6 address";
+      return std::nullopt;
+    }
+    ep.host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') {
+        err = "server \"" + url + "\": invalid authority";
+        return std::nullopt;
+      }
+      port_text = authority.substr(close + 2);
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    ep.host = authority.substr(0, colon);
+    if (colon != std::string::npos)
+      port_text = authority.substr(colon + 1);
+  }
+  if (ep.host.empty()) {
+    err = "server \"" + url + "\": missing host";
+    return std::nullopt;
+  }
+  ep.port = ep.tls ? 443 : 80;
+  if (!port_text.empty()) {
+    bool digits = port_text.size() <= 5 &&
+                  std::all_of(port_text.begin(), port_text.end(),
+                              [](char c) { return c >= '0' && c <= '9'; });
+    int port = digits ? std::atoi(port_text.c_str()) : 0;
+    if (port < 1 || port > 65535) {
+      err = "server \"" + url + "\": invalid port \"" + port_text + "\"";
+      return std::nullopt;
+    }
+    ep.port = port;
+  }
+  return ep;
+}
+
+/// A file private to this process (mode 0600), removed on destruction.
+class private_temp_file {
+public:
+  private_temp_file() = default;
+  private_temp_file(const private_temp_file&) = delete;
+  private_temp_file& operator=(const private_temp_file&) = delete;
+  ~private_temp_file() {
+    if (!path_.empty())
+      ::unlink(path_.c_str());
+  }
+
+  bool write(const std::string& content) {
+    const char* dir = std::getenv("TMPDIR");
+    std::string templ = std::string(dir && *dir ? dir : "/tmp") + "/leasehold-ca-XXXXXX";
+    int fd = ::mkstemp(templ.data()); // mode 0600
+    if (fd < 0)
+      return false;
+    path_ = templ;
+    size_t done = 0;
+    while (done < content.size()) {
+      auto n = ::write(fd, content.data() + done, content.size() - done);
+      if (n <= 0)
+        break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    return done == content.size();
+  }
+
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+struct x509_deleter {
+  void operator()(X509* p) const { X509_free(p); }
+};
+struct pkey_deleter {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct bio_deleter {
+  void operator()(BIO* p) const { BIO_free(p); }
+};
+using bio_ptr = std::unique_ptr<BIO, bio_deleter>;
+
+bio_ptr pem_bio(const std::string& pem) {
+  return bio_ptr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+/// PEM text from `data`, else the contents of `file`; empty when neither is set.
+std::optional<std::string> pem_from(const std::string& data, const std::string& file,
+                                    const char* what, std::string& err) {
+  if (!data.empty() || file.empty())
+    return data;
+  auto text = read_text_file(file);
+  if (!text)
+    err = std::string(what) + " " + file + ": unreadable";
+  return text;
+}
+
+int parse_retry_after(const std::string& header) {
+  auto text = trim_whitespace(header);
+  if (text.empty() || text.size() > 9 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return 0; // absent, or an HTTP-date (not used by the API server)
+  return std::atoi(text.c_str());
+}
+
+/// Short reason for a non-Status error body (e.g. from a proxy).
+std::string body_excerpt(int status, const std::string& body) {
+  auto text = trim_whitespace(body.substr(0, body.find('\n')));
+  if (text.empty())
+    return "HTTP " + std::to_string(status);
+  constexpr size_t max_len = 200;
+  return text.size() > max_len ? text.substr(0, max_len) + "..." : text;
+}
+
+/// An api_error for a request that got no complete response.
+api_error transport_error(const std::string& verb, const std::string& path, httplib::Error e,
+                          bool got_headers, milliseconds elapsed,
+                          const connection_config& cfg) {
+  api_error err;
+  err.verb = verb;
+  err.path = path;
+  // httplib reports a read or handshake timeout with the same code as a
+  // closed connection; the time spent tells them apart.
+  auto waited = [&](milliseconds limit) { return elapsed * 10 >= limit * 9; };
+  auto detail = " (" + httplib::to_string(e) + ")";
+  switch (e) {
+    case httplib::Error::Connection:
+      err.kind = error_kind::connection_refused;
+      err.reason = "cannot connect" + detail;
+      break;
+    case httplib::Error::ConnectionTimeout:
+      err.kind = error_kind::timeout;
+      err.reason = "connect timed out after " + std::to_string(cfg.connect_timeout.count()) +
+                   "ms" + detail;
+      break;
+    case httplib::Error::Read:
+      if (waited(cfg.read_timeout)) {
+        err.kind = error_kind::timeout;
+        err.reason = "no response within " + std::to_string(cfg.read_timeout.count()) + "ms" +
+                     detail;
+      } else if (got_headers) {
+        err.kind = error_kind::malformed_body;
+        err.reason = "body: truncated (connection closed before the end)" + detail;
+      } else {
+        err.kind = error_kind::connection_refused;
+        err.reason = "connection closed before a response" + detail;
+      }
+      break;
+    case httplib::Error::Write:
+      err.kind = waited(cfg.write_timeout) ? error_kind::timeout : error_kind::connection_refused;
+      err.reason = "cannot send request" + detail;
+      break;
+    case httplib::Error::SSLConnection:
+      err.kind = waited(cfg.connect_timeout) ? error_kind::timeout : error_kind::tls_error;
+      err.reason = "TLS handshake failed" + detail;
+      break;
+    case httplib::Error::SSLServerVerification:
+      err.kind = error_kind::tls_error;
+      err.reason = "server certificate not trusted" + detail;
+      break;
+    case httplib::Error::SSLLoadingCerts:
+      err.kind = error_kind::tls_error;
+      err.reason = "cannot load CA certificates" + detail;
+      break;
+    default:
+      err.kind = error_kind::other;
+      err.reason = "request failed" + detail;
+      break;
+  }
+  return err;
+}
+
+struct http_reply {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+};
+
+template <class T, class F>
+api_result<T> never_throw(const std::string& verb, const std::string& path, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return api_result<T>::failure({error_kind::other, 0, verb, path,
+                                   std::string("internal error: ") + e.what(), 0});
+  } catch (...) {
+    return api_result<T>::failure({error_kind::other, 0, verb, path, "internal error", 0});
+  }
+}
+
+} // namespace
+
+std::string lease_path(const lease_key& k) {
+  return leases_path(k.ns) + "/" + k.name;
+}
+
+std::string leases_path(const std::string& ns) {
+  return lease_group_prefix + ns + "/leases";
+}
+
+std::string events_path(const std::string& ns) {
+  return "/api/v1/namespaces/" + ns + "/events";
+}
+
+std::chrono::milliseconds max_request_time(const connection_config& cfg) {
+  return cfg.connect_timeout + cfg.write_timeout + cfg.read_timeout;
+}
+
+api_error classify_response(const std::string& verb, const std::string& path, int status,
+                            const std::string& body, const std::string& retry_after_header) {
+  api_error e;
+  e.verb = verb;
+  e.path = path;
+  e.http_status = status;
+  if (is_success(status))
+    return e;
+  auto st = parse_status(body);
+  e.reason = st.ok() && !st.value->message.empty() ? st.value->message
+                                                    : body_excerpt(status, body);
+  e.retry_after_seconds = parse_retry_after(retry_after_header);
+  switch (status) {
+    case 404: e.kind = error_kind::not_found; break;
+    case 409:
+      e.kind = st.ok() && st.value->reason == "AlreadyExists" ? error_kind::already_exists
+                                                               : error_kind::conflict;
+      break;
+    case 400:
+    case 422: e.kind = error_kind::invalid; break;
+    case 401: e.kind = error_kind::unauthorized; break;
+    case 403: e.kind = error_kind::forbidden; break;
+    case 429: e.kind = error_kind::throttled; break;
+    default: e.kind = status >= 500 && status < 600 ? error_kind::server_error : error_kind::other;
+  }
+  return e;
+}
+
+api_result<lease> lease_from_response(const std::string& verb, const std::string& path,
+                                      int status, const std::string& body,
+                                      const std::string& retry_after_header) {
+  if (!is_success(status))
+    return api_result<lease>::failure(
+      classify_response(verb, path, status, body, retry_after_header));
+  auto parsed = parse_lease(body);
+  if (parsed.ok())
+    return api_result<lease>::success(std::move(*parsed.value));
+  return api_result<lease>::failure(
+    {error_kind::malformed_body, status, verb, path, parsed.error, 0});
+}
+
+struct kube_client::impl {
+  connection_config cfg;
+  endpoint ep;
+  std::unique_ptr<httplib::ClientImpl> http;
+  private_temp_file ca_file_from_data;
+  api_error setup_error;     // kind none when the client is usable
+  std::string last_token;    // last good content of cfg.token_file
+  std::mutex mtx;            // one request at a time
+
+  explicit impl(connection_config c) : cfg(std::move(c)) {
+    if (cfg.user_agent.empty())
+      cfg.user_agent = std::string("leasehold/") + LEASEHOLD_VERSION;
+    setup();
+  }
+
+  void fail_setup(error_kind kind, std::string reason) {
+    setup_error.kind = kind;
+    setup_error.reason = std::move(reason);
+    http.reset();
+  }
+
+  void setup() {
+    std::string err;
+    auto parsed = parse_server_url(cfg.server, err);
+    if (!parsed)
+      return fail_setup(error_kind::other, err);
+    ep = *parsed;
+    if (ep.tls) {
+      if (!setup_tls())
+        return;
+    } else {
+      http = std::make_unique<httplib::ClientImpl>(ep.host, ep.port);
+    }
+    http->set_connection_timeout(cfg.connect_timeout);
+    http->set_read_timeout(cfg.read_timeout);
+    http->set_write_timeout(cfg.write_timeout);
+    http->set_keep_alive(true);
+    http->set_follow_location(false);
+  }
+
+  bool setup_tls() {
+    std::string err;
+    auto cert_pem = pem_from(cfg.client_cert_data, cfg.client_cert_file, "client certificate", err);
+    auto key_pem = cert_pem ? pem_from(cfg.client_key_data, cfg.client_key_file, "client key", err)
+                            : std::nullopt;
+    if (!cert_pem || !key_pem) {
+      fail_setup(error_kind::tls_error, err);
+      return false;
+    }
+    if (cert_pem->empty() != key_pem->empty()) {
+      fail_setup(error_kind::tls_error, "client certificate and key must be set together");
+      return false;
+    }
+    std::unique_ptr<httplib::SSLClient> ssl;
+    if (cert_pem->empty()) {
+      ssl = std::make_unique<httplib::SSLClient>(ep.host, ep.port);
+    } else {
+      std::unique_ptr<X509, x509_deleter> cert(
+        PEM_read_bio_X509(pem_bio(*cert_pem).get(), nullptr, nullptr, nullptr));
+      std::unique_ptr<EVP_PKEY, pkey_deleter> key(
+        PEM_read_bio_PrivateKey(pem_bio(*key_pem).get(), nullptr, nullptr, nullptr));
+      if (!cert || !key) {
+        fail_setup(error_kind::tls_error, !cert ? "client certificate: invalid PEM"
+                                                : "client key: invalid PEM");
+        return false;
+      }
+      // The SSL context takes its own references; ours are freed here.
+      ssl = std::make_unique<httplib::SSLClient>(ep.host, ep.port, cert.get(), key.get());
+    }
+    if (!ssl->is_valid()) {
+      fail_setup(error_kind::tls_error, "client certificate and key do not match");
+      return false;
+    }
+    if (!cfg.ca_data.empty()) {
+      if (!ca_file_from_data.write(cfg.ca_data)) {
+        fail_setup(error_kind::tls_error, "cannot write CA data to a temporary file");
+        return false;
+      }
+      ssl->set_ca_cert_path(ca_file_from_data.path());
+    } else if (!cfg.ca_file.empty()) {
+      ssl->set_ca_cert_path(cfg.ca_file);
+    }
+    ssl->enable_server_certificate_verification(!cfg.insecure_skip_tls_verify);
+    http = std::move(ssl);
+    return true;
+  }
+
+  /// The bearer token for the next request: the token file is re-read on
+  /// every request (service-account tokens rotate); if it becomes unreadable
+  /// the last good token is kept.
+  bool bearer_token(std::string& token, std::string& err) {
+    if (cfg.token_file.empty()) {
+      token = cfg.token;
+      return true;
+    }
+    if (auto text = read_text_file(cfg.token_file); text && !trim_whitespace(*text).empty())
+      last_token = trim_whitespace(*text);
+    if (last_token.empty()) {
+      err = "token file " + cfg.token_file + ": unreadable or empty";
+      return false;
+    }
+    token = last_token;
+    return true;
+  }
+
+  api_result<http_reply> exchange(const std::string& verb, const std::string& path,
+                                  const std::string* body) {
+    std::lock_guard<std::mutex> guard(mtx);
+    if (setup_error.kind != error_kind::none) {
+      auto err = setup_error;
+      err.verb = verb;
+      err.path = path;
+      return api_result<http_reply>::failure(err);
+    }
+    httplib::Request req;
+    req.method = verb;
+    req.path = ep.prefix + path;
+    req.headers = {{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}};
+    std::string token, err_text;
+    if (!bearer_token(token, err_text))
+      return api_result<http_reply>::failure({error_kind::other, 0, verb, path, err_text, 0});
+    if (!token.empty())
+      req.headers.emplace("Authorization", "Bearer " + token);
+    if (body) {
+      req.body = *body;
+      req.headers.emplace("Content-Type", "application/json");
+    }
+    bool got_headers = false;
+    req.response_handler = [&got_headers](const httplib::Response&) {
+      got_headers = true;
+      return true;
+    };
+    auto start = steady::now();
+    auto res = http->send(req);
+    if (!res) {
+      auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
+      return api_result<http_reply>::failure(
+        transport_error(verb, path, res.error(), got_headers, elapsed, cfg));
+    }
+    return api_result<http_reply>::success(
+      {res->status, std::move(res->body), res->get_header_value("Retry-After")});
+  }
+
+  api_result<lease> lease_call(const std::string& verb, const std::string& path,
+                               const std::string* body) {
+    return never_throw<lease>(verb, path, [&] {
+      auto reply = exchange(verb, path, body);
+      if (!reply.ok())
+        return api_result<lease>::failure(reply.error);
+      return lease_from_response(verb, path, reply.value->status, reply.value->body,
+                                 reply.value->retry_after);
+    });
+  }
+};
+
+kube_client::kube_client(connection_config cfg) : impl_(std::make_unique<impl>(std::move(cfg))) {}
+
+kube_client::~kube_client() = default;
+
+api_result<lease> kube_client::get_lease(const lease_key& k) {
+  return impl_->lease_call("GET", lease_path(k), nullptr);
+}
+
+api_result<lease> kube_client::create_lease(const lease& l) {
+  return never_throw<lease>("POST", leases_path(l.ns), [&] {
+    auto fresh = l;
+    fresh.resource_version.clear(); // the API rejects a create that names a version
+    auto body = to_json_value(fresh).dump();
+    return impl_->lease_call("POST", leases_path(l.ns), &body);
+  });
+}
+
+api_result<lease> kube_client::update_lease(const lease& l) {
+  return never_throw<lease>("PUT", lease_path(l.key()), [&] {
+    auto body = to_json_value(l).dump();
+    return impl_->lease_call("PUT", lease_path(l.key()), &body);
+  });
+}
+
+api_result<bool> kube_client::create_event(const kube_event& e) {
+  const auto path = events_path(e.involved.ns);
+  return never_throw<bool>("POST", path, [&] {
+    auto body = to_json_value(e).dump();
+    auto reply = impl_->exchange("POST", path, &body);
+    if (!reply.ok())
+      return api_result<bool>::failure(reply.error);
+    if (!is_success(reply.value->status))
+      return api_result<bool>::failure(classify_response(
+        "POST", path, reply.value->status, reply.value->body, reply.value->retry_after));
+    return api_result<bool>::success(true);
+  });
+}
+
+const connection_config& kube_client::config() const {
+  return impl_->cfg;
+}
+
+} // namespace leasehold
