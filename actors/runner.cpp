@@ -1,12 +1,12 @@
 #include "actors/runner.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <map>
 #include <random>
 
 #include "actors/elector.hpp"
+#include "actors/module_supervisor.hpp"
 
 namespace leasehold {
 
@@ -37,27 +37,6 @@ namespace {
 
 using time_point = caf::actor_clock::time_point;
 
-/// One configured module under supervision (one_for_one).
-struct module_slot {
-  module_spec spec;
-  caf::actor actor;                 // the running instance, if any
-  module_state state = module_state::stopped;
-  std::deque<time_point> restart_times;   // within supervision.period
-  int restarts = 0;
-  std::uint64_t generation = 0;     // bumps on every spawn/stop; stale restarts are ignored
-};
-
-/// An instance that was asked to stop and has not gone down yet.
-struct stopping_module {
-  std::string name;
-  bool leader_only = false;
-  caf::actor actor;
-  std::uint64_t id = 0;
-};
-
-/// What follows a finished step-down.
-enum class after_stepdown { respawn, release };
-
 class runner_actor : public caf::event_based_actor {
 public:
   runner_actor(caf::actor_config& cfg, runner_options opts)
@@ -65,7 +44,10 @@ public:
       opt_(std::move(opts)),
       rng_(opt_.seed != 0 ? opt_.seed : std::random_device{}()),
       backoff_(opt_.timings.backoff_min, opt_.timings.backoff_max, opt_.timings.backoff_jitter),
-      emit(opt_.events, opt_.identity, opt_.lease.to_string()) {
+      emit(opt_.events, opt_.identity, opt_.lease.to_string()),
+      modules_(this, opt_, emit,
+               {[this] { on_module_stopped(); },
+                [this](const std::string& name) { on_leader_only_failed(name); }}) {
   }
 
   const char* name() const override { return "leasehold.runner"; }
@@ -96,13 +78,13 @@ public:
           notify(leadership_changed{false, holder_, term_, {}});
         }
       },
-      [=](stop_timeout_atom, std::uint64_t id) { on_stop_timeout(id); },
+      [=](stop_timeout_atom, std::uint64_t id) { modules_.on_stop_timeout(id); },
+      [=](restart_atom, const std::string& name, std::uint64_t generation) {
+        modules_.on_restart(name, generation, fence_);
+      },
       [=](respawn_atom, std::uint64_t seq) {
         if (seq == respawn_seq_ && !elector_ && should_elect())
           start_elector();
-      },
-      [=](restart_atom, const std::string& name, std::uint64_t generation) {
-        on_restart(name, generation);
       },
       [=](module_config& cfg) -> config_result {
         auto errs = validate(cfg, *opt_.registry);
@@ -140,11 +122,7 @@ public:
 
   void on_exit() override {
     // Whatever way the runner ends, nothing it supervised outlives it.
-    for (auto& kv : slots_)
-      if (kv.second.actor)
-        anon_send_exit(kv.second.actor, caf::exit_reason::kill);
-    for (auto& s : stopping_)
-      anon_send_exit(s.actor, caf::exit_reason::kill);
+    modules_.kill_all();
     if (elector_)
       anon_send_exit(elector_, caf::exit_reason::kill);
   }
@@ -153,44 +131,12 @@ private:
   // -- configuration ---------------------------------------------------------
 
   void apply(const module_config& cfg) {
-    std::map<std::string, module_slot> next;
-    for (auto& spec : cfg.modules) {
-      auto old = slots_.find(spec.name);
-      if (old == slots_.end()) {
-        module_slot s;
-        s.spec = spec;
-        s.state = spec.enabled ? module_state::stopped : module_state::disabled;
-        next.emplace(spec.name, std::move(s));
-        continue;
-      }
-      module_slot s = std::move(old->second);
-      slots_.erase(old);
-      bool same_kind = s.spec.type == spec.type && s.spec.leader_only == spec.leader_only;
-      if (!spec.enabled || !same_kind) {
-        stop_slot(s, "disabled by configuration");
-        if (!spec.enabled)
-          s.state = module_state::disabled;
-        s.restart_times.clear();
-      } else if (s.actor && s.spec.settings != spec.settings) {
-        send(s.actor, module_settings{spec.name, spec.settings});
-      }
-      if (spec.enabled && s.state == module_state::disabled)
-        s.state = module_state::stopped;
-      s.spec = spec;
-      next.emplace(spec.name, std::move(s));
-    }
-    for (auto& kv : slots_)   // removed from the configuration
-      stop_slot(kv.second, "removed from configuration");
-    slots_ = std::move(next);
-    order_.clear();
-    for (auto& spec : cfg.modules)
-      order_.push_back(spec.name);
+    modules_.configure(cfg);
     cfg_ = cfg;
     emit(event_type::config_applied, [&](runtime_event& ev) {
       ev.detail = std::to_string(cfg.modules.size()) + " modules";
     });
-
-    start_wanted_modules();
+    modules_.start_wanted(fence_);
     if (should_elect()) {
       if (state_ == runner_state::idle && !elector_)
         start_elector();
@@ -200,17 +146,6 @@ private:
   }
 
   bool should_elect() const { return !shutting_down_ && cfg_.any_leader_only_enabled(); }
-
-  /// Starts every enabled module that should run now and does not.
-  void start_wanted_modules() {
-    for (auto& name : order_) {
-      auto& s = slots_.at(name);
-      if (s.state != module_state::stopped || !s.spec.enabled)
-        continue;
-      if (!s.spec.leader_only || state_ == runner_state::leader)
-        spawn_module(s);
-    }
-  }
 
   // -- election ----------------------------------------------------------------
 
@@ -246,14 +181,8 @@ private:
       ev.valid_until_ns = fence.valid_until->load();
     });
     notify(current_leadership());
-    for (auto& kv : slots_) {   // a new term forgives last term's crash loops
-      auto& s = kv.second;
-      if (s.spec.leader_only && s.state == module_state::failed) {
-        s.state = module_state::stopped;
-        s.restart_times.clear();
-      }
-    }
-    start_wanted_modules();
+    modules_.forgive_leader_only();   // a new term forgives last term's crash loops
+    modules_.start_wanted(fence_);
   }
 
   /// The elector ended (lost term, crash, kill): same thing for the runner.
@@ -268,7 +197,7 @@ private:
       });
       if (clock().now() - term_started_ >= opt_.timings.lease_duration)
         backoff_.reset();   // a stable term: the next respawn is quick again
-      begin_stepdown(after_stepdown::respawn, reason);
+      begin_stepdown(reason);
     } else if (state_ == runner_state::follower) {
       schedule_respawn();
     }
@@ -291,10 +220,9 @@ private:
   void stop_electing() {
     ++respawn_seq_;   // cancels a pending respawn
     if (state_ == runner_state::leader) {
-      begin_stepdown(after_stepdown::release,
-                     shutting_down_ ? "shutdown" : "no leader-only module enabled");
+      begin_stepdown(shutting_down_ ? "shutdown" : "no leader-only module enabled");
     } else if (state_ == runner_state::stepping_down) {
-      after_ = after_stepdown::release;
+      // The step-down ends in settle(), which no longer elects.
     } else if (elector_) {
       release_elector([=] { settle(); });
     } else {
@@ -324,45 +252,28 @@ private:
 
   // -- stepping down -----------------------------------------------------------
 
-  void begin_stepdown(after_stepdown after, const std::string& reason) {
-    after_ = after;
+  /// Stops every leader-only module; once they are down, check_stepdown_done
+  /// releases the lease (if the elector still holds it) and settles.
+  void begin_stepdown(const std::string& reason) {
     if (fence_)
       fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
     fence_.reset();
     set_state(runner_state::stepping_down);
     notify(leadership_changed{false, holder_, term_, reason});
-    for (auto it = order_.rbegin(); it != order_.rend(); ++it) {   // reverse start order
-      auto& s = slots_.at(*it);
-      if (s.spec.leader_only)
-        stop_slot(s, "leadership ended: " + reason);
-    }
+    modules_.stop_leader_only("leadership ended: " + reason);
     check_stepdown_done();
   }
 
   void check_stepdown_done() {
-    if (state_ != runner_state::stepping_down)
+    if (state_ != runner_state::stepping_down || modules_.stopping_leader_only())
       return;
-    for (auto& s : stopping_)
-      if (s.leader_only)
-        return;
     // Every leader-only module is down: only now may the lease go or a new elector start.
-    if (after_ == after_stepdown::release && elector_) {
-      release_elector([=] { after_release(); });
-      return;
-    }
-    if (after_ == after_stepdown::release) {
-      after_release();
-      return;
-    }
-    if (elector_)   // still renewing (e.g. step-down for a crash loop): drop it
+    if (elector_) {   // still renewing (release requested, or a crash loop): let it go
       release_elector([=] { settle(); });
-    else
+      return;
+    }
+    if (!releasing_)
       settle();
-  }
-
-  void after_release() {
-    emit(event_type::state_changed, [&](runtime_event& ev) { ev.detail = "lease released"; });
-    settle();
   }
 
   /// Picks the resting state after a step-down, a release or a config change.
@@ -381,78 +292,19 @@ private:
 
   // -- modules -----------------------------------------------------------------
 
-  void spawn_module(module_slot& s) {
-    auto* type = opt_.registry->find(s.spec.type);
-    module_context ctx;
-    ctx.name = s.spec.name;
-    ctx.type = s.spec.type;
-    ctx.leader_only = s.spec.leader_only;
-    ctx.settings = s.spec.settings;
-    if (s.spec.leader_only && fence_)
-      ctx.fence = *fence_;
-    ctx.runner = caf::actor_cast<caf::actor>(this);
-    ctx.identity = opt_.identity;
-    ctx.events = opt_.events;
-    caf::actor a;
-    std::string failure;
-    try {
-      if (type != nullptr && type->factory)
-        a = type->factory(system(), ctx);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    ++s.generation;
-    if (!a) {
-      module_crashed(s, "factory failed" + (failure.empty() ? std::string{} : ": " + failure));
-      return;
-    }
-    monitor(a);
-    s.actor = a;
-    s.state = module_state::running;
-    emit(event_type::module_started, [&](runtime_event& ev) {
-      ev.module = s.spec.name;
-      ev.leader_only = s.spec.leader_only;
-      ev.term = s.spec.leader_only ? term_ : -1;
-    });
-  }
-
-  /// Exit message now, kill at module_stop_timeout (OTP's shutdown spec).
-  void stop_slot(module_slot& s, const std::string& reason) {
-    ++s.generation;   // a pending restart is void
-    if (s.state == module_state::restarting || s.state == module_state::failed)
-      s.state = module_state::stopped;
-    if (!s.actor)
-      return;
-    auto id = ++stop_ids_;
-    stopping_.push_back(stopping_module{s.spec.name, s.spec.leader_only, s.actor, id});
-    send_exit(s.actor, caf::exit_reason::user_shutdown);
-    s.actor = nullptr;
-    s.state = module_state::stopped;
-    delayed_send(this, opt_.timings.module_stop_timeout, stop_timeout_atom::value, id);
-    emit(event_type::module_stopped, [&](runtime_event& ev) {
-      ev.module = s.spec.name;
-      ev.leader_only = s.spec.leader_only;
-      ev.reason = "stop requested: " + reason;
-      ev.detail = "requested";
-    });
-  }
-
-  void on_stop_timeout(std::uint64_t id) {
-    auto it = std::find_if(stopping_.begin(), stopping_.end(),
-                           [&](const stopping_module& s) { return s.id == id; });
-    if (it == stopping_.end())
-      return;
-    anon_send_exit(it->actor, caf::exit_reason::kill);
-    emit(event_type::module_killed, [&](runtime_event& ev) {
-      ev.module = it->name;
-      ev.leader_only = it->leader_only;
-      ev.reason = "did not stop within module_stop_timeout";
-    });
-    demonitor(it->actor);
-    stopping_.erase(it);
+  void on_module_stopped() {
     check_stepdown_done();
     if (shutting_down_)
       finish_shutdown();
+  }
+
+  void on_leader_only_failed(const std::string& name) {
+    if (state_ != runner_state::leader)
+      return;
+    // Let a healthy replica lead: step down, release, compete again after backoff.
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    backoff_.next(u(rng_));
+    begin_stepdown("module " + name + " is crash-looping");
   }
 
   void on_down(const caf::down_msg& dm) {
@@ -460,86 +312,11 @@ private:
       elector_gone("elector terminated: " + system().render(dm.reason));
       return;
     }
-    auto st = std::find_if(stopping_.begin(), stopping_.end(),
-                           [&](const stopping_module& s) { return s.actor.address() == dm.source; });
-    if (st != stopping_.end()) {
-      emit(event_type::module_stopped, [&](runtime_event& ev) {
-        ev.module = st->name;
-        ev.leader_only = st->leader_only;
-        ev.reason = system().render(dm.reason);
-        ev.detail = "down";
-      });
-      stopping_.erase(st);
-      check_stepdown_done();
-      if (shutting_down_)
-        finish_shutdown();
+    if (modules_.on_down(dm))
       return;
-    }
-    for (auto& kv : slots_) {
-      auto& s = kv.second;
-      if (s.actor && s.actor.address() == dm.source) {
-        s.actor = nullptr;
-        module_crashed(s, dm.reason ? system().render(dm.reason) : "exited");
-        return;
-      }
-    }
     subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
                                       [&](const caf::actor& a) { return a.address() == dm.source; }),
                        subscribers_.end());
-  }
-
-  /// one_for_one: restart with backoff, unless over intensity.
-  void module_crashed(module_slot& s, const std::string& reason) {
-    auto now = clock().now();
-    emit(event_type::module_crashed, [&](runtime_event& ev) {
-      ev.module = s.spec.name;
-      ev.leader_only = s.spec.leader_only;
-      ev.reason = reason;
-    });
-    while (!s.restart_times.empty() && now - s.restart_times.front() > opt_.supervision.period)
-      s.restart_times.pop_front();
-    if (static_cast<int>(s.restart_times.size()) >= opt_.supervision.intensity) {
-      s.state = module_state::failed;
-      emit(event_type::module_failed, [&](runtime_event& ev) {
-        ev.module = s.spec.name;
-        ev.leader_only = s.spec.leader_only;
-        ev.reason = "more than " + std::to_string(opt_.supervision.intensity) + " restarts within "
-                    + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                       opt_.supervision.period).count()) + "s";
-      });
-      if (s.spec.leader_only && state_ == runner_state::leader) {
-        // Let a healthy replica lead: step down, release, compete again after backoff.
-        std::uniform_real_distribution<double> u(0.0, 1.0);
-        backoff_.next(u(rng_));
-        begin_stepdown(after_stepdown::release, "module " + s.spec.name + " is crash-looping");
-      }
-      return;
-    }
-    s.restart_times.push_back(now);
-    ++s.restarts;
-    auto shift = std::min<int>(static_cast<int>(s.restart_times.size()) - 1, 20);
-    caf::timespan delay = std::min<caf::timespan>(opt_.supervision.restart_backoff_min * (1LL << shift),
-                                                  opt_.supervision.restart_backoff_max);
-    s.state = module_state::restarting;
-    ++s.generation;
-    emit(event_type::module_restarting, [&](runtime_event& ev) {
-      ev.module = s.spec.name;
-      ev.leader_only = s.spec.leader_only;
-      ev.value = std::chrono::duration<double, std::milli>(delay).count();
-    });
-    delayed_send(this, delay, restart_atom::value, s.spec.name, s.generation);
-  }
-
-  void on_restart(const std::string& name, std::uint64_t generation) {
-    auto it = slots_.find(name);
-    if (it == slots_.end())
-      return;
-    auto& s = it->second;
-    if (s.state != module_state::restarting || s.generation != generation)
-      return;
-    s.state = module_state::stopped;
-    if (!s.spec.leader_only || state_ == runner_state::leader)
-      spawn_module(s);
   }
 
   // -- shutdown ----------------------------------------------------------------
@@ -554,28 +331,19 @@ private:
   }
 
   void finish_shutdown() {
-    if (releasing_)
-      return;
-    if (state_ == runner_state::stepping_down && !stepdown_finished())
+    if (releasing_ || elector_ || modules_.stopping_leader_only())
       return;
     if (!stopping_every_replica_) {
       stopping_every_replica_ = true;
-      for (auto it = order_.rbegin(); it != order_.rend(); ++it)
-        stop_slot(slots_.at(*it), "shutdown");
+      modules_.stop_all("shutdown");
     }
-    if (!stopping_.empty())
+    if (modules_.stopping_any())
       return;
     set_state(runner_state::stopped);
     for (auto& rp : shutdown_rps_)
       rp.deliver(true);
     shutdown_rps_.clear();
     quit();
-  }
-
-  bool stepdown_finished() const {
-    return std::none_of(stopping_.begin(), stopping_.end(),
-                        [](const stopping_module& s) { return s.leader_only; })
-           && !elector_;
   }
 
   // -- reporting ---------------------------------------------------------------
@@ -610,17 +378,8 @@ private:
     if (state_ == runner_state::leader)
       st.ms_since_renew
         = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew_).count();
-    for (auto& name : order_) {
-      auto& s = slots_.at(name);
-      module_status ms{s.spec.name, s.spec.type, s.spec.leader_only, s.state, s.restarts};
-      if (!s.spec.leader_only && s.state == module_state::failed)
-        st.healthy = false;
-      st.modules.push_back(std::move(ms));
-    }
-    for (auto& s : stopping_)
-      for (auto& m : st.modules)
-        if (m.name == s.name && m.state == module_state::stopped)
-          m.state = module_state::stopping;
+    st.modules = modules_.status();
+    st.healthy = modules_.healthy();
     return st;
   }
 
@@ -628,13 +387,9 @@ private:
   std::mt19937_64 rng_;
   backoff backoff_;
   event_emitter emit;
+  module_supervisor modules_;
   module_config cfg_;
-  std::map<std::string, module_slot> slots_;
-  std::vector<std::string> order_;          // configuration (= start) order
-  std::vector<stopping_module> stopping_;
-  std::uint64_t stop_ids_ = 0;
   runner_state state_ = runner_state::idle;
-  after_stepdown after_ = after_stepdown::respawn;
   caf::actor elector_;
   std::uint64_t respawn_seq_ = 0;
   std::int64_t electors_started_ = 0;

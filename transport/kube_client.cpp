@@ -344,6 +344,7 @@ struct kube_client::impl {
     http->set_read_timeout(cfg.read_timeout);
     http->set_write_timeout(cfg.write_timeout);
     http->set_keep_alive(true);
+    http->set_tcp_nodelay(true);   // small PUT bodies: no 40 ms Nagle delay
     http->set_follow_location(false);
   }
 

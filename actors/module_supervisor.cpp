@@ -1,0 +1,261 @@
+#include "actors/module_supervisor.hpp"
+
+#include <algorithm>
+
+namespace leasehold {
+
+module_supervisor::module_supervisor(caf::event_based_actor* self, const runner_options& opt,
+                                     event_emitter emit, hooks h)
+  : self_(self), opt_(opt), emit_(std::move(emit)), hooks_(std::move(h)) {
+}
+
+void module_supervisor::configure(const module_config& cfg) {
+  std::map<std::string, slot> next;
+  for (auto& spec : cfg.modules) {
+    auto old = slots_.find(spec.name);
+    if (old == slots_.end()) {
+      slot s;
+      s.spec = spec;
+      s.state = spec.enabled ? module_state::stopped : module_state::disabled;
+      next.emplace(spec.name, std::move(s));
+      continue;
+    }
+    slot s = std::move(old->second);
+    slots_.erase(old);
+    bool same_kind = s.spec.type == spec.type && s.spec.leader_only == spec.leader_only;
+    if (!spec.enabled || !same_kind) {
+      stop(s, "disabled by configuration");
+      if (!spec.enabled)
+        s.state = module_state::disabled;
+      s.restart_times.clear();
+    } else if (s.actor && s.spec.settings != spec.settings) {
+      self_->send(s.actor, module_settings{spec.name, spec.settings});
+    }
+    if (spec.enabled && s.state == module_state::disabled)
+      s.state = module_state::stopped;
+    s.spec = spec;
+    next.emplace(spec.name, std::move(s));
+  }
+  for (auto& kv : slots_)   // removed from the configuration
+    stop(kv.second, "removed from configuration");
+  slots_ = std::move(next);
+  order_.clear();
+  for (auto& spec : cfg.modules)
+    order_.push_back(spec.name);
+}
+
+void module_supervisor::start_wanted(const std::optional<fencing_token>& fence) {
+  for (auto& name : order_) {
+    auto it = slots_.find(name);
+    if (it == slots_.end())
+      continue;   // a failing leader-only start stepped the replica down meanwhile
+    auto& s = it->second;
+    if (s.state == module_state::stopped && s.spec.enabled && (!s.spec.leader_only || fence))
+      spawn(s, fence);
+  }
+}
+
+void module_supervisor::forgive_leader_only() {
+  for (auto& kv : slots_) {
+    auto& s = kv.second;
+    if (s.spec.leader_only && s.state == module_state::failed) {
+      s.state = module_state::stopped;
+      s.restart_times.clear();
+    }
+  }
+}
+
+void module_supervisor::stop_leader_only(const std::string& reason) {
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {   // reverse start order
+    auto& s = slots_.at(*it);
+    if (s.spec.leader_only)
+      stop(s, reason);
+  }
+}
+
+void module_supervisor::stop_all(const std::string& reason) {
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+    stop(slots_.at(*it), reason);
+}
+
+bool module_supervisor::stopping_leader_only() const {
+  return std::any_of(stopping_.begin(), stopping_.end(),
+                     [](const stopping_module& s) { return s.leader_only; });
+}
+
+void module_supervisor::spawn(slot& s, const std::optional<fencing_token>& fence) {
+  auto* type = opt_.registry->find(s.spec.type);
+  module_context ctx;
+  ctx.name = s.spec.name;
+  ctx.type = s.spec.type;
+  ctx.leader_only = s.spec.leader_only;
+  ctx.settings = s.spec.settings;
+  if (s.spec.leader_only && fence)
+    ctx.fence = *fence;
+  ctx.runner = caf::actor_cast<caf::actor>(self_);
+  ctx.identity = opt_.identity;
+  ctx.events = opt_.events;
+  caf::actor a;
+  std::string failure;
+  try {
+    if (type != nullptr && type->factory)
+      a = type->factory(self_->system(), ctx);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  ++s.generation;
+  if (!a) {
+    crashed(s, "factory failed" + (failure.empty() ? std::string{} : ": " + failure));
+    return;
+  }
+  self_->monitor(a);
+  s.actor = a;
+  s.state = module_state::running;
+  emit_(event_type::module_started, [&](runtime_event& ev) {
+    ev.module = s.spec.name;
+    ev.leader_only = s.spec.leader_only;
+    ev.term = s.spec.leader_only ? ctx.fence.term : -1;
+  });
+}
+
+void module_supervisor::stop(slot& s, const std::string& reason) {
+  ++s.generation;   // a pending restart is void
+  if (s.state == module_state::restarting || s.state == module_state::failed)
+    s.state = module_state::stopped;
+  if (!s.actor)
+    return;
+  auto id = ++stop_ids_;
+  stopping_.push_back(stopping_module{s.spec.name, s.spec.leader_only, s.actor, id});
+  self_->send_exit(s.actor, caf::exit_reason::user_shutdown);
+  s.actor = nullptr;
+  s.state = module_state::stopped;
+  self_->delayed_send(self_, opt_.timings.module_stop_timeout, stop_timeout_atom::value, id);
+  emit_(event_type::module_stopped, [&](runtime_event& ev) {
+    ev.module = s.spec.name;
+    ev.leader_only = s.spec.leader_only;
+    ev.reason = "stop requested: " + reason;
+    ev.detail = "requested";
+  });
+}
+
+void module_supervisor::on_stop_timeout(std::uint64_t id) {
+  auto it = std::find_if(stopping_.begin(), stopping_.end(),
+                         [&](const stopping_module& s) { return s.id == id; });
+  if (it == stopping_.end())
+    return;
+  caf::anon_send_exit(it->actor, caf::exit_reason::kill);
+  emit_(event_type::module_killed, [&](runtime_event& ev) {
+    ev.module = it->name;
+    ev.leader_only = it->leader_only;
+    ev.reason = "did not stop within module_stop_timeout";
+  });
+  self_->demonitor(it->actor);
+  stopping_.erase(it);
+  hooks_.stopped();
+}
+
+bool module_supervisor::on_down(const caf::down_msg& dm) {
+  auto st = std::find_if(stopping_.begin(), stopping_.end(),
+                         [&](const stopping_module& s) { return s.actor.address() == dm.source; });
+  if (st != stopping_.end()) {
+    emit_(event_type::module_stopped, [&](runtime_event& ev) {
+      ev.module = st->name;
+      ev.leader_only = st->leader_only;
+      ev.reason = self_->system().render(dm.reason);
+      ev.detail = "down";
+    });
+    stopping_.erase(st);
+    hooks_.stopped();
+    return true;
+  }
+  for (auto& kv : slots_) {
+    auto& s = kv.second;
+    if (s.actor && s.actor.address() == dm.source) {
+      s.actor = nullptr;
+      crashed(s, dm.reason ? self_->system().render(dm.reason) : "exited");
+      return true;
+    }
+  }
+  return false;
+}
+
+void module_supervisor::crashed(slot& s, const std::string& reason) {
+  auto now = self_->clock().now();
+  auto& policy = opt_.supervision;
+  emit_(event_type::module_crashed, [&](runtime_event& ev) {
+    ev.module = s.spec.name;
+    ev.leader_only = s.spec.leader_only;
+    ev.reason = reason;
+  });
+  while (!s.restart_times.empty() && now - s.restart_times.front() > policy.period)
+    s.restart_times.pop_front();
+  if (static_cast<int>(s.restart_times.size()) >= policy.intensity) {
+    s.state = module_state::failed;
+    emit_(event_type::module_failed, [&](runtime_event& ev) {
+      ev.module = s.spec.name;
+      ev.leader_only = s.spec.leader_only;
+      ev.reason = "more than " + std::to_string(policy.intensity) + " restarts within "
+                  + std::to_string(
+                    std::chrono::duration_cast<std::chrono::seconds>(policy.period).count())
+                  + "s";
+    });
+    if (s.spec.leader_only)
+      hooks_.leader_only_failed(s.spec.name);
+    return;
+  }
+  s.restart_times.push_back(now);
+  ++s.restarts;
+  auto shift = std::min<int>(static_cast<int>(s.restart_times.size()) - 1, 20);
+  caf::timespan delay = std::min<caf::timespan>(policy.restart_backoff_min * (1LL << shift),
+                                                policy.restart_backoff_max);
+  s.state = module_state::restarting;
+  ++s.generation;
+  emit_(event_type::module_restarting, [&](runtime_event& ev) {
+    ev.module = s.spec.name;
+    ev.leader_only = s.spec.leader_only;
+    ev.value = std::chrono::duration<double, std::milli>(delay).count();
+  });
+  self_->delayed_send(self_, delay, restart_atom::value, s.spec.name, s.generation);
+}
+
+void module_supervisor::on_restart(const std::string& name, std::uint64_t generation,
+                                   const std::optional<fencing_token>& fence) {
+  auto it = slots_.find(name);
+  if (it == slots_.end())
+    return;
+  auto& s = it->second;
+  if (s.state != module_state::restarting || s.generation != generation)
+    return;
+  s.state = module_state::stopped;
+  if (!s.spec.leader_only || fence)
+    spawn(s, fence);
+}
+
+std::vector<module_status> module_supervisor::status() const {
+  std::vector<module_status> out;
+  for (auto& name : order_) {
+    auto& s = slots_.at(name);
+    out.push_back(module_status{s.spec.name, s.spec.type, s.spec.leader_only, s.state, s.restarts});
+  }
+  for (auto& s : stopping_)
+    for (auto& m : out)
+      if (m.name == s.name && m.state == module_state::stopped)
+        m.state = module_state::stopping;
+  return out;
+}
+
+bool module_supervisor::healthy() const {
+  return std::none_of(slots_.begin(), slots_.end(), [](const auto& kv) {
+    return !kv.second.spec.leader_only && kv.second.state == module_state::failed;
+  });
+}
+
+void module_supervisor::kill_all() {
+  for (auto& kv : slots_)
+    if (kv.second.actor)
+      caf::anon_send_exit(kv.second.actor, caf::exit_reason::kill);
+  for (auto& s : stopping_)
+    caf::anon_send_exit(s.actor, caf::exit_reason::kill);
+}
+
+} // namespace leasehold

@@ -1,0 +1,101 @@
+// The module supervisor: one_for_one supervision of module actors, owned and
+// driven by the runner (it runs inside the runner actor, on its thread).
+//
+// - spawn: from the registry entry, monitored; leader-only modules get the
+//   term's fencing token.
+// - stop (OTP shutdown spec): exit message (user_shutdown) now, kill at
+//   module_stop_timeout; stops go out in reverse start order, all at once, so
+//   a step-down never takes longer than one timeout.
+// - crash: restart with exponential backoff, unless the module restarted
+//   more than `intensity` times within `period`: then it is `failed`.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/module_registry.hpp"
+#include "actors/observer.hpp"
+#include "actors/runner.hpp"
+
+namespace leasehold {
+
+class module_supervisor {
+public:
+  /// What the supervisor tells its runner.
+  struct hooks {
+    std::function<void()> stopped;                             // a stopped module went down
+    std::function<void(const std::string& module)> leader_only_failed;   // over intensity
+  };
+
+  module_supervisor(caf::event_based_actor* self, const runner_options& opt, event_emitter emit,
+                    hooks h);
+
+  /// Takes a new (validated) configuration: stops removed, disabled or
+  /// re-typed modules, sends changed settings to running ones. Starts nothing.
+  void configure(const module_config& cfg);
+
+  /// Starts every enabled module that should run and does not: every-replica
+  /// modules always, leader-only ones only with a fence (while leading).
+  void start_wanted(const std::optional<fencing_token>& fence);
+
+  /// A new term: leader-only modules that failed last term may run again.
+  void forgive_leader_only();
+
+  void stop_leader_only(const std::string& reason);
+  void stop_all(const std::string& reason);
+
+  bool stopping_leader_only() const;
+  bool stopping_any() const { return !stopping_.empty(); }
+
+  /// A down message: false when it is not from a module (elector, subscriber).
+  bool on_down(const caf::down_msg& dm);
+  /// stop_timeout_atom: kills the module if it is still up.
+  void on_stop_timeout(std::uint64_t id);
+  /// restart_atom: respawns the module if still wanted.
+  void on_restart(const std::string& name, std::uint64_t generation,
+                  const std::optional<fencing_token>& fence);
+
+  std::vector<module_status> status() const;
+  bool healthy() const;
+  /// The runner ends: nothing it supervised outlives it.
+  void kill_all();
+
+private:
+  struct slot {
+    module_spec spec;
+    caf::actor actor;                            // the running instance, if any
+    module_state state = module_state::stopped;
+    std::deque<caf::actor_clock::time_point> restart_times;   // within policy.period
+    int restarts = 0;
+    std::uint64_t generation = 0;                // bumps on spawn/stop: stale restarts are void
+  };
+  struct stopping_module {
+    std::string name;
+    bool leader_only = false;
+    caf::actor actor;
+    std::uint64_t id = 0;
+  };
+
+  void spawn(slot& s, const std::optional<fencing_token>& fence);
+  void stop(slot& s, const std::string& reason);
+  void crashed(slot& s, const std::string& reason);
+
+  caf::event_based_actor* self_;
+  const runner_options& opt_;
+  event_emitter emit_;
+  hooks hooks_;
+  std::map<std::string, slot> slots_;
+  std::vector<std::string> order_;               // configuration (= start) order
+  std::vector<stopping_module> stopping_;
+  std::uint64_t stop_ids_ = 0;
+};
+
+} // namespace leasehold

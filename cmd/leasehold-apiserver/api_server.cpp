@@ -1,0 +1,603 @@
+#include "cmd/leasehold-apiserver/api_server.hpp"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "cmd/leasehold-apiserver/faults.hpp"
+#include "cmd/leasehold-apiserver/object_store.hpp"
+#include "cmd/leasehold-apiserver/resources.hpp"
+#include "transport/lease.hpp"
+
+namespace leasehold {
+
+using nlohmann::json;
+using namespace apiserver;
+
+namespace {
+
+// ---- sockets ---------------------------------------------------------------
+//
+// cpp-httplib 0.11 gives a handler no access to its socket, and stop() leaves
+// kept-alive connections open until they idle out. To drop connections (a
+// partitioned client, an API server going down) we find this process's
+// connected TCP sockets by their endpoints and shut them down; httplib then
+// sees the connection end and closes its socket.
+
+struct endpoint {
+  std::string addr;
+  int port = -1;
+};
+
+endpoint endpoint_of(const sockaddr_storage& sa) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (sa.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    return {text, ntohs(in->sin_port)};
+  }
+  if (sa.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(&sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+    return {text, ntohs(in6->sin6_port)};
+  }
+  return {};
+}
+
+/// Shuts down every connected socket for which match(local, peer) holds.
+template <class Match>
+void shutdown_sockets(Match match) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr)
+    return;
+  while (dirent* entry = readdir(dir)) {
+    int fd = std::atoi(entry->d_name);
+    if (fd <= 2 || fd == dirfd(dir))
+      continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
+        match(endpoint_of(local), endpoint_of(peer)))
+      ::shutdown(fd, SHUT_RDWR);
+  }
+  closedir(dir);
+}
+
+/// Closes the connection a request arrived on, without an answer.
+void drop_connection(const httplib::Request& req) {
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  if (req.ssl != nullptr) {
+    ::shutdown(SSL_get_fd(req.ssl), SHUT_RDWR);
+    return;
+  }
+#endif
+  shutdown_sockets([&](const endpoint& local, const endpoint& peer) {
+    return local.port == req.local_port && local.addr == req.local_addr &&
+           peer.port == req.remote_port && peer.addr == req.remote_addr;
+  });
+}
+
+/// Closes every connection accepted on `port` (after its listener closed).
+void drop_connections(int port) {
+  shutdown_sockets([&](const endpoint& local, const endpoint&) { return local.port == port; });
+}
+
+/// One httplib server accepting on its own thread.
+class listener {
+public:
+  explicit listener(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {}
+  ~listener() {
+    close();
+    join();
+  }
+
+  /// Binds host:port (0: any free port) and starts accepting; "" on success.
+  std::string start(const std::string& host, int port) {
+    if (port == 0)
+      port_ = server_->bind_to_any_port(host);
+    else
+      port_ = server_->bind_to_port(host, port) ? port : -1;
+    if (port_ <= 0)
+      return "cannot listen on " + host + ":" + std::to_string(port);
+    thread_ = std::thread([this] {
+      server_->listen_after_bind();
+      finished_ = true;
+    });
+    // httplib's stop() is a no-op until the accept loop runs: wait for it.
+    for (int i = 0; i < 5000 && !server_->is_running() && !finished_; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return "";
+  }
+
+  int port() const { return port_; }
+
+  /// Stops accepting (the port refuses connections at once); non-blocking.
+  void close() {
+    if (!closed_.exchange(true) && thread_.joinable())
+      server_->stop();
+  }
+
+  /// Waits for the in-flight connections to end.
+  void join() {
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  bool finished() const { return finished_; }
+
+private:
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> finished_{false};
+  int port_ = 0;
+};
+
+struct kube_route {
+  std::string verb;                         // get, list, create, update, delete, discovery
+  const resource_type* resource = nullptr;  // null for discovery
+  std::string ns;                           // empty: every namespace (list only)
+  std::string name;                         // empty: the collection
+};
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::stringstream in(path);
+  std::string part;
+  while (std::getline(in, part, '/'))
+    if (!part.empty())
+      parts.push_back(part);
+  return parts;
+}
+
+/// Maps method and path to a route; nullopt for paths that do not exist.
+/// An unsupported method on an existing path gets verb "" (405).
+std::optional<kube_route> parse_route(const std::string& method, const std::string& path) {
+  auto parts = split_path(path);
+  std::size_t prefix = 0;
+  std::string group, version;
+  if (parts.size() >= 2 && parts[0] == "api") {
+    version = parts[1];
+    prefix = 2;
+  } else if (parts.size() >= 3 && parts[0] == "apis") {
+    group = parts[1];
+    version = parts[2];
+    prefix = 3;
+  }
+  kube_route route;
+  if (prefix == 0 || parts.size() == prefix) {
+    route.verb = method == "GET" ? "discovery" : "";
+    return route;
+  }
+  std::vector<std::string> rest(parts.begin() + static_cast<std::ptrdiff_t>(prefix), parts.end());
+  std::string plural;
+  if (rest.size() == 1) {
+    plural = rest[0];
+  } else if ((rest.size() == 3 || rest.size() == 4) && rest[0] == "namespaces") {
+    route.ns = rest[1];
+    plural = rest[2];
+    route.name = rest.size() == 4 ? rest[3] : "";
+  } else {
+    return std::nullopt;
+  }
+  route.resource = find_resource(group, version, plural);
+  if (route.resource == nullptr)
+    return std::nullopt;
+  bool collection = route.name.empty();
+  if (method == "GET")
+    route.verb = collection ? "list" : "get";
+  else if (method == "POST" && collection && !route.ns.empty())
+    route.verb = "create";
+  else if (method == "PUT" && !collection)
+    route.verb = "update";
+  else if (method == "DELETE" && !collection)
+    route.verb = "delete";
+  return route;
+}
+
+void set_json(httplib::Response& res, int code, const json& body) {
+  res.status = code;
+  res.set_content(body.dump(), "application/json");
+}
+
+void set_status(httplib::Response& res, int code, const std::string& message) {
+  set_json(res, code, failure_status(code, reason_for(code), message));
+}
+
+} // namespace
+
+struct local_api_server::impl {
+  api_server_options opts;
+  object_store store;
+
+  // Faults, stats and the stop flag share one mutex; cv wakes hung requests.
+  std::mutex mu;
+  std::condition_variable cv;
+  fault_state faults;
+  std::uint64_t fault_version = 0;
+  request_stats stats;
+  bool stopping = false;
+
+  // Listeners: main_listener is null while "down"; closed ones wait in retired.
+  std::mutex listeners_mu;
+  std::unique_ptr<listener> main_listener;
+  std::unique_ptr<listener> control_listener;
+  std::vector<std::unique_ptr<listener>> retired;
+  int port = 0;
+  int control_port = 0;
+  bool started = false;
+
+  std::thread snapshot_thread;
+  bool snapshot_done = false;   // under mu; set once the listeners are joined
+
+  explicit impl(api_server_options o) : opts(std::move(o)) {}
+
+  bool use_tls() const { return !opts.tls_cert_file.empty() && !opts.tls_key_file.empty(); }
+
+  void log(const std::string& msg, json fields = json::object()) {
+    if (!opts.log)
+      return;
+    fields["ts"] = format_micro_time(
+      std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()));
+    fields["msg"] = msg;
+    opts.log(fields);
+  }
+
+  // ---- listeners -----------------------------------------------------------
+
+  std::unique_ptr<httplib::Server> make_server(bool main, std::string& error) {
+    std::unique_ptr<httplib::Server> server;
+    if (main && use_tls())
+      server = std::make_unique<httplib::SSLServer>(opts.tls_cert_file.c_str(),
+                                                    opts.tls_key_file.c_str());
+    else
+      server = std::make_unique<httplib::Server>();
+    if (!server->is_valid()) {
+      error = "cannot load TLS certificate " + opts.tls_cert_file + " / key " + opts.tls_key_file;
+      return nullptr;
+    }
+    auto threads = opts.worker_threads;
+    server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server->set_keep_alive_max_count(100);
+    server->set_tcp_nodelay(true);       // as Go's net/http: no Nagle delay on small answers
+    auto handler = [this, main](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, main);
+    };
+    server->Get(".*", handler);
+    server->Post(".*", handler);
+    server->Put(".*", handler);
+    server->Delete(".*", handler);
+    server->Patch(".*", handler);
+    return server;
+  }
+
+  std::string start_listener(bool main, int wanted_port, std::unique_ptr<listener>& out) {
+    std::string error;
+    auto server = make_server(main, error);
+    if (!server)
+      return error;
+    auto l = std::make_unique<listener>(std::move(server));
+    error = l->start(opts.host, wanted_port);
+    if (error.empty())
+      out = std::move(l);
+    return error;
+  }
+
+  /// Opens or closes the main listener (fault mode "down"); "" on success.
+  std::string set_main_listening(bool up) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping)
+        return "";
+    }
+    std::lock_guard<std::mutex> lock(listeners_mu);
+    for (auto it = retired.begin(); it != retired.end();)
+      it = (*it)->finished() ? retired.erase(it) : it + 1;
+    if (up && !main_listener)
+      return start_listener(true, port, main_listener);
+    if (!up && main_listener) {
+      main_listener->close();
+      drop_connections(port);   // a server that went away resets its connections
+      retired.push_back(std::move(main_listener));
+    }
+    return "";
+  }
+
+  // ---- requests ------------------------------------------------------------
+
+  void handle(const httplib::Request& req, httplib::Response& res, bool main) {
+    if (req.path.rfind("/_leasehold/", 0) == 0)
+      return control(req, res);
+    if (!main)
+      return set_status(res, 404, "the control port serves only /_leasehold/");
+    kube(req, res);
+  }
+
+  enum class outcome { serve, answered, dropped };
+
+  /// Applies latency, then the current fault; waits while hung.
+  outcome apply_faults(const std::string& user_agent, const std::string& identity,
+                       httplib::Response& res) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (faults.latency_ms > 0)
+      cv.wait_for(lock, std::chrono::milliseconds(faults.latency_ms), [&] { return stopping; });
+    auto deadline = std::chrono::steady_clock::now() + opts.hang_limit;
+    for (;;) {
+      if (stopping)
+        return outcome::dropped;
+      bool partitioned = faults.partition.matches(user_agent, identity);
+      if (faults.mode == fault_mode::down || (partitioned && !faults.partition.hang))
+        return outcome::dropped;
+      if (faults.mode == fault_mode::hang || partitioned) {
+        auto version = fault_version;
+        if (!cv.wait_until(lock, deadline, [&] { return stopping || fault_version != version; }))
+          return outcome::dropped;
+        continue;
+      }
+      if (faults.mode == fault_mode::error) {
+        int code = faults.error_status;
+        json details = json::object();
+        if (faults.retry_after_seconds > 0) {
+          details["retryAfterSeconds"] = faults.retry_after_seconds;
+          res.set_header("Retry-After", std::to_string(faults.retry_after_seconds));
+        }
+        set_json(res, code, failure_status(code, reason_for(code),
+                                           "injected fault: " + reason_for(code), details));
+        return outcome::answered;
+      }
+      return outcome::serve;
+    }
+  }
+
+  void kube(const httplib::Request& req, httplib::Response& res) {
+    auto user_agent = req.get_header_value("User-Agent");
+    auto identity = req.get_header_value("X-Leasehold-Identity");
+    auto route = parse_route(req.method, req.path);
+    std::string verb = route ? route->verb : "unknown";
+    if (verb.empty())
+      verb = "unsupported";
+    int code = 0;
+    switch (apply_faults(user_agent, identity, res)) {
+      case outcome::dropped:
+        drop_connection(req);
+        set_status(res, 503, "connection dropped");   // only if the drop failed
+        break;
+      case outcome::answered:
+        code = res.status;
+        break;
+      case outcome::serve:
+        serve(req, route, res);
+        code = res.status;
+        break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stats.record(verb, user_agent, identity, code);
+    }
+    if (opts.log_requests)
+      log("request", {{"verb", verb}, {"method", req.method}, {"path", req.path},
+                      {"code", code}, {"user_agent", user_agent}, {"identity", identity}});
+  }
+
+  void serve(const httplib::Request& req, const std::optional<kube_route>& route,
+             httplib::Response& res) {
+    auto doc = route && route->verb == "discovery"
+                 ? discovery_document(req.path, opts.host + ":" + std::to_string(port))
+                 : std::nullopt;
+    if (doc)
+      return set_json(res, 200, *doc);
+    if (!route || route->verb == "discovery")
+      return set_status(res, 404, "the server could not find the requested resource");
+    if (route->verb.empty() || req.has_param("watch"))
+      return set_status(res, 405, req.method + " " + req.path + " is not supported by leasehold-apiserver");
+    const resource_type& r = *route->resource;
+    if (route->verb == "get")
+      return send(res, store.get(r, route->ns, route->name));
+    if (route->verb == "list")
+      return send(res, store.list(r, route->ns));
+    json body = req.body.empty() ? json(nullptr) : json::parse(req.body, nullptr, false);
+    if (body.is_discarded())
+      return set_status(res, 400, "the request body is not valid JSON");
+    if (route->verb == "delete")
+      return send(res, store.remove(r, route->ns, route->name, body));
+    reply result = route->verb == "create" ? store.create(r, route->ns, std::move(body))
+                                           : store.update(r, route->ns, route->name, std::move(body));
+    send(res, result);
+  }
+
+  static void send(httplib::Response& res, const reply& r) { set_json(res, r.code, r.body); }
+
+  // ---- control -------------------------------------------------------------
+
+  void control(const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/_leasehold/faults" && req.method == "GET") {
+      std::lock_guard<std::mutex> lock(mu);
+      return set_json(res, 200, faults.to_json());
+    }
+    if (req.path == "/_leasehold/faults" && req.method == "POST")
+      return change_faults(req, res);
+    if (req.path == "/_leasehold/stats" && req.method == "GET") {
+      std::lock_guard<std::mutex> lock(mu);
+      return set_json(res, 200, stats.to_json());
+    }
+    if (req.path == "/_leasehold/stats/reset" && req.method == "POST") {
+      std::lock_guard<std::mutex> lock(mu);
+      stats.reset();
+      return set_json(res, 200, stats.to_json());
+    }
+    set_status(res, 404, "unknown control endpoint " + req.method + " " + req.path);
+  }
+
+  void change_faults(const httplib::Request& req, httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, false);
+    fault_request change;
+    std::string error;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      error = body.is_discarded() ? "the request body is not valid JSON"
+                                  : parse_fault_request(body, faults, change);
+      if (error.empty()) {
+        faults = change.next;
+        ++fault_version;
+      }
+    }
+    if (!error.empty())
+      return set_status(res, 400, error);
+    cv.notify_all();
+    if (change.wipe)
+      store.wipe();
+    error = set_main_listening(change.next.mode != fault_mode::down);
+    log("faults", {{"faults", change.next.to_json()}, {"wipe", change.wipe}, {"error", error}});
+    if (!error.empty())
+      return set_status(res, 500, error);
+    set_json(res, 200, change.next.to_json());
+  }
+
+  // ---- snapshot ------------------------------------------------------------
+
+  std::string load_snapshot() {
+    std::ifstream in(opts.snapshot_file);
+    if (!in)
+      return "";   // absent: start empty
+    json snap = json::parse(in, nullptr, false);
+    if (snap.is_discarded())
+      return "snapshot " + opts.snapshot_file + ": not valid JSON";
+    return store.restore(snap);
+  }
+
+  /// Writes tmp + fsync + rename, so a reader sees the old or the new file.
+  std::string write_snapshot(const json& snap) {
+    std::string tmp = opts.snapshot_file + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr)
+      return "cannot write " + tmp;
+    std::string text = snap.dump();
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+              fsync(fileno(f)) == 0;
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), opts.snapshot_file.c_str()) != 0)
+      return "cannot write " + opts.snapshot_file;
+    return "";
+  }
+
+  void snapshot_loop() {
+    std::uint64_t written = store.mutations();
+    for (bool last = false; !last;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        last = cv.wait_for(lock, opts.snapshot_interval, [&] { return snapshot_done; });
+      }
+      auto current = store.mutations();
+      if (current == written)
+        continue;
+      if (auto error = write_snapshot(store.snapshot()); !error.empty())
+        log("snapshot failed", {{"error", error}});
+      written = current;
+    }
+  }
+
+  // ---- lifecycle -----------------------------------------------------------
+
+  start_result start() {
+    if (started)
+      return {0, "already started"};
+    started = true;
+    // Writing to a connection the peer (or drop_connection) closed must not
+    // kill the process.
+    std::signal(SIGPIPE, SIG_IGN);
+    if (!opts.snapshot_file.empty())
+      if (auto error = load_snapshot(); !error.empty())
+        return {0, error};
+    std::lock_guard<std::mutex> lock(listeners_mu);
+    if (auto error = start_listener(true, opts.port, main_listener); !error.empty())
+      return {0, error};
+    port = main_listener->port();
+    if (opts.control_listener) {
+      if (auto error = start_listener(false, opts.control_port, control_listener); !error.empty())
+        return {0, error};
+      control_port = control_listener->port();
+    }
+    if (!opts.snapshot_file.empty())
+      snapshot_thread = std::thread([this] { snapshot_loop(); });
+    log("listening", {{"host", opts.host}, {"port", port}, {"control_port", control_port},
+                      {"tls", use_tls()}});
+    return {port, ""};
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    std::vector<std::unique_ptr<listener>> all;
+    {
+      std::lock_guard<std::mutex> lock(listeners_mu);
+      all = std::move(retired);
+      retired.clear();
+      all.push_back(std::move(main_listener));
+      all.push_back(std::move(control_listener));
+    }
+    for (auto& l : all)
+      if (l)
+        l->close();
+    drop_connections(port);
+    drop_connections(control_port);
+    all.clear();   // joins
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      snapshot_done = true;
+    }
+    cv.notify_all();
+    if (snapshot_thread.joinable())
+      snapshot_thread.join();
+  }
+};
+
+local_api_server::local_api_server(api_server_options opts)
+    : impl_(std::make_unique<impl>(std::move(opts))) {}
+
+local_api_server::~local_api_server() {
+  stop();
+}
+
+start_result local_api_server::start() {
+  auto result = impl_->start();
+  if (!result.ok())
+    impl_->stop();
+  return result;
+}
+
+int local_api_server::port() const {
+  return impl_->port;
+}
+
+int local_api_server::control_port() const {
+  return impl_->control_port;
+}
+
+bool local_api_server::tls() const {
+  return impl_->use_tls();
+}
+
+void local_api_server::stop() {
+  impl_->stop();
+}
+
+} // namespace leasehold

@@ -1,0 +1,73 @@
+// leasehold-apiserver: a local Kubernetes API server for Leases, Events and
+// ConfigMaps with real semantics (resourceVersion, 404/409/422 Status bodies),
+// fault injection and request counters. See DESIGN.md "Local lease API server".
+//
+// Two listeners: the main one (Kubernetes API, optionally TLS, subject to
+// faults; also serves /_leasehold/* while up) and a plain-HTTP control one
+// that serves only /_leasehold/* and never goes down.
+//
+//   GET  /_leasehold/faults          current fault state
+//   POST /_leasehold/faults          change it (body: see faults.hpp)
+//   GET  /_leasehold/stats           counters per verb, client and status code
+//   POST /_leasehold/stats/reset     zero them
+//
+// "down" closes the main listener and drops its open connections (use the
+// control port to send it: a request on the main port loses its answer).
+//
+// In-process use (tests) or via main.cpp. Not restartable: start() once.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold {
+
+struct api_server_options {
+  std::string host = "127.0.0.1";
+  int port = 0;                    // 0: an ephemeral port
+  bool control_listener = true;    // the separate, never-faulted control port
+  int control_port = 0;            // 0: an ephemeral port
+  std::string snapshot_file;       // empty: memory only
+  std::string tls_cert_file;       // both set: HTTPS on the main port
+  std::string tls_key_file;
+  std::size_t worker_threads = 64; // per listener; hung and kept-alive connections hold one
+  std::chrono::milliseconds hang_limit{60000};        // a hung request is dropped after it
+  std::chrono::milliseconds snapshot_interval{200};   // snapshot writes at most this often
+  std::function<void(const nlohmann::json&)> log;     // structured log lines; null: silent
+  bool log_requests = false;       // one log line per Kubernetes API request
+};
+
+struct start_result {
+  int port = 0;                    // the bound main port
+  std::string error;               // empty on success
+  bool ok() const { return error.empty(); }
+};
+
+class local_api_server {
+public:
+  explicit local_api_server(api_server_options opts = {});
+  ~local_api_server();   // stop()s
+  local_api_server(const local_api_server&) = delete;
+  local_api_server& operator=(const local_api_server&) = delete;
+
+  /// Loads the snapshot, binds both listeners and serves on background
+  /// threads. Returns at once.
+  start_result start();
+  int port() const;
+  int control_port() const;   // 0 without a control listener
+  bool tls() const;
+  /// Ends hung requests, closes the listeners, joins every thread and writes
+  /// the last snapshot. Idempotent.
+  void stop();
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace leasehold

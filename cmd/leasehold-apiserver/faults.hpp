@@ -1,0 +1,76 @@
+// Fault injection state of leasehold-apiserver and request counters.
+//
+// Control body (POST /_leasehold/faults), fields merged into the current state:
+//   {"mode":"down"}                      stop listening (connections refused)
+//   {"mode":"hang"}                      accept, never answer (bounded)
+//   {"mode":"error","status":503,"retry_after":2}   fail with a Status
+//   {"latency_ms":250}                   delay every answer
+//   {"partition":{"user_agent":"a-1"}}   drop matching clients (or "identity":
+//                                        X-Leasehold-Identity; "action":"hang")
+//   {"partition":null}                   end the partition
+//   {"mode":"recover"}                   clear every fault
+//   {"wipe":true}                        delete every stored object
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold::apiserver {
+
+enum class fault_mode { none, down, hang, error };
+
+struct partition_rule {
+  std::string user_agent;   // matches when the User-Agent contains it
+  std::string identity;     // matches when X-Leasehold-Identity equals it
+  bool hang = false;        // hang instead of closing the connection
+  bool active() const { return !user_agent.empty() || !identity.empty(); }
+  bool matches(const std::string& user_agent_header, const std::string& identity_header) const;
+};
+
+struct fault_state {
+  fault_mode mode = fault_mode::none;
+  int error_status = 503;
+  int retry_after_seconds = 0;
+  int latency_ms = 0;
+  partition_rule partition;
+
+  nlohmann::json to_json() const;
+};
+
+/// A validated control request.
+struct fault_request {
+  fault_state next;    // the state after the request
+  bool wipe = false;
+};
+
+/// Merges `body` into `current`; returns an error text naming the field, or "".
+std::string parse_fault_request(const nlohmann::json& body, const fault_state& current,
+                                fault_request& out);
+
+/// Request counters: per verb, per status code, per client (User-Agent and
+/// X-Leasehold-Identity), plus totals. Not thread-safe (the server locks).
+class request_stats {
+public:
+  /// `code` 0 means the connection was closed without an answer.
+  void record(const std::string& verb, const std::string& user_agent,
+              const std::string& identity, int code);
+  nlohmann::json to_json() const;
+  void reset() { *this = request_stats{}; }
+
+private:
+  struct counters {
+    std::uint64_t requests = 0;
+    std::map<std::string, std::uint64_t> by_verb;
+    std::map<std::string, std::uint64_t> by_code;
+    void add(const std::string& verb, const std::string& code);
+    nlohmann::json to_json() const;
+  };
+  counters total_;
+  std::map<std::string, counters> by_user_agent_;
+  std::map<std::string, counters> by_identity_;
+};
+
+} // namespace leasehold::apiserver

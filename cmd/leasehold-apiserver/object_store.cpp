@@ -1,0 +1,303 @@
+#include "cmd/leasehold-apiserver/object_store.hpp"
+
+#include <algorithm>
+#include <ctime>
+
+namespace leasehold::apiserver {
+
+using nlohmann::json;
+
+namespace {
+
+std::string in_quotes(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+reply not_found(const resource_type& r, const std::string& name) {
+  return {404, failure_status(404, "NotFound", r.qualified() + " " + in_quotes(name) + " not found",
+                              object_details(r, name))};
+}
+
+reply conflict(const resource_type& r, const std::string& name, const std::string& why) {
+  return {409, failure_status(409, "Conflict",
+                              "Operation cannot be fulfilled on " + r.qualified() + " " +
+                                in_quotes(name) + ": " + why,
+                              object_details(r, name))};
+}
+
+reply bad_request(const std::string& message) {
+  return {400, failure_status(400, "BadRequest", message)};
+}
+
+reply invalid(const resource_type& r, const std::string& name, const field_error& e) {
+  json details = {{"name", name},
+                  {"kind", r.kind},
+                  {"causes", {{{"reason", e.type}, {"message", e.cause_message()}, {"field", e.field}}}}};
+  if (!r.group.empty())
+    details["group"] = r.group;
+  return {422, failure_status(422, "Invalid",
+                              r.qualified_kind() + " " + in_quotes(name) + " is invalid: " + e.field +
+                                ": " + e.cause_message(),
+                              std::move(details))};
+}
+
+std::string string_field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+std::string name_of(const json& object) {
+  auto md = object.find("metadata");
+  return md != object.end() && md->is_object() ? string_field(*md, "name") : std::string{};
+}
+
+/// The checks shared by POST and PUT: a JSON object of this resource, in
+/// this namespace, named as the URL (when the URL names it), valid.
+std::optional<reply> check_body(const resource_type& r, const std::string& ns,
+                                const std::string& url_name, const json& body) {
+  if (!body.is_object())
+    return bad_request(r.kind + " in version " + in_quotes(r.version) + " cannot be handled as a " +
+                       r.kind + ": the body must be a JSON object");
+  auto kind = string_field(body, "kind");
+  if (!kind.empty() && kind != r.kind)
+    return bad_request("the kind of the object (" + kind + ") does not match the resource (" +
+                       r.kind + ")");
+  auto api_version = string_field(body, "apiVersion");
+  if (!api_version.empty() && api_version != r.api_version())
+    return bad_request("the apiVersion of the object (" + api_version +
+                       ") does not match the resource (" + r.api_version() + ")");
+  if (auto e = validate_object(r, body))
+    return invalid(r, url_name.empty() ? name_of(body) : url_name, *e);
+  auto md = body.find("metadata");
+  if (md == body.end() || !md->is_object())
+    return std::nullopt;
+  auto body_ns = string_field(*md, "namespace");
+  if (!body_ns.empty() && body_ns != ns)
+    return bad_request("the namespace of the provided object does not match the namespace sent "
+                       "on the request");
+  auto body_name = string_field(*md, "name");
+  if (!url_name.empty() && body_name != url_name)
+    return bad_request("the name of the object (" + body_name +
+                       ") does not match the name on the URL (" + url_name + ")");
+  return std::nullopt;
+}
+
+std::string now_rfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+} // namespace
+
+object_store::object_store() : rng_(std::random_device{}()) {}
+
+std::string object_store::random_suffix() {
+  static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";  // as the API server
+  std::string s;
+  for (int i = 0; i < 5; ++i)
+    s += alphabet[rng_() % (sizeof alphabet - 1)];
+  return s;
+}
+
+std::string object_store::new_uid() {
+  static const char hex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20)
+      s += '-';
+    unsigned v = rng_() & 15u;
+    if (i == 12)
+      v = 4;                    // version 4
+    else if (i == 16)
+      v = 8 | (v & 3u);         // RFC 4122 variant
+    s += hex[v];
+  }
+  return s;
+}
+
+void object_store::stamp(const resource_type& r, const std::string& ns, json& object) {
+  object["kind"] = r.kind;
+  object["apiVersion"] = r.api_version();
+  auto& md = object["metadata"];
+  md["namespace"] = ns;
+  md["resourceVersion"] = std::to_string(++resource_version_);
+}
+
+void object_store::insert(const resource_type& r, key k, json object) {
+  auto& order = creation_order_[r.plural];
+  while (r.max_objects != 0 && order.size() >= r.max_objects) {
+    objects_.erase(order.begin()->second);
+    order.erase(order.begin());
+  }
+  order.emplace(resource_version_, k);
+  objects_[std::move(k)] = stored{std::move(object), resource_version_};
+  ++mutations_;
+}
+
+reply object_store::get(const resource_type& r, const std::string& ns, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find({r.plural, ns, name});
+  if (it == objects_.end())
+    return not_found(r, name);
+  return {200, it->second.object};
+}
+
+reply object_store::list(const resource_type& r, const std::string& ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  json items = json::array();
+  for (auto it = objects_.lower_bound({r.plural, ns, ""}); it != objects_.end(); ++it) {
+    auto& [plural, obj_ns, name] = it->first;
+    if (plural != r.plural || (!ns.empty() && obj_ns != ns))
+      break;
+    items.push_back(it->second.object);
+  }
+  return {200, {{"kind", r.kind + "List"},
+                {"apiVersion", r.api_version()},
+                {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                {"items", std::move(items)}}};
+}
+
+reply object_store::create(const resource_type& r, const std::string& ns, json body) {
+  if (auto error = check_body(r, ns, "", body))
+    return *error;
+  auto& md = body["metadata"];
+  std::lock_guard<std::mutex> lock(mu_);
+  auto name = string_field(md, "name");
+  if (name.empty()) {
+    auto prefix = string_field(md, "generateName");
+    if (prefix.empty())
+      return invalid(r, "", {"metadata.name", "FieldValueRequired", "",
+                             "name or generateName is required"});
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      name = prefix + random_suffix();
+      if (objects_.count({r.plural, ns, name}) == 0)
+        break;
+    }
+    md["name"] = name;
+    if (auto e = validate_object(r, body))
+      return invalid(r, name, *e);
+  }
+  key k{r.plural, ns, name};
+  if (objects_.count(k) != 0)
+    return {409, failure_status(409, "AlreadyExists",
+                                r.qualified() + " " + in_quotes(name) + " already exists",
+                                object_details(r, name))};
+  stamp(r, ns, body);
+  md["uid"] = new_uid();
+  md["creationTimestamp"] = now_rfc3339();
+  insert(r, std::move(k), body);
+  return {201, std::move(body)};
+}
+
+reply object_store::update(const resource_type& r, const std::string& ns, const std::string& name,
+                           json body) {
+  if (auto error = check_body(r, ns, name, body))
+    return *error;
+  auto& md = body["metadata"];
+  auto version = string_field(md, "resourceVersion");
+  if (version.empty())
+    return invalid(r, name, {"metadata.resourceVersion", "FieldValueInvalid", "0x0",
+                             "must be specified for an update"});
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find({r.plural, ns, name});
+  if (it == objects_.end())
+    return not_found(r, name);
+  const json& old_md = it->second.object["metadata"];
+  if (version != old_md["resourceVersion"].get<std::string>())
+    return conflict(r, name, "the object has been modified; please apply your changes to the "
+                             "latest version and try again");
+  md["uid"] = old_md["uid"];
+  md["creationTimestamp"] = old_md["creationTimestamp"];
+  stamp(r, ns, body);
+  it->second.object = body;
+  ++mutations_;
+  return {200, std::move(body)};
+}
+
+reply object_store::remove(const resource_type& r, const std::string& ns, const std::string& name,
+                           const json& delete_options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find({r.plural, ns, name});
+  if (it == objects_.end())
+    return not_found(r, name);
+  const json& md = it->second.object["metadata"];
+  if (delete_options.is_object() && delete_options.contains("preconditions") &&
+      delete_options["preconditions"].is_object()) {
+    const json& pre = delete_options["preconditions"];
+    for (const char* field : {"resourceVersion", "uid"}) {
+      auto want = string_field(pre, field);
+      auto have = md[field].get<std::string>();
+      if (!want.empty() && want != have)
+        return conflict(r, name, std::string("Precondition failed: ") + field + " in precondition: " +
+                                   want + ", " + field + " in object meta: " + have);
+    }
+  }
+  json details = object_details(r, name);
+  details["uid"] = md["uid"];
+  creation_order_[r.plural].erase(it->second.created);
+  objects_.erase(it);
+  ++resource_version_;
+  ++mutations_;
+  return {200, {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
+                {"status", "Success"}, {"details", std::move(details)}}};
+}
+
+void object_store::wipe() {
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_.clear();
+  creation_order_.clear();
+  ++mutations_;
+}
+
+std::uint64_t object_store::mutations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mutations_;
+}
+
+json object_store::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  json objects = json::array();
+  for (auto& [k, s] : objects_)
+    objects.push_back({{"resource", std::get<0>(k)}, {"created", s.created}, {"object", s.object}});
+  return {{"resourceVersion", std::to_string(resource_version_)}, {"objects", std::move(objects)}};
+}
+
+std::string object_store::restore(const json& snap) {
+  if (!snap.is_object() || !snap.contains("objects") || !snap["objects"].is_array())
+    return "snapshot: expected an object with an \"objects\" array";
+  std::map<key, stored> objects;
+  std::map<std::string, std::map<std::uint64_t, key>> order;
+  std::uint64_t version = 0;
+  try {
+    version = std::stoull(snap.value("resourceVersion", std::string("0")));
+    for (auto& item : snap["objects"]) {
+      auto plural = item.at("resource").get<std::string>();
+      const json& object = item.at("object");
+      const resource_type* r = nullptr;
+      for (auto& candidate : served_resources())
+        if (candidate.plural == plural && object.at("apiVersion") == candidate.api_version())
+          r = &candidate;
+      if (r == nullptr)
+        return "snapshot: unknown resource " + plural;
+      const json& md = object.at("metadata");
+      key k{plural, md.at("namespace").get<std::string>(), md.at("name").get<std::string>()};
+      auto created = item.at("created").get<std::uint64_t>();
+      version = std::max<std::uint64_t>(version, std::stoull(md.at("resourceVersion").get<std::string>()));
+      order[plural].emplace(created, k);
+      objects[std::move(k)] = stored{object, created};
+    }
+  } catch (const std::exception& e) {
+    return std::string("snapshot: ") + e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_ = std::move(objects);
+  creation_order_ = std::move(order);
+  resource_version_ = std::max(resource_version_, version);
+  return "";
+}
+
+} // namespace leasehold::apiserver

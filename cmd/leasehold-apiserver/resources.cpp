@@ -1,0 +1,270 @@
+#include "cmd/leasehold-apiserver/resources.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+
+#include "transport/lease.hpp"
+
+namespace leasehold::apiserver {
+
+using nlohmann::json;
+
+namespace {
+
+field_error invalid(std::string field, const json& value, std::string detail) {
+  return {std::move(field), "FieldValueInvalid", value.dump(), std::move(detail)};
+}
+
+// Each check returns the first error for one field of `obj` (absent and null
+// are accepted: the API server defaults them).
+std::optional<field_error> check_string(const json& obj, const char* key, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null() || it->is_string())
+    return std::nullopt;
+  return invalid(path + key, *it, "must be a string");
+}
+
+std::optional<field_error> check_int32(const json& obj, const char* key, const std::string& path,
+                                       std::int64_t min, const char* min_detail) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null())
+    return std::nullopt;
+  if (!it->is_number_integer())
+    return invalid(path + key, *it, "must be an integer");
+  auto v = it->get<std::int64_t>();
+  if (v > std::numeric_limits<std::int32_t>::max())
+    return invalid(path + key, *it, "must fit in a 32-bit integer");
+  if (v < min)
+    return invalid(path + key, *it, min_detail);
+  return std::nullopt;
+}
+
+std::optional<field_error> check_micro_time(const json& obj, const char* key, const std::string& path) {
+  if (auto e = check_string(obj, key, path))
+    return e;
+  auto it = obj.find(key);
+  if (it != obj.end() && it->is_string() && !parse_micro_time(it->get<std::string>()))
+    return invalid(path + key, *it, "must be an RFC 3339 time like 2006-01-02T15:04:05.000000Z");
+  return std::nullopt;
+}
+
+std::optional<field_error> check_object(const json& obj, const char* key, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null() || it->is_object())
+    return std::nullopt;
+  return invalid(path + key, *it, "must be an object");
+}
+
+std::optional<field_error> check_string_map(const json& obj, const char* key, const std::string& path) {
+  if (auto e = check_object(obj, key, path))
+    return e;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null())
+    return std::nullopt;
+  for (auto& [k, v] : it->items())
+    if (!v.is_string())
+      return invalid(path + key + "." + k, v, "must be a string");
+  return std::nullopt;
+}
+
+bool is_dns1123_subdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253)
+    return false;
+  auto alnum = [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)); };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool edge = i == 0 || i + 1 == s.size() || s[i - 1] == '.' || s[i + 1] == '.';
+    if (alnum(c))
+      continue;
+    if ((c == '-' || c == '.') && !edge)
+      continue;
+    return false;
+  }
+  return true;
+}
+
+std::optional<field_error> validate_lease_spec(const json& object) {
+  if (auto e = check_object(object, "spec", ""))
+    return e;
+  auto it = object.find("spec");
+  if (it == object.end() || it->is_null())
+    return std::nullopt;
+  const json& spec = *it;
+  const std::string p = "spec.";
+  if (auto e = check_string(spec, "holderIdentity", p)) return e;
+  if (auto e = check_int32(spec, "leaseDurationSeconds", p, 1, "must be greater than 0")) return e;
+  if (auto e = check_micro_time(spec, "acquireTime", p)) return e;
+  if (auto e = check_micro_time(spec, "renewTime", p)) return e;
+  if (auto e = check_int32(spec, "leaseTransitions", p, 0, "must be greater than or equal to 0")) return e;
+  if (auto e = check_string(spec, "preferredHolder", p)) return e;
+  return check_string(spec, "strategy", p);
+}
+
+std::optional<field_error> validate_config_map(const json& object) {
+  if (auto e = check_string_map(object, "data", ""))
+    return e;
+  return check_string_map(object, "binaryData", "");
+}
+
+std::optional<field_error> validate_event(const json& object) {
+  return check_object(object, "involvedObject", "");
+}
+
+json group_version_entry(const resource_type& r) {
+  return {{"groupVersion", r.api_version()}, {"version", r.version}};
+}
+
+json api_group(const std::string& name) {
+  for (auto& r : served_resources())
+    if (r.group == name)
+      return {{"name", name},
+              {"versions", json::array({group_version_entry(r)})},
+              {"preferredVersion", group_version_entry(r)}};
+  return nullptr;
+}
+
+json resource_list(const std::string& group_version) {
+  json resources = json::array();
+  for (auto& r : served_resources()) {
+    if (r.api_version() != group_version)
+      continue;
+    json entry = {{"name", r.plural},
+                  {"singularName", r.singular},
+                  {"namespaced", true},
+                  {"kind", r.kind},
+                  {"verbs", {"create", "delete", "get", "list", "update"}}};
+    if (!r.short_names.empty())
+      entry["shortNames"] = r.short_names;
+    resources.push_back(std::move(entry));
+  }
+  return {{"kind", "APIResourceList"}, {"apiVersion", "v1"},
+          {"groupVersion", group_version}, {"resources", std::move(resources)}};
+}
+
+} // namespace
+
+std::string field_error::cause_message() const {
+  if (type == "FieldValueRequired")
+    return "Required value: " + detail;
+  return "Invalid value: " + value + ": " + detail;
+}
+
+std::string resource_type::api_version() const {
+  return group.empty() ? version : group + "/" + version;
+}
+
+std::string resource_type::qualified() const {
+  return group.empty() ? plural : plural + "." + group;
+}
+
+std::string resource_type::qualified_kind() const {
+  return group.empty() ? kind : kind + "." + group;
+}
+
+const std::vector<resource_type>& served_resources() {
+  static const std::vector<resource_type> table = {
+    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", {}, 0, validate_lease_spec},
+    {"", "v1", "configmaps", "configmap", "ConfigMap", {"cm"}, 0, validate_config_map},
+    {"", "v1", "events", "event", "Event", {"ev"}, 10000, validate_event},
+  };
+  return table;
+}
+
+const resource_type* find_resource(const std::string& group, const std::string& version,
+                                   const std::string& plural) {
+  for (auto& r : served_resources())
+    if (r.group == group && r.version == version && r.plural == plural)
+      return &r;
+  return nullptr;
+}
+
+std::optional<field_error> validate_object(const resource_type& r, const json& object) {
+  if (auto e = check_object(object, "metadata", ""))
+    return e;
+  if (auto md = object.find("metadata"); md != object.end() && md->is_object()) {
+    const std::string p = "metadata.";
+    for (const char* key : {"name", "generateName", "namespace", "resourceVersion", "uid"})
+      if (auto e = check_string(*md, key, p))
+        return e;
+    if (auto e = check_string_map(*md, "labels", p)) return e;
+    if (auto e = check_string_map(*md, "annotations", p)) return e;
+    auto name = md->find("name");
+    if (name != md->end() && name->is_string() && !is_dns1123_subdomain(name->get<std::string>()))
+      return invalid("metadata.name", *name,
+                     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                     "characters, '-' or '.', and must start and end with an alphanumeric character");
+  }
+  return r.validate_spec ? r.validate_spec(object) : std::nullopt;
+}
+
+std::string reason_for(int code) {
+  switch (code) {
+    case 400: return "BadRequest";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "NotFound";
+    case 405: return "MethodNotAllowed";
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 422: return "Invalid";
+    case 429: return "TooManyRequests";
+    case 500: return "InternalError";
+    case 503: return "ServiceUnavailable";
+    case 504: return "Timeout";
+    default: return "Unknown";
+  }
+}
+
+json failure_status(int code, const std::string& reason, const std::string& message, json details) {
+  json s = {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
+            {"status", "Failure"}, {"message", message}, {"reason", reason}, {"code", code}};
+  if (!details.empty())
+    s["details"] = std::move(details);
+  return s;
+}
+
+json object_details(const resource_type& r, const std::string& name) {
+  json d = {{"name", name}, {"kind", r.plural}};
+  if (!r.group.empty())
+    d["group"] = r.group;
+  return d;
+}
+
+std::optional<json> discovery_document(const std::string& path, const std::string& server_address) {
+  if (path == "/version")
+    return json{{"major", "1"}, {"minor", "32"}, {"gitVersion", "v1.32.0+leasehold"},
+                {"gitCommit", ""}, {"gitTreeState", "clean"}, {"buildDate", "2025-01-01T00:00:00Z"},
+                {"goVersion", "go1.23"}, {"compiler", "gc"}, {"platform", "linux/amd64"}};
+  if (path == "/api")
+    return json{{"kind", "APIVersions"}, {"versions", {"v1"}},
+                {"serverAddressByClientCIDRs",
+                 {{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", server_address}}}}};
+  if (path == "/api/v1")
+    return resource_list("v1");
+  if (path == "/apis") {
+    json groups = json::array();
+    for (auto& r : served_resources()) {
+      json g = api_group(r.group);
+      if (!r.group.empty() && std::find(groups.begin(), groups.end(), g) == groups.end())
+        groups.push_back(std::move(g));
+    }
+    return json{{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", std::move(groups)}};
+  }
+  for (auto& r : served_resources()) {
+    if (r.group.empty())
+      continue;
+    if (path == "/apis/" + r.group) {
+      json g = api_group(r.group);
+      g["kind"] = "APIGroup";
+      g["apiVersion"] = "v1";
+      return g;
+    }
+    if (path == "/apis/" + r.api_version())
+      return resource_list(r.api_version());
+  }
+  return std::nullopt;
+}
+
+} // namespace leasehold::apiserver

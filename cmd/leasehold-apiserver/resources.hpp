@@ -1,0 +1,65 @@
+// The Kubernetes resources leasehold-apiserver serves, their validation,
+// meta/v1 Status bodies and discovery documents.
+//
+// One table (served_resources) drives routing, storage, validation and
+// discovery: adding a resource is one entry, not a copy of the code.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold::apiserver {
+
+/// One invalid field, as the API server reports it in an Invalid Status.
+struct field_error {
+  std::string field;    // "spec.leaseDurationSeconds"
+  std::string type;     // "FieldValueInvalid" or "FieldValueRequired"
+  std::string value;    // the offending value as JSON text (Invalid only)
+  std::string detail;   // "must be greater than 0"
+
+  /// "Invalid value: 0: must be greater than 0" (the cause message).
+  std::string cause_message() const;
+};
+
+using validator = std::optional<field_error> (*)(const nlohmann::json& object);
+
+struct resource_type {
+  std::string group;        // "" for the core group
+  std::string version;      // "v1"
+  std::string plural;       // "leases"
+  std::string singular;     // "lease"
+  std::string kind;         // "Lease"
+  std::vector<std::string> short_names;
+  std::size_t max_objects = 0;   // 0: unbounded; else the oldest are evicted
+  validator validate_spec = nullptr;
+
+  std::string api_version() const;   // "coordination.k8s.io/v1" or "v1"
+  std::string qualified() const;     // "leases.coordination.k8s.io" or "configmaps"
+  std::string qualified_kind() const;  // "Lease.coordination.k8s.io" or "ConfigMap"
+};
+
+const std::vector<resource_type>& served_resources();
+const resource_type* find_resource(const std::string& group, const std::string& version,
+                                   const std::string& plural);
+
+/// Validates what every stored object shares (metadata shape and name), then
+/// the resource's own fields.
+std::optional<field_error> validate_object(const resource_type& r, const nlohmann::json& object);
+
+/// A meta/v1 Status with status Failure (details omitted when empty).
+nlohmann::json failure_status(int code, const std::string& reason, const std::string& message,
+                              nlohmann::json details = nlohmann::json::object());
+/// details{name, group, kind} for errors about one object (group omitted for core).
+nlohmann::json object_details(const resource_type& r, const std::string& name);
+/// The usual Status reason for an HTTP code ("NotFound", "TooManyRequests", ...).
+std::string reason_for(int code);
+
+/// Discovery documents for the served resources; nullopt for other paths.
+std::optional<nlohmann::json> discovery_document(const std::string& path,
+                                                 const std::string& server_address);
+
+} // namespace leasehold::apiserver
