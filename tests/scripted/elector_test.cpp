@@ -53,7 +53,6 @@ TEST_CASE("timings are validated with the safety budget") {
 
 TEST_CASE("the leader renews with one PUT per retry period on its cached resourceVersion") {
   world_options o;
-  o.timings = default_timings();
   sim_world w(o);
   REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
   auto gets = w.api().count("GET");
@@ -67,7 +66,6 @@ TEST_CASE("the leader renews with one PUT per retry period on its cached resourc
 
 TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
   world_options o;
-  o.timings = default_timings();
   sim_world w(o);
   REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
   // Someone else touches the object (e.g. a label added by an operator).
@@ -84,10 +82,8 @@ TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
 TEST_CASE("a follower does not touch a lease held by another until it expires") {
   world_options o;
   o.replicas = 2;
-  o.timings = default_timings();
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return w.leader() >= 0; }, 10s));
-  auto f = w.rep(1 - static_cast<std::size_t>(w.leader())).identity;
+  auto f = w.rep(1 - w.await_leader(10s)).identity;
   w.run_for(120s);
   CHECK(w.api().count("PUT", f) == 0);
   CHECK(w.api().count("GET", f) >= 50);

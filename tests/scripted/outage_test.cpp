@@ -27,7 +27,6 @@ sim_clock_time last_renew(sim_world& w, std::size_t i) {
 
 TEST_CASE("API unreachable for 150 s while leading: modules stop in time, leader again after") {
   world_options o;
-  o.timings = default_timings();
   o.modules = probes({"work", "report"}, {{"value", 1}});
   sim_world w(o);
   auto& t = o.timings;
@@ -81,7 +80,6 @@ TEST_CASE("API unreachable for 150 s while leading: modules stop in time, leader
 
 TEST_CASE("a module that ignores its stop message is killed at module_stop_timeout") {
   world_options o;
-  o.timings = default_timings();
   o.modules = probes({"stubborn"}, {{"ignore_stop", true}});
   sim_world w(o);
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 10s));
@@ -101,7 +99,6 @@ TEST_CASE("a module that ignores its stop message is killed at module_stop_timeo
 
 TEST_CASE("losing and regaining leadership 100 times never wedges the runner (original bug 2)") {
   world_options o;
-  o.timings = default_timings();
   o.modules = probes({"a", "b"});
   sim_world w(o);
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 10s));
@@ -126,7 +123,6 @@ TEST_CASE("losing and regaining leadership 100 times never wedges the runner (or
 
 TEST_CASE("all leader-only modules disabled while leading: lease released, then re-acquired") {
   world_options o;
-  o.timings = default_timings();
   auto cfg = probes({"work"});
   module_spec every;
   every.name = "sidecar";
@@ -160,7 +156,6 @@ TEST_CASE("all leader-only modules disabled while leading: lease released, then 
 
 TEST_CASE("a config change while stepping down is what the next term runs") {
   world_options o;
-  o.timings = default_timings();
   o.modules = probes({"stubborn"}, {{"ignore_stop", true}, {"value", "old"}});
   sim_world w(o);
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 10s));
@@ -182,7 +177,6 @@ TEST_CASE("a config change while stepping down is what the next term runs") {
 
 TEST_CASE("an elector that crashes while leading counts as a lost term") {
   world_options o;
-  o.timings = default_timings();
   sim_world w(o);
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 10s));
   auto first = w.status(0).elector;
@@ -200,7 +194,6 @@ TEST_CASE("an elector that crashes while leading counts as a lost term") {
 TEST_CASE("a crash-looping leader-only module makes the replica step down for a healthy one") {
   world_options o;
   o.replicas = 2;
-  o.timings = default_timings();
   o.supervision.intensity = 3;
   o.supervision.period = 30s;
   o.modules = probes({"work"}, {{"crash_after_ms", 100}, {"crash_on", "replica-0"}});
@@ -226,10 +219,8 @@ TEST_CASE("a crash-looping leader-only module makes the replica step down for a 
 TEST_CASE("graceful shutdown stops leader-only modules, then releases the lease") {
   world_options o;
   o.replicas = 2;
-  o.timings = default_timings();
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return w.leader() >= 0; }, 10s));
-  auto l = static_cast<std::size_t>(w.leader());
+  auto l = w.await_leader(10s);
   auto other = 1 - l;
   CHECK(w.shutdown(l));
   CHECK(w.tracker().alive(w.rep(l).identity) == 0);

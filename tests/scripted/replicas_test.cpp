@@ -30,7 +30,6 @@ struct fault_step {
 void run_script(std::size_t replicas, std::uint64_t seed) {
   world_options o;
   o.replicas = replicas;
-  o.timings = default_timings();
   o.seed = seed;
   o.modules = probes({"work", "report"});
   sim_world w(o);
@@ -81,10 +80,8 @@ TEST_CASE("five replicas: at most one runs leader-only modules through every fau
 TEST_CASE("followers judge expiry by their own clock, not by the record's renewTime") {
   world_options o;
   o.replicas = 2;
-  o.timings = default_timings();
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return w.leader() >= 0; }, 10s));
-  auto l = static_cast<std::size_t>(w.leader());
+  auto l = w.await_leader(10s);
   auto f = 1 - l;
   // Freeze the leader (as if SIGSTOPped): it neither renews nor stops.
   w.api().set_fault(sim_fault::down, w.rep(l).identity);

@@ -114,10 +114,6 @@ module_config probes(std::vector<std::string> names, nlohmann::json settings) {
   return cfg;
 }
 
-election_timings default_timings() {
-  return election_timings{};
-}
-
 // -- replica / world ---------------------------------------------------------------
 
 int replica::count(event_type t) const {
@@ -245,6 +241,11 @@ int sim_world::leader() const {
     if (reps_[i]->identity == leaders[0])
       return static_cast<int>(i);
   return -1;
+}
+
+std::size_t sim_world::await_leader(caf::timespan limit) {
+  REQUIRE(run_until([&] { return leader() >= 0; }, limit));
+  return static_cast<std::size_t>(leader());
 }
 
 bool sim_world::shutdown(std::size_t i) {

@@ -63,7 +63,7 @@ struct replica {
 
 struct world_options {
   std::size_t replicas = 1;
-  election_timings timings;
+  election_timings timings;       // the original agent's: 15 s / 10 s / 2 s, stop 4 s
   supervision_policy supervision;
   module_config modules;          // default: one leader-only probe "work"
   lease_key lease{"default", "agent-lock"};
@@ -97,6 +97,8 @@ public:
   bool shutdown(std::size_t i);
   /// The replica whose leader-only modules run, or -1 (asserts at most one).
   int leader() const;
+  /// Runs until some replica leads (REQUIREd within `limit`); returns it.
+  std::size_t await_leader(caf::timespan limit);
   void check_safety();
 
 private:
@@ -112,8 +114,5 @@ private:
 
 /// A module_config with leader-only probes named `names` (settings per name optional).
 module_config probes(std::vector<std::string> names, nlohmann::json settings = nlohmann::json::object());
-
-/// Timings of the original agent: 15 s / 10 s / 2 s, stop timeout 4 s.
-election_timings default_timings();
 
 } // namespace leasehold::test
