@@ -92,6 +92,8 @@ void module_supervisor::spawn(slot& s, const std::optional<fencing_token>& fence
   ctx.settings = s.spec.settings;
   if (s.spec.leader_only && fence)
     ctx.fence = *fence;
+  ctx.fence.lease = opt_.lease;        // every-replica modules learn the lease too
+  ctx.fence.identity = opt_.identity;
   ctx.runner = caf::actor_cast<caf::actor>(self_);
   ctx.identity = opt_.identity;
   ctx.events = opt_.events;

@@ -1,0 +1,49 @@
+// exec: runs a command while the module is active.
+//
+// settings: {"command": [argv...] (required, non-empty array of strings),
+//            "env": {K: V} (optional), "grace_ms": int >= 0 (default 2000),
+//            "workdir": string (optional)}
+//
+// The command runs in its own process group with stdin from /dev/null; each
+// stdout/stderr line is reported as a module_output event (detail: the line,
+// reason: "stdout" / "stderr"). Its environment is ours plus `env`; a
+// leader-only instance also gets the fencing token: LEASEHOLD_TERM,
+// LEASEHOLD_IDENTITY, LEASEHOLD_LEASE (ns/name), which override `env`.
+//
+// Stop (exit message): SIGTERM to the group, SIGKILL after grace_ms, reap,
+// then quit with the exit message's reason. If the command ends by itself the
+// actor quits: normally on status 0, else with a sec::runtime_error, so the
+// supervisor restarts it by policy. New settings (module_settings) restart
+// the command the same way (TERM, grace, KILL, start). The actor is detached
+// (its own thread), and on every exit path -- kill included -- its state
+// SIGKILLs the group and joins the reader: no zombie, orphan or thread remains.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/module_registry.hpp"
+#include "modules/settings.hpp"
+
+namespace leasehold::modules {
+
+struct exec_settings {
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::int64_t grace_ms = 2000;
+  std::optional<std::string> workdir;
+
+  bool operator==(const exec_settings& o) const {
+    return command == o.command && env == o.env && grace_ms == o.grace_ms && workdir == o.workdir;
+  }
+};
+
+parsed<exec_settings> parse_exec_settings(const nlohmann::json& settings);
+
+/// The "exec" module type (leader-only by default; may run on every replica).
+module_type exec_module();
+
+} // namespace leasehold::modules

@@ -1,0 +1,111 @@
+#include "modules/leader_endpoint.hpp"
+
+#include "modules/output.hpp"
+#include "modules/subscription.hpp"
+
+namespace leasehold::modules {
+
+nlohmann::json leader_view::snapshot::to_json() const {
+  return {{"leader", leader}, {"term", term}, {"self", self}, {"leading", leading}};
+}
+
+std::optional<std::string> leader_view::respond(const std::string& request_path) const {
+  if (auto s = get(request_path))
+    return s->to_json().dump();
+  return std::nullopt;
+}
+
+std::optional<leader_view::snapshot> leader_view::get(const std::string& path) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = published_.find(path);
+  if (i == published_.end())
+    return std::nullopt;
+  return i->second;
+}
+
+void leader_view::publish(const std::string& path, const snapshot& s) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  published_[path] = s;
+}
+
+void leader_view::withdraw(const std::string& path) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  published_.erase(path);
+}
+
+parsed<leader_endpoint_settings> parse_leader_endpoint_settings(const nlohmann::json& settings) {
+  settings_reader r{settings};
+  parsed<leader_endpoint_settings> out;
+  if (auto path = r.string("path")) {
+    if (path->empty() || path->front() != '/')
+      r.fail("path", "must start with /");
+    else
+      out.value.path = *path;
+  }
+  out.errors = r.finish();
+  return out;
+}
+
+namespace {
+
+/// What one module instance has published; withdrawn when the state dies
+/// (every exit path).
+struct leader_endpoint_state {
+  std::shared_ptr<leader_view> view;
+  std::string path;
+  leader_view::snapshot current;
+
+  void publish() { view->publish(path, current); }
+  ~leader_endpoint_state() {
+    if (view)
+      view->withdraw(path);
+  }
+};
+
+using leader_endpoint_actor = caf::stateful_actor<leader_endpoint_state>;
+
+caf::behavior leader_endpoint(leader_endpoint_actor* self, std::shared_ptr<leader_view> view,
+                              module_context ctx, leader_endpoint_settings settings) {
+  auto& st = self->state;
+  st.view = std::move(view);
+  st.path = settings.path;
+  st.current.self = ctx.identity;
+  st.publish();
+  follow_leadership(self, ctx.runner);
+  return {
+    [self](const leadership_changed& x) {
+      auto& st = self->state;
+      st.current.leader = x.holder;
+      st.current.term = x.term;
+      st.current.leading = x.leading;
+      st.publish();
+    },
+    [self, out = output_reporter{ctx}](const module_settings& update) {
+      auto p = parse_leader_endpoint_settings(update.settings);
+      if (!p.errors.empty()) {
+        out.line("settings rejected: " + p.errors.front());
+        return;
+      }
+      auto& st = self->state;
+      st.view->withdraw(st.path);
+      st.path = p.value.path;
+      st.publish();
+    },
+  };
+}
+
+} // namespace
+
+module_type leader_endpoint_module(std::shared_ptr<leader_view> view) {
+  module_type t;
+  t.type = "leader_endpoint";
+  t.default_leader_only = false;
+  t.factory = [view](caf::actor_system& sys, const module_context& ctx) {
+    return sys.spawn(leader_endpoint, view, ctx,
+                     parse_leader_endpoint_settings(ctx.settings).value);
+  };
+  t.validate = [](const nlohmann::json& s) { return parse_leader_endpoint_settings(s).errors; };
+  return t;
+}
+
+} // namespace leasehold::modules

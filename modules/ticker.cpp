@@ -1,0 +1,86 @@
+#include "modules/ticker.hpp"
+
+#include <chrono>
+
+#include "modules/output.hpp"
+
+namespace leasehold::modules {
+
+parsed<ticker_settings> parse_ticker_settings(const nlohmann::json& settings) {
+  settings_reader r{settings};
+  parsed<ticker_settings> out;
+  out.value.interval_ms = r.duration_ms("interval_ms", out.value.interval_ms, 1);
+  out.value.message = r.string("message");
+  out.errors = r.finish();
+  return out;
+}
+
+namespace {
+
+struct ticker_state {
+  ticker_settings settings;
+  output_reporter out;
+  bool leader_only = false;
+  fencing_token fence;
+  std::int64_t term = 0;
+  std::uint64_t ticks = 0;
+  // A settings change reschedules: ticks of an older generation are ignored.
+  std::uint64_t generation = 0;
+};
+
+using ticker_actor = caf::stateful_actor<ticker_state>;
+
+void schedule_tick(ticker_actor* self) {
+  self->delayed_send(self, std::chrono::milliseconds(self->state.settings.interval_ms),
+                     tick_atom::value, self->state.generation);
+}
+
+caf::behavior ticker(ticker_actor* self, module_context ctx, ticker_settings settings) {
+  self->state.settings = std::move(settings);
+  self->state.out = output_reporter{ctx};
+  self->state.leader_only = ctx.leader_only;
+  self->state.fence = ctx.fence;
+  self->state.term = ctx.fence.term;
+  schedule_tick(self);
+  return {
+    [=](tick_atom, std::uint64_t generation) {
+      auto& st = self->state;
+      if (generation != st.generation)
+        return;
+      schedule_tick(self);
+      if (st.leader_only && !st.fence.valid(self->clock().now())) {
+        st.out.line("tick skipped: the lease is not confirmed (fence expired)");
+        return;
+      }
+      auto line = "tick " + std::to_string(++st.ticks) + " term " + std::to_string(st.term);
+      if (st.settings.message)
+        line += ": " + *st.settings.message;
+      st.out.line(std::move(line));
+    },
+    [=](const module_settings& update) {
+      auto p = parse_ticker_settings(update.settings);
+      if (!p.errors.empty()) {
+        self->state.out.line("settings rejected: " + p.errors.front());
+        return;
+      }
+      self->state.settings = std::move(p.value);
+      ++self->state.generation;
+      schedule_tick(self);
+    },
+  };
+}
+
+} // namespace
+
+module_type ticker_module() {
+  module_type t;
+  t.type = "ticker";
+  t.default_leader_only = true;
+  t.factory = [](caf::actor_system& sys, const module_context& ctx) {
+    return sys.spawn(ticker, ctx, parse_ticker_settings(ctx.settings).value);
+  };
+  t.validate = [](const nlohmann::json& s) { return parse_ticker_settings(s).errors; };
+  return t;
+}
+
+} // namespace leasehold::modules

@@ -1,0 +1,222 @@
+// exec on a real actor system: real processes, short timings.
+#include <doctest/doctest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <sys/wait.h>
+
+#include <caf/all.hpp>
+
+#include "event_log.hpp"
+#include "modules/exec.hpp"
+
+using namespace leasehold;
+using namespace leasehold::modules;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+/// True when a process of group `pgid` is alive. Zombies do not count: an
+/// orphan the module SIGKILLed is reaped by init, on init's schedule.
+bool group_alive(pid_t pgid) {
+  for (auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in{entry.path() / "stat"};
+    std::string stat;
+    if (!std::getline(in, stat))
+      continue;
+    // "pid (comm) state ppid pgrp ...": comm may contain spaces, so parse after ')'.
+    std::istringstream rest{stat.substr(stat.rfind(')') + 1)};
+    char state = 0;
+    long ppid = 0;
+    long pgrp = 0;
+    if (rest >> state >> ppid >> pgrp && pgrp == pgid && state != 'Z' && state != 'X')
+      return true;
+  }
+  return false;
+}
+
+/// True when no process of group `pgid` is alive, polling for at most
+/// `timeout`: the module SIGKILLs what is left of the group as it reaps the
+/// leader, and the kernel finishes those deaths asynchronously.
+bool group_gone(pid_t pgid, std::chrono::milliseconds timeout = 2s) {
+  auto deadline = steady::now() + timeout;
+  while (group_alive(pgid)) {
+    if (steady::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+/// True when this process has no child at all (neither running nor zombie).
+bool no_children() {
+  int status = 0;
+  return ::waitpid(-1, &status, WNOHANG) == -1 && errno == ECHILD;
+}
+
+struct fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  test::event_log log;
+
+  caf::actor spawn_exec(nlohmann::json settings, bool leader_only = true) {
+    REQUIRE(parse_exec_settings(settings).errors.empty());
+    module_context ctx;
+    ctx.name = "job";
+    ctx.type = "exec";
+    ctx.leader_only = leader_only;
+    ctx.settings = std::move(settings);
+    ctx.fence.lease = {"ns", "lease"};
+    ctx.fence.identity = "me";
+    ctx.fence.term = 3;
+    ctx.identity = "me";
+    ctx.events = log.sink();
+    auto a = exec_module().factory(sys, ctx);
+    self->monitor(a);
+    return a;
+  }
+
+  /// The pid from the "started pid N" line of the n-th start.
+  pid_t started_pid(std::size_t nth = 0) {
+    REQUIRE(log.wait_for("started pid"));
+    auto deadline = steady::now() + 5s;
+    std::vector<std::string> lines;
+    while (steady::now() < deadline) {
+      lines.clear();
+      for (auto& d : log.details())
+        if (d.rfind("started pid ", 0) == 0)
+          lines.push_back(d);
+      if (lines.size() > nth)
+        return static_cast<pid_t>(std::stol(lines[nth].substr(12)));
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL("no start #" << nth);
+    return -1;
+  }
+
+  /// The exit reason of the monitored actor, waiting at most `timeout`.
+  caf::error wait_down(std::chrono::milliseconds timeout = 5s) {
+    caf::error reason = caf::make_error(caf::sec::request_timeout);
+    self->receive([&](caf::down_msg& d) { reason = d.reason; },
+                  caf::after(timeout) >> [] { FAIL("module did not stop"); });
+    return reason;
+  }
+
+  ~fixture() { CHECK(no_children()); }
+};
+
+nlohmann::json sh(const std::string& script, int grace_ms = 2000) {
+  return {{"command", {"sh", "-c", script}}, {"grace_ms", grace_ms}};
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(fixture, "exec reports output with the fencing token and stops on exit message") {
+  auto a = spawn_exec(sh("echo hello; echo term=$LEASEHOLD_TERM $LEASEHOLD_IDENTITY "
+                         "$LEASEHOLD_LEASE; echo oops >&2; sleep 30"));
+  auto pid = started_pid();
+  auto hello = log.wait_for("hello");
+  REQUIRE(hello);
+  CHECK(hello->detail == "hello");
+  CHECK(hello->reason == "stdout");
+  CHECK(hello->type == event_type::module_output);
+  CHECK(hello->module == "job");
+  CHECK(log.wait_for("term=3 me ns/lease"));
+  auto oops = log.wait_for("oops");
+  REQUIRE(oops);
+  CHECK(oops->reason == "stderr");
+  auto t0 = steady::now();
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+  CHECK(steady::now() - t0 < 1500ms); // well within grace_ms: SIGTERM sufficed
+  CHECK(group_gone(pid));
+  CHECK(log.count("SIGKILL") == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "exec SIGKILLs a command that ignores SIGTERM after grace_ms") {
+  auto a = spawn_exec(sh("trap '' TERM; echo ready; sleep 30", 300));
+  auto pid = started_pid();
+  REQUIRE(log.wait_for("ready"));
+  auto t0 = steady::now();
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+  auto took = steady::now() - t0;
+  CHECK(took >= 300ms);
+  CHECK(took < 3s);
+  CHECK(log.count("SIGKILL") == 1);
+  CHECK(group_gone(pid));
+}
+
+TEST_CASE_FIXTURE(fixture, "exec quits with an error when the command fails, normally on status 0") {
+  SUBCASE("status 1") {
+    spawn_exec(sh("exit 1"));
+    auto reason = wait_down();
+    CHECK(reason == caf::sec::runtime_error);
+    CHECK(log.wait_for("exited with status 1"));
+  }
+  SUBCASE("status 0") {
+    spawn_exec(sh("exit 0"));
+    CHECK(wait_down() == caf::exit_reason::normal);
+  }
+  SUBCASE("killed by a signal") {
+    spawn_exec(sh("kill -9 $$"));
+    CHECK(wait_down() == caf::sec::runtime_error);
+    CHECK(log.wait_for("killed by signal 9"));
+  }
+  SUBCASE("command not found") {
+    spawn_exec({{"command", {"/nonexistent/leasehold-no-such-binary"}}});
+    CHECK(wait_down() == caf::sec::runtime_error);
+    CHECK(log.wait_for("cannot run /nonexistent/leasehold-no-such-binary"));
+  }
+}
+
+TEST_CASE_FIXTURE(fixture, "exec leaves no process behind when killed") {
+  auto a = spawn_exec(sh("trap '' TERM; echo ready; sleep 30 & sleep 30"));
+  auto pid = started_pid();
+  REQUIRE(log.wait_for("ready"));
+  caf::anon_send_exit(a, caf::exit_reason::kill);
+  CHECK(wait_down() == caf::exit_reason::kill);
+  CHECK(group_gone(pid));
+}
+
+TEST_CASE_FIXTURE(fixture, "exec kills what the command left in its group when it exits") {
+  auto a = spawn_exec(sh("sleep 30 & echo bg=$!; exit 0"));
+  auto pid = started_pid();
+  CHECK(wait_down() == caf::exit_reason::normal);
+  CHECK(group_gone(pid));
+}
+
+TEST_CASE_FIXTURE(fixture, "exec applies env, workdir, and omits the token when not leader-only") {
+  auto settings = sh("echo foo=$FOO; pwd; echo term=${LEASEHOLD_TERM:-none}; sleep 30");
+  settings["env"] = {{"FOO", "bar"}};
+  settings["workdir"] = "/";
+  auto a = spawn_exec(settings, false);
+  started_pid();
+  CHECK(log.wait_for("foo=bar"));
+  CHECK(log.wait_for("term=none"));
+  CHECK(log.count("/") >= 1);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(fixture, "exec restarts the command on new settings") {
+  auto a = spawn_exec(sh("echo one; sleep 30"));
+  auto first = started_pid(0);
+  REQUIRE(log.wait_for("one"));
+  caf::anon_send(a, module_settings{"job", sh("echo two; sleep 30")});
+  REQUIRE(log.wait_for("two"));
+  CHECK(group_gone(first));
+  auto second = started_pid(1);
+  CHECK(second != first);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+  CHECK(group_gone(second));
+}
