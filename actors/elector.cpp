@@ -111,6 +111,17 @@ private:
             observe(*r.value);
             decide(*r.value, started);
           } else if (r.kind() == error_kind::not_found) {
+            // An API that lost its storage answers NotFound for a lease
+            // another replica still holds by our clock: wait for it to
+            // expire, as if the record were still there.
+            if (held_by_other(observed_)) {
+              if (leading_)
+                lose("lease " + opt_.lease.to_string() + " vanished while "
+                     + observed_->spec.holder_identity + " held it");
+              else
+                done_attempt();
+              return;
+            }
             create(started);
           } else {
             failed(r.error);
@@ -119,9 +130,17 @@ private:
         [=](caf::error& e) { failed(request_error("GET", lease_path(opt_.lease), e)); });
   }
 
+  /// Another replica holds `rec` and it has not expired by our clock.
+  bool held_by_other(const std::optional<lease>& rec) const {
+    if (!rec)
+      return false;
+    auto& holder = rec->spec.holder_identity;
+    return !holder.empty() && holder != opt_.identity && !expired(*rec);
+  }
+
   void decide(const lease& rec, caf::actor_clock::time_point started) {
     auto& holder = rec.spec.holder_identity;
-    if (!holder.empty() && holder != opt_.identity && !expired(rec)) {
+    if (held_by_other(rec)) {
       // Held by another replica whose lease has not expired by our clock.
       if (leading_)
         lose("lease " + opt_.lease.to_string() + " is held by " + holder);
@@ -136,8 +155,12 @@ private:
     lease l;
     l.name = opt_.lease.name;
     l.ns = opt_.lease.ns;
-    l.spec = next_spec(lease_spec{}, opt_.identity, opt_.timings.lease_duration, wall_now());
-    l.spec.lease_transitions = 0;
+    // A lease recreated after the API lost it continues the terms we saw,
+    // so fencing tokens never go back.
+    auto base = observed_ ? observed_->spec : lease_spec{};
+    l.spec = next_spec(base, opt_.identity, opt_.timings.lease_duration, wall_now());
+    if (!observed_)
+      l.spec.lease_transitions = 0;
     request(opt_.transport, timeout(), create_lease_atom::value, std::move(l))
       .then(
         [=](lease_reply& r) {

@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   o.timings.module_stop_timeout = 400ms;
   leasehold::connection_config conn;
   conn.server = server;
+  conn.identity = identity;
   o.transport = leasehold::spawn_http_transport(sys, leasehold::bounded_by(conn, o.timings));
   o.registry = registry;
   leasehold::module_spec greet;

@@ -431,6 +431,8 @@ struct kube_client::impl {
       return api_result<http_reply>::failure({error_kind::other, 0, verb, path, err_text, 0});
     if (!token.empty())
       req.headers.emplace("Authorization", "Bearer " + token);
+    if (!cfg.identity.empty())
+      req.headers.emplace("X-Leasehold-Identity", cfg.identity);
     if (body) {
       req.body = *body;
       req.headers.emplace("Content-Type", "application/json");

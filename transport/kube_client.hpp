@@ -33,6 +33,9 @@ struct connection_config {
   std::chrono::milliseconds read_timeout{2000};
   std::chrono::milliseconds write_timeout{2000};
   std::string user_agent;             // default "leasehold/<version>"
+  /// Sent as X-Leasehold-Identity (the replica), so API-side counters and
+  /// fault injection can tell replicas apart. Empty: not sent.
+  std::string identity;
 };
 
 /// Upper bound of one blocking request against a server that accepts and
