@@ -132,11 +132,10 @@ void module_supervisor::stop(slot& s, const std::string& reason) {
   s.actor = nullptr;
   s.state = module_state::stopped;
   self_->delayed_send(self_, opt_.timings.module_stop_timeout, stop_timeout_atom::value, id);
-  emit_(event_type::module_stopped, [&](runtime_event& ev) {
+  emit_(event_type::module_stopping, [&](runtime_event& ev) {
     ev.module = s.spec.name;
     ev.leader_only = s.spec.leader_only;
-    ev.reason = "stop requested: " + reason;
-    ev.detail = "requested";
+    ev.reason = reason;
   });
 }
 
@@ -164,7 +163,6 @@ bool module_supervisor::on_down(const caf::down_msg& dm) {
       ev.module = st->name;
       ev.leader_only = st->leader_only;
       ev.reason = self_->system().render(dm.reason);
-      ev.detail = "down";
     });
     stopping_.erase(st);
     hooks_.stopped();

@@ -13,6 +13,7 @@ const char* to_string(event_type t) {
     case event_type::api_recovered: return "api_recovered";
     case event_type::renewed: return "renewed";
     case event_type::module_started: return "module_started";
+    case event_type::module_stopping: return "module_stopping";
     case event_type::module_stopped: return "module_stopped";
     case event_type::module_killed: return "module_killed";
     case event_type::module_crashed: return "module_crashed";

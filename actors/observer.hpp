@@ -25,7 +25,8 @@ enum class event_type {
   api_recovered,     // first success after errors
   renewed,           // detail: latency_ms (not logged; metrics)
   module_started,    // module, leader_only, term
-  module_stopped,    // module, reason
+  module_stopping,   // module, reason: exit message sent, kill at module_stop_timeout
+  module_stopped,    // module, reason: it went down
   module_killed,     // module (did not stop within module_stop_timeout)
   module_crashed,    // module, reason
   module_restarting, // module, delay

@@ -13,6 +13,13 @@ connection_config bounded_by(connection_config c, const election_timings& t) {
   return c;
 }
 
+void tune_for_idle(caf::actor_system_config& cfg) {
+  cfg.set("work-stealing.aggressive-poll-attempts", size_t{1});
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{2});
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(10)});
+}
+
 std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
                                     caf::timespan timeout) {
   std::optional<runner_status> out;

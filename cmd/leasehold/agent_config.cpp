@@ -1,0 +1,261 @@
+#include "cmd/leasehold/agent_config.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "transport/kube_config.hpp"
+
+namespace leasehold::agent {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// One timing field: its JSON name and where it goes.
+struct timing_field {
+  const char* key;
+  caf::timespan election_timings::*member;
+  std::optional<std::string> config_overrides::*override_value;  // nullptr: file only
+};
+
+const timing_field timing_fields[] = {
+  {"lease_duration", &election_timings::lease_duration, &config_overrides::lease_duration},
+  {"renew_deadline", &election_timings::renew_deadline, &config_overrides::renew_deadline},
+  {"retry_period", &election_timings::retry_period, &config_overrides::retry_period},
+  {"module_stop_timeout", &election_timings::module_stop_timeout,
+   &config_overrides::module_stop_timeout},
+  {"request_timeout", &election_timings::request_timeout, nullptr},
+  {"release_timeout", &election_timings::release_timeout, nullptr},
+  {"backoff_min", &election_timings::backoff_min, nullptr},
+  {"backoff_max", &election_timings::backoff_max, nullptr},
+};
+
+/// One string field at the top level: JSON name, destination, override.
+struct string_field {
+  const char* key;
+  std::string agent_config::*member;
+  std::optional<std::string> config_overrides::*override_value;
+};
+
+const string_field string_fields[] = {
+  {"identity", &agent_config::identity, &config_overrides::identity},
+  {"namespace", &agent_config::ns, &config_overrides::ns},
+  {"lease_name", &agent_config::lease_name, &config_overrides::lease_name},
+  {"server", &agent_config::server, &config_overrides::server},
+  {"kubeconfig", &agent_config::kubeconfig, &config_overrides::kubeconfig},
+  {"health_addr", &agent_config::health_addr, &config_overrides::health_addr},
+  {"journal", &agent_config::journal, &config_overrides::journal},
+  {"log_level", &agent_config::log_level, &config_overrides::log_level},
+};
+
+void parse_timings(const json& j, const config_overrides& over, election_timings& t,
+                   std::vector<std::string>& errs) {
+  if (!j.is_null() && !j.is_object()) {
+    errs.push_back("timings: must be an object");
+    return;
+  }
+  if (j.is_object())
+    for (auto& kv : j.items()) {
+      bool known = false;
+      for (auto& f : timing_fields)
+        known = known || kv.key() == f.key;
+      if (!known)
+        errs.push_back("timings." + kv.key() + ": unknown field");
+    }
+  for (auto& f : timing_fields) {
+    std::string path = std::string("timings.") + f.key;
+    std::optional<std::string> text;
+    if (f.override_value != nullptr && over.*f.override_value) {
+      text = *(over.*f.override_value);
+      path = std::string("--") + f.key;
+      for (auto& c : path)
+        c = c == '_' ? '-' : c;
+    } else if (j.is_object() && j.contains(f.key)) {
+      auto& v = j.at(f.key);
+      if (!v.is_string()) {
+        errs.push_back(path + ": must be a duration string like \"15s\" or \"500ms\"");
+        continue;
+      }
+      text = v.get<std::string>();
+    }
+    if (!text)
+      continue;
+    auto d = parse_duration(*text);
+    if (!d)
+      errs.push_back(path + ": invalid duration \"" + *text + "\"");
+    else
+      t.*f.member = *d;
+  }
+}
+
+bool valid_log_level(const std::string& s) {
+  return s == "debug" || s == "info" || s == "warn" || s == "error";
+}
+
+bool valid_host_port(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+    return false;
+  auto port = s.substr(colon + 1);
+  for (char c : port)
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      return false;
+  return port.size() <= 5 && std::stoi(port) <= 65535;
+}
+
+} // namespace
+
+std::optional<caf::timespan> parse_duration(const std::string& text) {
+  if (text == "0")
+    return caf::timespan{0};
+  size_t i = 0;
+  double total_ns = 0;
+  if (text.empty())
+    return std::nullopt;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (i == start)
+      return std::nullopt;
+    auto number = text.substr(start, i - start);
+    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+      return std::nullopt;
+    size_t unit_start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i])))
+      ++i;
+    auto unit = text.substr(unit_start, i - unit_start);
+    double scale = 0;
+    if (unit == "ns") scale = 1;
+    else if (unit == "us" || unit == "µs") scale = 1e3;
+    else if (unit == "ms") scale = 1e6;
+    else if (unit == "s") scale = 1e9;
+    else if (unit == "m") scale = 60e9;
+    else if (unit == "h") scale = 3600e9;
+    else return std::nullopt;
+    total_ns += std::stod(number) * scale;
+  }
+  if (total_ns > 1e18)
+    return std::nullopt;
+  return caf::timespan{static_cast<caf::timespan::rep>(std::llround(total_ns))};
+}
+
+std::string format_duration(caf::timespan d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+}
+
+election_timings agent_default_timings() {
+  election_timings t;
+  t.release_timeout = default_release_timeout;
+  return t;
+}
+
+std::vector<std::string> agent_config::restart_fields_changed(const agent_config& o) const {
+  std::vector<std::string> out;
+  for (auto& f : string_fields)
+    if (this->*f.member != o.*f.member)
+      out.push_back(f.key);
+  for (auto& f : timing_fields)
+    if (timings.*f.member != o.timings.*f.member)
+      out.push_back(std::string("timings.") + f.key);
+  return out;
+}
+
+config_environment config_environment::from_process() {
+  config_environment env;
+  if (auto* v = std::getenv("POD_NAME"))
+    env.pod_name = v;
+  if (auto* v = std::getenv("POD_NAMESPACE"))
+    env.pod_namespace = v;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0)
+    env.hostname = host;
+  env.service_account_namespace = leasehold::service_account_namespace();
+  return env;
+}
+
+std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,
+                                      const config_overrides& over,
+                                      const config_environment& env, agent_config& out) {
+  std::vector<std::string> errs;
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return {std::string("$: invalid JSON: ") + e.what()};
+  }
+  if (!doc.is_object())
+    return {"$: must be a JSON object"};
+
+  static const std::set<std::string> known
+    = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
+       "health_addr", "journal", "log_level", "modules"};
+  for (auto& kv : doc.items())
+    if (known.count(kv.key()) == 0)
+      errs.push_back(kv.key() + ": unknown field");
+
+  agent_config cfg;
+  for (auto& f : string_fields) {
+    if (auto it = doc.find(f.key); it != doc.end()) {
+      if (!it->is_string())
+        errs.push_back(std::string(f.key) + ": must be a string");
+      else
+        cfg.*f.member = it->get<std::string>();
+    }
+    if (over.*f.override_value)
+      cfg.*f.member = *(over.*f.override_value);
+  }
+  // Defaults that depend on where we run.
+  if (cfg.identity.empty())
+    cfg.identity = !env.pod_name.empty() ? env.pod_name : env.hostname;
+  if (cfg.ns.empty()) {
+    if (!env.pod_namespace.empty()) cfg.ns = env.pod_namespace;
+    else if (!env.service_account_namespace.empty()) cfg.ns = env.service_account_namespace;
+    else {
+      cfg.ns = "default";
+      cfg.ns_defaulted = true;
+    }
+  }
+
+  parse_timings(doc.contains("timings") ? doc.at("timings") : json(), over, cfg.timings, errs);
+  if (errs.empty())
+    for (auto& e : validate(cfg.timings))
+      errs.push_back("timings." + e);
+
+  if (cfg.identity.empty())
+    errs.push_back("identity: must not be empty (set it, POD_NAME or the hostname)");
+  if (cfg.lease_name.empty())
+    errs.push_back("lease_name: must not be empty");
+  if (!valid_log_level(cfg.log_level))
+    errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level
+                   + "\")");
+  if (!valid_host_port(cfg.health_addr))
+    errs.push_back("health_addr: must be host:port (is \"" + cfg.health_addr + "\")");
+  if (!cfg.server.empty() && cfg.server.rfind("http://", 0) != 0
+      && cfg.server.rfind("https://", 0) != 0)
+    errs.push_back("server: must start with http:// or https:// (is \"" + cfg.server + "\")");
+
+  if (auto it = doc.find("modules"); it != doc.end()) {
+    for (auto& e : parse_modules(*it, reg, cfg.modules))
+      errs.push_back(e);
+  }
+  if (errs.empty())
+    out = std::move(cfg);
+  return errs;
+}
+
+std::vector<std::string> load_config(const std::string& path, const module_registry& reg,
+                                     const config_overrides& over,
+                                     const config_environment& env, agent_config& out) {
+  auto text = read_text_file(path);
+  if (!text)
+    return {path + ": cannot read the config file"};
+  return parse_config(*text, reg, over, env, out);
+}
+
+} // namespace leasehold::agent

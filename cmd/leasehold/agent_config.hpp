@@ -1,0 +1,77 @@
+// The agent's configuration: the JSON file, the command-line/env overrides
+// and the defaults. Every error names its JSON path
+// (`timings.retry_period: invalid duration "2x"`).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/module_registry.hpp"
+#include "actors/timings.hpp"
+
+namespace leasehold::agent {
+
+election_timings agent_default_timings();
+
+/// Parses Go-style durations: "15s", "500ms", "1m30s", "1.5s", "0".
+/// Units: ns, us, ms, s, m, h. nullopt on error.
+std::optional<caf::timespan> parse_duration(const std::string& text);
+/// "1500ms" style, for logs and messages.
+std::string format_duration(caf::timespan d);
+
+/// The agent's release bound on shutdown (the library default is 2 s): with
+/// it, module_stop_timeout + release + event flush fit the exit budget of
+/// module_stop_timeout + 2 s.
+constexpr std::chrono::milliseconds default_release_timeout{1000};
+
+struct agent_config {
+  std::string identity;
+  std::string ns;
+  bool ns_defaulted = false;        // no flag/env/file/service-account value: "default"
+  std::string lease_name = "leasehold";
+  std::string server;               // empty: kubeconfig or in-cluster
+  std::string kubeconfig;
+  election_timings timings = agent_default_timings();
+  std::string health_addr = "127.0.0.1:8080";
+  std::string journal;              // empty: no journal
+  std::string log_level = "info";
+  module_config modules;
+
+  /// The fields that need a restart to change (everything but modules).
+  /// Returns the JSON names of those that differ.
+  std::vector<std::string> restart_fields_changed(const agent_config& other) const;
+};
+
+/// Values given on the command line (or by their environment variable);
+/// each set one overrides the file.
+struct config_overrides {
+  std::optional<std::string> identity, ns, lease_name, server, kubeconfig;
+  std::optional<std::string> lease_duration, renew_deadline, retry_period, module_stop_timeout;
+  std::optional<std::string> health_addr, journal, log_level;
+};
+
+/// Where defaults come from; injectable for tests.
+struct config_environment {
+  std::string pod_name;                 // $POD_NAME
+  std::string pod_namespace;            // $POD_NAMESPACE
+  std::string hostname;
+  std::string service_account_namespace;  // the in-cluster namespace file, trimmed
+  static config_environment from_process();
+};
+
+/// Parses a config document (JSON text). Errors name their JSON path;
+/// unknown fields are errors. Overrides are applied, then defaults, then
+/// everything is validated (timings relations, modules against `reg`).
+std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,
+                                      const config_overrides& over,
+                                      const config_environment& env, agent_config& out);
+
+/// Reads and parses a file; a read failure is one error naming the file.
+std::vector<std::string> load_config(const std::string& path, const module_registry& reg,
+                                     const config_overrides& over,
+                                     const config_environment& env, agent_config& out);
+
+} // namespace leasehold::agent

@@ -1,0 +1,45 @@
+#include "cmd/leasehold/config_watcher.hpp"
+
+#include "transport/kube_config.hpp"
+
+namespace leasehold::agent {
+
+config_watcher::config_watcher(std::string path, std::string initial,
+                               std::chrono::milliseconds interval, callback on_change)
+  : path_(std::move(path)), last_(std::move(initial)), interval_(interval),
+    on_change_(std::move(on_change)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+config_watcher::~config_watcher() {
+  stop();
+}
+
+void config_watcher::stop() {
+  {
+    std::lock_guard<std::mutex> guard(mtx_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void config_watcher::run() {
+  std::unique_lock<std::mutex> lock(mtx_);
+  while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    lock.unlock();
+    // Reading a small file once a second is cheap and catches every edit,
+    // including same-size rewrites within the file system's mtime
+    // resolution and ConfigMap symlink swaps (which change no mtime of the
+    // path itself).
+    auto content = read_text_file(path_);
+    if (content && *content != last_) {
+      last_ = *content;
+      on_change_(*content);
+    }
+    lock.lock();
+  }
+}
+
+} // namespace leasehold::agent

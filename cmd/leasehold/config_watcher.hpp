@@ -1,0 +1,41 @@
+// Watches the config file on its own thread (never a scheduler thread):
+// every `interval` it reads the file and hands a changed content to
+// `on_change` (on the watcher thread). An unreadable file is skipped.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace leasehold::agent {
+
+class config_watcher {
+public:
+  using callback = std::function<void(const std::string& content)>;
+
+  /// `initial` is the content already applied (no callback for it).
+  config_watcher(std::string path, std::string initial, std::chrono::milliseconds interval,
+                 callback on_change);
+  ~config_watcher();   // stops
+  config_watcher(const config_watcher&) = delete;
+  config_watcher& operator=(const config_watcher&) = delete;
+
+  void stop();
+
+private:
+  void run();
+
+  std::string path_;
+  std::string last_;
+  std::chrono::milliseconds interval_;
+  callback on_change_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+} // namespace leasehold::agent

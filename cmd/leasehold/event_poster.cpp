@@ -1,0 +1,144 @@
+#include "cmd/leasehold/event_poster.hpp"
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace leasehold::agent {
+
+namespace {
+
+using flush_atom = caf::atom_constant<caf::atom("lh_flush")>;
+using post_next_atom = caf::atom_constant<caf::atom("lh_postnx")>;
+
+struct pending_event {
+  kube_event event;
+  int attempts = 0;
+};
+
+struct poster_state {
+  std::deque<pending_event> queue;
+  bool busy = false;           // a request or a retry delay is pending
+  std::vector<caf::response_promise> flush_waiters;
+  static inline const char* name = "leasehold.event_poster";
+};
+
+using poster_actor = caf::stateful_actor<poster_state>;
+
+bool retryable(error_kind k) {
+  switch (k) {
+    case error_kind::invalid:
+    case error_kind::unauthorized:
+    case error_kind::forbidden:
+    case error_kind::already_exists:
+    case error_kind::malformed_body:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void deliver_flush_if_idle(poster_actor* self) {
+  auto& st = self->state;
+  if (st.busy || !st.queue.empty())
+    return;
+  for (auto& rp : st.flush_waiters)
+    rp.deliver(true);
+  st.flush_waiters.clear();
+}
+
+void post_next(poster_actor* self, lease_transport_actor transport,
+               const event_poster_options& opts) {
+  auto& st = self->state;
+  if (st.busy || st.queue.empty()) {
+    deliver_flush_if_idle(self);
+    return;
+  }
+  st.busy = true;
+  auto item = std::move(st.queue.front());
+  st.queue.pop_front();
+  ++item.attempts;
+  auto kube = item.event;
+  auto finished = [self, transport, opts, item](bool retry) mutable {
+    auto& s = self->state;
+    if (retry && item.attempts < opts.max_attempts && s.queue.size() < opts.capacity) {
+      s.queue.push_front(std::move(item));
+      self->delayed_send(self, opts.retry_delay, post_next_atom::value);
+      return;   // still busy until the delay fires
+    }
+    s.busy = false;
+    post_next(self, transport, opts);
+  };
+  self->request(transport, opts.request_timeout, post_event_atom::value, std::move(kube))
+    .then([finished](const event_reply& r) mutable { finished(!r.ok() && retryable(r.kind())); },
+          [finished](const caf::error&) mutable { finished(true); });
+}
+
+caf::behavior event_poster(poster_actor* self, lease_transport_actor transport,
+                           event_poster_options opts) {
+  self->link_to(transport);
+  return {
+    [=](kube_event& e) {
+      auto& st = self->state;
+      for (auto& q : st.queue)
+        if (q.event.message == e.message && q.event.reason == e.reason)
+          return;   // aggregated with the queued duplicate
+      if (st.queue.size() >= opts.capacity)
+        st.queue.pop_front();
+      st.queue.push_back({std::move(e), 0});
+      post_next(self, transport, opts);
+    },
+    [=](post_next_atom) {
+      self->state.busy = false;
+      post_next(self, transport, opts);
+    },
+    [=](flush_atom) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      self->state.flush_waiters.push_back(rp);
+      deliver_flush_if_idle(self);
+      return rp;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_event_poster(caf::actor_system& sys, lease_transport_actor transport,
+                              event_poster_options opts) {
+  return sys.spawn(event_poster, std::move(transport), opts);
+}
+
+event_sink event_poster_sink(caf::actor poster, lease_key lease) {
+  // "stopped leading" once per term: a term ends with term_lost, or with
+  // lease_released on shutdown.
+  auto leading = std::make_shared<std::atomic<bool>>(false);
+  return [poster, lease, leading](const runtime_event& e) {
+    const char* what = nullptr;
+    if (e.type == event_type::term_acquired) {
+      leading->store(true);
+      what = " became leader";
+    } else if ((e.type == event_type::term_lost || e.type == event_type::lease_released)
+               && leading->exchange(false)) {
+      what = " stopped leading";
+    } else {
+      return;
+    }
+    kube_event k;
+    k.involved = lease;
+    k.message = e.identity + what;
+    k.reporting_instance = e.identity;
+    k.time = std::chrono::time_point_cast<std::chrono::microseconds>(e.wall);
+    caf::anon_send(poster, std::move(k));
+  };
+}
+
+bool flush_events(caf::actor_system& sys, const caf::actor& poster, caf::timespan bound) {
+  caf::scoped_actor self{sys};
+  bool done = false;
+  self->request(poster, bound, flush_atom::value)
+    .receive([&](bool) { done = true; }, [&](const caf::error&) { done = false; });
+  return done;
+}
+
+} // namespace leasehold::agent

@@ -1,0 +1,39 @@
+// Kubernetes Events about leadership (`<identity> became leader` /
+// `<identity> stopped leading`, reason LeaderElection), best-effort:
+// a bounded queue (oldest dropped when full), duplicates of a queued message
+// aggregated, bounded retries, one request in flight, and its own transport
+// (a separate connection) so event POSTs never queue in front of lease
+// requests. Nothing waits for it except the bounded flush at shutdown.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/observer.hpp"
+#include "transport/lease.hpp"
+#include "transport/lease_transport.hpp"
+
+namespace leasehold::agent {
+
+struct event_poster_options {
+  size_t capacity = 32;
+  int max_attempts = 3;
+  caf::timespan request_timeout = std::chrono::seconds(4);
+  caf::timespan retry_delay = std::chrono::seconds(1);
+};
+
+/// Spawns the poster actor in front of `transport` (which it owns: the
+/// transport is stopped with it).
+caf::actor spawn_event_poster(caf::actor_system& sys, lease_transport_actor transport,
+                              event_poster_options opts);
+
+/// The sink that turns leadership events into Kubernetes Events for `poster`.
+event_sink event_poster_sink(caf::actor poster, lease_key lease);
+
+/// Waits (at most `bound`) until the poster has nothing queued or in flight.
+/// Returns false on timeout.
+bool flush_events(caf::actor_system& sys, const caf::actor& poster, caf::timespan bound);
+
+} // namespace leasehold::agent

@@ -1,0 +1,110 @@
+#include "cmd/leasehold/health_server.hpp"
+
+#include <httplib.h>
+
+namespace leasehold::agent {
+
+namespace {
+
+constexpr const char* json_type = "application/json";
+
+void reply_json(httplib::Response& res, int code, const nlohmann::json& body) {
+  res.status = code;
+  res.set_content(body.dump() + "\n", json_type);
+}
+
+void reply_probe(httplib::Response& res, const probe_result& p) {
+  reply_json(res, p.ok ? 200 : 503, p.body);
+}
+
+} // namespace
+
+nlohmann::json status_json(const runner_status& st) {
+  nlohmann::json modules = nlohmann::json::array();
+  for (auto& m : st.modules)
+    modules.push_back({{"name", m.name},
+                       {"type", m.type},
+                       {"leader_only", m.leader_only},
+                       {"state", to_string(m.state)},
+                       {"restarts", m.restarts}});
+  return {{"state", to_string(st.state)},
+          {"identity", st.identity},
+          {"lease", st.lease.to_string()},
+          {"holder", st.holder},
+          {"term", st.term},
+          {"electing", st.electing},
+          {"healthy", st.healthy},
+          {"terms_won", st.terms_won},
+          {"terms_lost", st.terms_lost},
+          {"ms_since_renew", st.ms_since_renew},
+          {"modules", modules}};
+}
+
+health_server::health_server(health_sources src)
+  : src_(std::move(src)), server_(std::make_unique<httplib::Server>()) {
+  auto& s = *server_;
+  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    reply_probe(res, liveness(src_.status(), src_.timings));
+  });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    reply_probe(res, readiness(src_.status(), src_.api->get()));
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(src_.counters->render(src_.status()), metrics::content_type);
+  });
+  s.Get("/debug/state", [this](const httplib::Request&, httplib::Response& res) {
+    auto st = src_.status();
+    if (!st)
+      reply_json(res, 503, {{"error", "runner did not answer"}});
+    else
+      reply_json(res, 200, status_json(*st));
+  });
+  // Last: whatever path a leader_endpoint module publishes at.
+  s.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = src_.leader ? src_.leader(req.path) : std::nullopt;
+    if (!body)
+      reply_json(res, 404, {{"error", "not found (no leader_endpoint module serves " + req.path
+                                        + ")"}});
+    else
+      res.set_content(*body, json_type);
+  });
+}
+
+health_server::~health_server() {
+  stop();
+}
+
+int health_server::bind(const std::string& addr) {
+  auto colon = addr.rfind(':');
+  if (colon == std::string::npos) {
+    error_ = "health address " + addr + ": expected host:port";
+    return -1;
+  }
+  auto host = addr.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  int port = std::atoi(addr.substr(colon + 1).c_str());
+  int bound = port;
+  if (port == 0)
+    bound = server_->bind_to_any_port(host);
+  else if (!server_->bind_to_port(host, port))
+    bound = -1;
+  if (bound <= 0) {
+    error_ = "health address " + addr + ": cannot listen (in use or not a local address)";
+    return -1;
+  }
+  return bound;
+}
+
+void health_server::serve() {
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+void health_server::stop() {
+  if (server_)
+    server_->stop();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+} // namespace leasehold::agent

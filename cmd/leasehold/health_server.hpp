@@ -1,0 +1,65 @@
+// The observability HTTP server (httplib, its own threads) on --health-addr:
+//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp)
+//   /readyz       200 once electing (or idle) and the API has answered; else 503
+//   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
+//   /debug/state  the runner's status as JSON
+//   /leader       the leader_endpoint module's view (at the module's
+//                 configured path); 404 when no such module runs
+// Handlers ask the runner for its status with a blocking request: fine on
+// these threads, which are not CAF scheduler threads.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/runner.hpp"
+#include "actors/timings.hpp"
+#include "cmd/leasehold/metrics.hpp"
+#include "cmd/leasehold/probes.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace leasehold::agent {
+
+struct health_sources {
+  std::function<std::optional<runner_status>()> status;
+  /// The body the leader_endpoint module publishes at a path (default
+  /// /leader); nullopt when nothing is published there.
+  std::function<std::optional<std::string>(const std::string& path)> leader;
+  const metrics* counters = nullptr;
+  const api_health* api = nullptr;
+  election_timings timings;
+};
+
+nlohmann::json status_json(const runner_status& st);
+
+class health_server {
+public:
+  explicit health_server(health_sources src);
+  ~health_server();   // stops
+  health_server(const health_server&) = delete;
+  health_server& operator=(const health_server&) = delete;
+
+  /// Binds `addr` ("host:port"; port 0 picks one). Returns the bound
+  /// port, or -1 (see error()).
+  int bind(const std::string& addr);
+  /// Serves on a thread (after bind; the sources must be ready).
+  void serve();
+  void stop();
+  const std::string& error() const { return error_; }
+
+private:
+  health_sources src_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::string error_;
+};
+
+} // namespace leasehold::agent

@@ -1,0 +1,105 @@
+#include "cmd/leasehold/metrics.hpp"
+
+#include <sstream>
+
+namespace leasehold::agent {
+
+namespace {
+
+void header(std::ostringstream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << ' ' << help << '\n' << "# TYPE " << name << ' ' << type << '\n';
+}
+
+std::string number(double v) {
+  std::ostringstream s;
+  s.precision(9);
+  s << v;
+  return s.str();
+}
+
+} // namespace
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+event_sink metrics::sink() {
+  return [this](const runtime_event& e) { record(e); };
+}
+
+void metrics::record(const runtime_event& e) {
+  std::lock_guard<std::mutex> guard(mtx_);
+  switch (e.type) {
+    case event_type::term_acquired:
+    case event_type::term_lost:
+      ++transitions_;
+      break;
+    case event_type::renewed: {
+      double secs = e.value / 1000.0;
+      ++renew_count_;
+      renew_sum_ += secs;
+      for (size_t i = 0; i < buckets.size(); ++i)
+        if (secs <= buckets[i]) {
+          ++renew_buckets_[i];
+          break;
+        }
+      break;
+    }
+    case event_type::api_error:
+      ++api_errors_[to_string(e.error.kind)];
+      break;
+    default:
+      break;
+  }
+}
+
+std::string metrics::render(const std::optional<runner_status>& st) const {
+  std::lock_guard<std::mutex> guard(mtx_);
+  std::ostringstream out;
+  header(out, "leasehold_is_leader", "gauge", "1 when this replica holds the lease, else 0.");
+  out << "leasehold_is_leader " << (st && st->state == runner_state::leader ? 1 : 0) << '\n';
+
+  header(out, "leasehold_leadership_transitions_total", "counter",
+         "Times this replica acquired or lost leadership.");
+  out << "leasehold_leadership_transitions_total " << transitions_ << '\n';
+
+  header(out, "leasehold_renew_latency_seconds", "histogram",
+         "Latency of successful lease renewals.");
+  std::uint64_t cumulative = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    cumulative += renew_buckets_[i];
+    out << "leasehold_renew_latency_seconds_bucket{le=\"" << number(buckets[i]) << "\"} "
+        << cumulative << '\n';
+  }
+  out << "leasehold_renew_latency_seconds_bucket{le=\"+Inf\"} " << renew_count_ << '\n';
+  out << "leasehold_renew_latency_seconds_sum " << number(renew_sum_) << '\n';
+  out << "leasehold_renew_latency_seconds_count " << renew_count_ << '\n';
+
+  header(out, "leasehold_api_errors_total", "counter",
+         "API failures by kind (counted once per change of kind, not per retry).");
+  for (auto& kv : api_errors_)
+    out << "leasehold_api_errors_total{kind=\"" << escape_label(kv.first) << "\"} " << kv.second
+        << '\n';
+
+  header(out, "leasehold_module_restarts_total", "counter", "Restarts of each module.");
+  if (st)
+    for (auto& m : st->modules)
+      out << "leasehold_module_restarts_total{module=\"" << escape_label(m.name) << "\"} "
+          << m.restarts << '\n';
+
+  header(out, "leasehold_module_running", "gauge", "1 when the module is running, else 0.");
+  if (st)
+    for (auto& m : st->modules)
+      out << "leasehold_module_running{module=\"" << escape_label(m.name) << "\"} "
+          << (m.state == module_state::running ? 1 : 0) << '\n';
+  return out.str();
+}
+
+} // namespace leasehold::agent

@@ -1,0 +1,51 @@
+// Prometheus metrics (text format 0.0.4), counted from runtime events and
+// read from the runner's status at scrape time:
+//   leasehold_is_leader                         gauge
+//   leasehold_leadership_transitions_total      counter (terms acquired + lost)
+//   leasehold_renew_latency_seconds             histogram (event renewed, value = ms)
+//   leasehold_api_errors_total{kind}            counter (error episodes: the elector
+//                                               reports a kind once per change)
+//   leasehold_module_restarts_total{module}     counter
+//   leasehold_module_running{module}            gauge
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "actors/observer.hpp"
+#include "actors/runner.hpp"
+
+namespace leasehold::agent {
+
+class metrics {
+public:
+  /// Thread-safe; counts events.
+  event_sink sink();
+  void record(const runtime_event& e);
+
+  /// The exposition text. `st` is the runner's status (nullopt when the
+  /// runner did not answer: the status-based series are left out).
+  std::string render(const std::optional<runner_status>& st) const;
+
+  static constexpr const char* content_type = "text/plain; version=0.0.4; charset=utf-8";
+
+private:
+  static constexpr std::array<double, 13> buckets
+    = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+  mutable std::mutex mtx_;
+  std::int64_t transitions_ = 0;
+  std::array<std::uint64_t, buckets.size()> renew_buckets_{};   // non-cumulative
+  std::uint64_t renew_count_ = 0;
+  double renew_sum_ = 0;
+  std::map<std::string, std::uint64_t> api_errors_;
+};
+
+/// Escapes a label value (backslash, double quote, newline).
+std::string escape_label(const std::string& v);
+
+} // namespace leasehold::agent

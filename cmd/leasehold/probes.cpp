@@ -1,0 +1,83 @@
+#include "cmd/leasehold/probes.hpp"
+
+#include <algorithm>
+
+namespace leasehold::agent {
+
+namespace {
+
+probe_result pass() {
+  return {true, {{"status", "ok"}}};
+}
+
+probe_result fail(const std::string& reason) {
+  return {false, {{"status", "unhealthy"}, {"reason", reason}}};
+}
+
+} // namespace
+
+event_sink api_health::sink() {
+  return [this](const runtime_event& e) { record(e); };
+}
+
+void api_health::record(const runtime_event& e) {
+  std::lock_guard<std::mutex> guard(mtx_);
+  switch (e.type) {
+    case event_type::term_acquired:
+    case event_type::renewed:
+    case event_type::leader_changed:
+    case event_type::lease_released:
+    case event_type::api_recovered:
+      v_.answered = true;
+      v_.error_kind.clear();
+      break;
+    case event_type::api_error:
+      v_.error_kind = to_string(e.error.kind);
+      break;
+    default:
+      break;
+  }
+}
+
+api_health::view api_health::get() const {
+  std::lock_guard<std::mutex> guard(mtx_);
+  return v_;
+}
+
+caf::timespan watchdog_grace(const election_timings& t) {
+  return std::max<caf::timespan>(t.retry_period, std::chrono::seconds(1));
+}
+
+probe_result liveness(const std::optional<runner_status>& st, const election_timings& t) {
+  if (!st)
+    return fail("runner did not answer");
+  auto limit = t.lease_duration + watchdog_grace(t);
+  auto limit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
+  if (st->state == runner_state::leader && st->ms_since_renew > limit_ms)
+    return fail("lease watchdog: leading but the last renewal was " + std::to_string(st->ms_since_renew)
+                + "ms ago (limit lease_duration + grace = " + std::to_string(limit_ms) + "ms)");
+  for (auto& m : st->modules)
+    if (!m.leader_only && m.state == module_state::failed)
+      return fail("module " + m.name + " failed (over its restart intensity)");
+  if (!st->healthy)
+    return fail("runner reports unhealthy");
+  return pass();
+}
+
+probe_result readiness(const std::optional<runner_status>& st, const api_health::view& api) {
+  if (!st)
+    return fail("runner did not answer");
+  if (st->state == runner_state::stopped)
+    return fail("runner stopped");
+  if (st->state == runner_state::idle && !st->electing)
+    return pass();   // no leader-only module enabled: nothing to elect for
+  if (!st->electing)
+    return fail("not electing (state " + std::string(to_string(st->state)) + ")");
+  if (!api.error_kind.empty())
+    return fail("API error outstanding: " + api.error_kind);
+  if (!api.answered && st->holder.empty())
+    return fail("the API has not answered yet");
+  return pass();
+}
+
+} // namespace leasehold::agent

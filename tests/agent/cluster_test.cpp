@@ -1,0 +1,123 @@
+// Two agents against leasehold-apiserver: one leader, the HTTP endpoints,
+// live config reload, and the lease handed over on SIGTERM.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include "tests/agent/harness.hpp"
+
+using namespace leasehold::test;
+using nlohmann::json;
+
+namespace {
+
+bool leads(agent& a) {
+  auto st = agent_state(a);
+  return st.is_object() && st["state"] == "leader";
+}
+
+std::string module_state(agent& a, const std::string& name) {
+  auto st = agent_state(a);
+  if (!st.is_object())
+    return "";
+  for (auto& m : st["modules"])
+    if (m["name"] == name)
+      return m["state"];
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = dir.file("config.json");
+  write_file(config, short_config().dump());
+  agent a(dir, "agent-a", config, {"--server", api.url()});
+  agent b(dir, "agent-b", config, {"--server", api.url()});
+  REQUIRE(a.health_port() > 0);
+  REQUIRE(b.health_port() > 0);
+
+  // Exactly one leads.
+  REQUIRE(wait_until([&] { return leads(a) || leads(b); }, 10s));
+  std::this_thread::sleep_for(500ms);
+  CHECK(leads(a) != leads(b));
+  agent& leader = leads(a) ? a : b;
+  agent& follower = leads(a) ? b : a;
+  REQUIRE(wait_until([&] { return module_state(leader, "tick") == "running"; }, 5s));
+  CHECK(module_state(follower, "tick") == "stopped");
+
+  SUBCASE("debug state, health, readiness, metrics, leader") {
+    auto st = agent_state(follower);
+    CHECK(st["holder"] == leader.identity());
+    CHECK(st["identity"] == follower.identity());
+    CHECK(st["lease"] == "default/agent-test");
+
+    auto h = http_get(leader.health_port(), "/healthz");
+    CHECK(h.status == 200);
+    CHECK(json::parse(h.body)["status"] == "ok");
+    REQUIRE(wait_until([&] { return http_get(follower.health_port(), "/readyz").status == 200; }, 5s));
+    CHECK(http_get(leader.health_port(), "/readyz").status == 200);
+
+    // Renewals happen every retry period: the histogram fills.
+    std::this_thread::sleep_for(1s);
+    auto m = http_get(leader.health_port(), "/metrics");
+    REQUIRE(m.status == 200);
+    CHECK(prometheus_violations(m.body).empty());
+    CHECK(m.body.find("# TYPE leasehold_is_leader gauge") != std::string::npos);
+    CHECK(m.body.find("\nleasehold_is_leader 1\n") != std::string::npos);
+    CHECK(m.body.find("leasehold_module_running{module=\"tick\"} 1") != std::string::npos);
+    CHECK(m.body.find("leasehold_renew_latency_seconds_count 0\n") == std::string::npos);
+    auto fm = http_get(follower.health_port(), "/metrics");
+    CHECK(prometheus_violations(fm.body).empty());
+    CHECK(fm.body.find("\nleasehold_is_leader 0\n") != std::string::npos);
+
+    auto l = http_get(follower.health_port(), "/leader");
+    REQUIRE(l.status == 200);
+    CHECK(json::parse(l.body)["leader"] == leader.identity());
+    CHECK(http_get(follower.health_port(), "/nothing-here").status == 404);
+  }
+
+  SUBCASE("config reload: disabling the ticker stops it; an invalid file is rejected") {
+    write_file(config, short_config(false).dump());
+    CHECK(wait_until([&] { return module_state(leader, "tick") == "disabled"
+                                  || module_state(leader, "tick") == "stopped"; }, 5s));
+    // Nothing leader-only is enabled: the runner stops electing.
+    CHECK(wait_until([&] { auto st = agent_state(leader); return st.is_object() && st["state"] != "leader"; }, 5s));
+
+    auto bad = short_config();
+    bad["modules"][0]["type"] = "tickr";
+    write_file(config, bad.dump());
+    CHECK(wait_until([&] {
+      for (auto& l : leader.log_lines())
+        if (l.value("msg", "").find("config file rejected") == 0)
+          return l.dump().find("modules[0].type: unknown module type") != std::string::npos;
+      return false;
+    }, 5s));
+    std::this_thread::sleep_for(300ms);
+    CHECK(module_state(leader, "tick") != "running");   // old config (disabled) stays
+    CHECK(leader.process().running());
+
+    // Re-enabling starts electing again and someone runs the ticker.
+    write_file(config, short_config(true).dump());
+    CHECK(wait_until([&] { return module_state(a, "tick") == "running"
+                                  || module_state(b, "tick") == "running"; }, 10s));
+  }
+
+  SUBCASE("SIGTERM of the leader releases the lease and the other takes over fast") {
+    leader.process().signal(SIGTERM);
+    auto t0 = std::chrono::steady_clock::now();
+    // Exit within module_stop_timeout (400ms) + 2s.
+    CHECK(leader.process().wait(2400ms) == std::optional<int>(0));
+    auto lease = api.lease("default", "agent-test");
+    REQUIRE(lease);
+    auto holder = (*lease)["spec"].value("holderIdentity", "");
+    CHECK((holder.empty() || holder == follower.identity()));
+    // Released: the follower need not wait for expiry (2s): one retry period (300ms) + margin.
+    CHECK(wait_until([&] { return leads(follower); }, 1500ms));
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took < 1900ms);
+    auto journal = read_file(leader.journal_file());
+    CHECK(journal.find("\"event\":\"lease_released\"") != std::string::npos);
+  }
+}

@@ -1,0 +1,324 @@
+// In-process tests of the agent's config parsing, logging, journal and metrics.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cmd/leasehold/agent_config.hpp"
+#include "cmd/leasehold/builtin_registry.hpp"
+#include "cmd/leasehold/journal.hpp"
+#include "cmd/leasehold/json_log.hpp"
+#include "cmd/leasehold/metrics.hpp"
+#include "cmd/leasehold/probes.hpp"
+#include "tests/agent/harness.hpp"
+
+using namespace leasehold;
+using namespace leasehold::agent;
+using nlohmann::json;
+
+namespace {
+
+config_environment test_env() {
+  config_environment env;
+  env.hostname = "host-1";
+  return env;
+}
+
+std::vector<std::string> parse(const json& doc, agent_config& out,
+                               const config_overrides& over = {},
+                               const config_environment& env = test_env()) {
+  auto mods = make_builtin_modules();
+  return parse_config(doc.dump(), *mods.registry, over, env, out);
+}
+
+bool has(const std::vector<std::string>& errs, const std::string& text) {
+  return std::any_of(errs.begin(), errs.end(),
+                     [&](const std::string& e) { return e.find(text) != std::string::npos; });
+}
+
+std::string joined(const std::vector<std::string>& errs) {
+  std::string s;
+  for (auto& e : errs)
+    s += e + "\n";
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("durations parse like Go's") {
+  using namespace std::chrono;
+  CHECK(parse_duration("15s") == caf::timespan{seconds(15)});
+  CHECK(parse_duration("500ms") == caf::timespan{milliseconds(500)});
+  CHECK(parse_duration("1m30s") == caf::timespan{seconds(90)});
+  CHECK(parse_duration("1.5s") == caf::timespan{milliseconds(1500)});
+  CHECK(parse_duration("0") == caf::timespan{0});
+  CHECK_FALSE(parse_duration("2x"));
+  CHECK_FALSE(parse_duration("15"));
+  CHECK_FALSE(parse_duration(""));
+  CHECK_FALSE(parse_duration("s"));
+  CHECK_FALSE(parse_duration("1..5s"));
+}
+
+TEST_CASE("a full config parses with defaults filled in") {
+  agent_config cfg;
+  auto errs = parse(test::short_config(), cfg);
+  REQUIRE_MESSAGE(errs.empty(), joined(errs));
+  CHECK(cfg.identity == "host-1");
+  CHECK(cfg.ns == "default");
+  CHECK(cfg.ns_defaulted);
+  CHECK(cfg.lease_name == "agent-test");
+  CHECK(cfg.health_addr == "127.0.0.1:8080");
+  CHECK(cfg.timings.retry_period == caf::timespan{std::chrono::milliseconds(300)});
+  REQUIRE(cfg.modules.modules.size() == 2);
+  CHECK(cfg.modules.modules[0].name == "tick");
+  CHECK(cfg.modules.modules[0].leader_only);
+  CHECK_FALSE(cfg.modules.modules[1].leader_only);
+}
+
+TEST_CASE("every error names its JSON path") {
+  agent_config cfg;
+  json doc = test::short_config();
+  doc["timings"]["retry_period"] = "2x";
+  doc["colour"] = "blue";
+  doc["timings"]["lease_time"] = "1s";
+  doc["server"] = "ftp://x";
+  doc["modules"][0]["type"] = "tickr";
+  doc["health_addr"] = 8080;
+  auto errs = parse(doc, cfg);
+  CHECK(has(errs, "timings.retry_period: invalid duration \"2x\""));
+  CHECK(has(errs, "colour: unknown field"));
+  CHECK(has(errs, "timings.lease_time: unknown field"));
+  CHECK(has(errs, "server: must start with http:// or https://"));
+  CHECK(has(errs, "modules[0].type: unknown module type \"tickr\""));
+  CHECK(has(errs, "health_addr: must be a string"));
+}
+
+TEST_CASE("bad timing relations and module settings are errors") {
+  agent_config cfg;
+  json doc = test::short_config();
+  doc["timings"]["renew_deadline"] = "3s";   // > lease_duration 2s
+  doc["modules"][0]["settings"]["interval_ms"] = 0;
+  auto errs = parse(doc, cfg);
+  CHECK(has(errs, "timings.lease_duration: must be > renew_deadline"));
+  CHECK(has(errs, "modules[0].settings.interval_ms"));
+}
+
+TEST_CASE("invalid JSON and a missing file are one clear error each") {
+  agent_config cfg;
+  auto mods = make_builtin_modules();
+  auto errs = parse_config("{\"modules\": [", *mods.registry, {}, test_env(), cfg);
+  REQUIRE(errs.size() == 1);
+  CHECK(has(errs, "$: invalid JSON"));
+  errs = load_config("/nonexistent/leasehold.json", *mods.registry, {}, test_env(), cfg);
+  REQUIRE(errs.size() == 1);
+  CHECK(has(errs, "/nonexistent/leasehold.json: cannot read"));
+}
+
+TEST_CASE("flags and environment override the file; environment fills defaults") {
+  json doc = test::short_config();
+  doc["identity"] = "from-file";
+  doc["namespace"] = "file-ns";
+  config_overrides over;
+  over.identity = "from-flag";
+  over.retry_period = "250ms";
+  agent_config cfg;
+  auto errs = parse(doc, cfg, over);
+  REQUIRE_MESSAGE(errs.empty(), joined(errs));
+  CHECK(cfg.identity == "from-flag");
+  CHECK(cfg.ns == "file-ns");
+  CHECK(cfg.timings.retry_period == caf::timespan{std::chrono::milliseconds(250)});
+
+  over = {};
+  over.lease_duration = "soon";
+  CHECK(has(parse(doc, cfg, over), "--lease-duration: invalid duration \"soon\""));
+
+  doc.erase("identity");
+  doc.erase("namespace");
+  auto env = test_env();
+  env.pod_name = "pod-7";
+  env.service_account_namespace = "sa-ns";
+  errs = parse(doc, cfg, {}, env);
+  REQUIRE(errs.empty());
+  CHECK(cfg.identity == "pod-7");
+  CHECK(cfg.ns == "sa-ns");
+  env.pod_namespace = "pod-ns";
+  parse(doc, cfg, {}, env);
+  CHECK(cfg.ns == "pod-ns");
+}
+
+TEST_CASE("restart-only fields are told apart from modules") {
+  agent_config a, b;
+  REQUIRE(parse(test::short_config(), a).empty());
+  REQUIRE(parse(test::short_config(false), b).empty());
+  CHECK(a.restart_fields_changed(b).empty());
+  json doc = test::short_config();
+  doc["lease_name"] = "other";
+  doc["timings"]["retry_period"] = "200ms";
+  REQUIRE(parse(doc, b).empty());
+  auto changed = a.restart_fields_changed(b);
+  CHECK(changed == std::vector<std::string>{"lease_name", "timings.retry_period"});
+}
+
+namespace {
+
+/// Captures what a json_logger writes.
+struct captured_log {
+  std::FILE* file = std::tmpfile();
+  ~captured_log() { std::fclose(file); }
+  std::vector<json> lines() {
+    std::fflush(file);
+    std::rewind(file);
+    std::vector<json> out;
+    char buf[4096];
+    while (std::fgets(buf, sizeof(buf), file))
+      out.push_back(json::parse(buf));
+    return out;
+  }
+};
+
+runtime_event event(event_type t) {
+  runtime_event e;
+  e.type = t;
+  e.identity = "a";
+  e.lease = "default/x";
+  return e;
+}
+
+} // namespace
+
+TEST_CASE("the JSON log has level, time, msg and fields, and drops repeats within a state") {
+  captured_log cap;
+  json_logger log(log_level::info, "a", "default/x", cap.file);
+  auto sink = log.sink();
+  auto err = event(event_type::api_error);
+  err.error.kind = error_kind::connection_refused;
+  err.error.verb = "GET";
+  err.error.path = "/apis/x";
+  sink(err);
+  sink(err);                                  // another elector, same failure: dropped
+  sink(event(event_type::renewed));           // not logged
+  auto lost = event(event_type::term_lost);
+  lost.term = 4;
+  lost.reason = "renew deadline";
+  sink(lost);                                 // a state change
+  sink(err);                                  // logged again once
+  sink(err);
+  auto out = event(event_type::module_output);
+  out.module = "tick";
+  out.detail = "same";
+  sink(out);
+  sink(out);                                  // module output is content: kept
+  log.log(log_level::debug, "hidden");
+  auto lines = cap.lines();
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0]["level"] == "warn");
+  CHECK(lines[0]["msg"] == "API request failed");
+  CHECK(lines[0]["error_kind"] == "connection_refused");
+  CHECK(lines[0]["identity"] == "a");
+  CHECK(lines[0]["lease"] == "default/x");
+  auto time = lines[0]["time"].get<std::string>();
+  CHECK(time.size() == 24);
+  CHECK(time.back() == 'Z');
+  CHECK(lines[1]["msg"] == "stopped leading");
+  CHECK(lines[1]["term"] == 4);
+  CHECK(lines[2]["msg"] == "API request failed");
+  CHECK(lines[3]["line"] == "same");
+  CHECK(lines[4]["line"] == "same");
+}
+
+TEST_CASE("the journal writes one flushed JSON line per journaled event") {
+  test::temp_dir dir;
+  auto path = dir.file("j.jsonl");
+  {
+    journal j(path, "a");
+    REQUIRE(j.ok());
+    auto sink = j.sink();
+    auto acquired = event(event_type::term_acquired);
+    acquired.term = 2;
+    acquired.valid_until_ns = 123456789;
+    sink(acquired);
+    auto started = event(event_type::module_started);
+    started.module = "tick";
+    started.leader_only = true;
+    started.term = 2;
+    sink(started);
+    sink(event(event_type::leader_changed));   // not journaled
+    // Flushed per line: readable before the journal closes.
+    auto text = test::read_file(path);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 2);
+  }
+  auto text = test::read_file(path);
+  auto first = json::parse(text.substr(0, text.find('\n')));
+  CHECK(first["event"] == "term_acquired");
+  CHECK(first["identity"] == "a");
+  CHECK(first["term"] == 2);
+  CHECK(first["mono_ns"].is_number_integer());
+  CHECK(first["valid_until_ns"] == 123456789);   // the elector's fence
+  auto second = json::parse(text.substr(text.find('\n') + 1));
+  CHECK(second["event"] == "module_started");
+  CHECK(second["module"] == "tick");
+  CHECK(second["leader_only"] == true);
+}
+
+TEST_CASE("metrics render as valid Prometheus text") {
+  metrics m;
+  auto renewed = event(event_type::renewed);
+  renewed.value = 3;   // ms
+  m.record(renewed);
+  renewed.value = 40;
+  m.record(renewed);
+  m.record(event(event_type::term_acquired));
+  auto err = event(event_type::api_error);
+  err.error.kind = error_kind::timeout;
+  m.record(err);
+  runner_status st;
+  st.state = runner_state::leader;
+  st.modules.push_back({"ti\"ck", "ticker", true, module_state::running, 2});
+  auto text = m.render(st);
+  CHECK(test::prometheus_violations(text).empty());
+  CHECK(text.find("leasehold_is_leader 1\n") != std::string::npos);
+  CHECK(text.find("leasehold_leadership_transitions_total 1\n") != std::string::npos);
+  CHECK(text.find("leasehold_renew_latency_seconds_bucket{le=\"0.005\"} 1\n") != std::string::npos);
+  CHECK(text.find("leasehold_renew_latency_seconds_bucket{le=\"0.05\"} 2\n") != std::string::npos);
+  CHECK(text.find("leasehold_renew_latency_seconds_count 2\n") != std::string::npos);
+  CHECK(text.find("leasehold_api_errors_total{kind=\"timeout\"} 1\n") != std::string::npos);
+  CHECK(text.find("leasehold_module_restarts_total{module=\"ti\\\"ck\"} 2\n") != std::string::npos);
+  CHECK(text.find("leasehold_module_running{module=\"ti\\\"ck\"} 1\n") != std::string::npos);
+  CHECK(test::prometheus_violations("bad line\nx{a=\"b\"} 1\n")
+        == std::vector<std::string>{"bad line"});
+}
+
+TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {
+  election_timings t;   // 15s lease, 2s retry: limit 17s
+  runner_status st;
+  st.state = runner_state::leader;
+  st.electing = true;
+  st.ms_since_renew = 16000;
+  CHECK(liveness(st, t).ok);
+  st.ms_since_renew = 17001;
+  auto p = liveness(st, t);
+  CHECK_FALSE(p.ok);
+  CHECK(p.body["reason"].get<std::string>().find("lease watchdog") != std::string::npos);
+  st.ms_since_renew = 10;
+  st.modules.push_back({"hook", "webhook", false, module_state::failed, 5});
+  CHECK_FALSE(liveness(st, t).ok);
+  CHECK_FALSE(liveness(std::nullopt, t).ok);
+
+  api_health api;
+  st.state = runner_state::follower;
+  st.holder.clear();
+  CHECK_FALSE(readiness(st, api.get()).ok);             // API never answered
+  auto seen = event(event_type::leader_changed);
+  api.record(seen);
+  CHECK(readiness(st, api.get()).ok);
+  auto err = event(event_type::api_error);
+  err.error.kind = error_kind::connection_refused;
+  api.record(err);
+  CHECK_FALSE(readiness(st, api.get()).ok);             // error outstanding
+  api.record(event(event_type::api_recovered));
+  CHECK(readiness(st, api.get()).ok);
+  st.state = runner_state::idle;
+  st.electing = false;
+  api.record(err);
+  CHECK(readiness(st, api.get()).ok);                   // idle: nothing to elect for
+}

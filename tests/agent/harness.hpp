@@ -1,0 +1,125 @@
+// Process-level helpers for the agent tests: temp dirs, child processes,
+// leasehold-apiserver and leasehold agents on 127.0.0.1, HTTP, polling.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold::test {
+
+using namespace std::chrono_literals;
+
+std::string build_root();
+std::string source_root();
+
+/// A fresh directory, removed with its contents on destruction.
+class temp_dir {
+public:
+  temp_dir();
+  ~temp_dir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::string& content);
+std::string read_file(const std::string& path);
+bool command_exists(const std::string& name);
+
+/// A child process; SIGKILLed and reaped on destruction if still running.
+class child {
+public:
+  child(const std::vector<std::string>& argv, const std::string& stdout_file,
+        const std::string& stderr_file);
+  ~child();
+  child(const child&) = delete;
+  child& operator=(const child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig);
+  /// The exit code (128+N for a signal), nullopt if still running after `timeout`.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  bool running();
+
+private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+/// `leasehold-apiserver --port 0` with its ports read from its first stdout line.
+class api_server {
+public:
+  explicit api_server(const temp_dir& dir, std::vector<std::string> extra_args = {});
+  int port() const { return port_; }
+  int control_port() const { return control_port_; }
+  std::string url() const;
+  /// POST /_leasehold/faults on the control port; true on 200.
+  bool fault(const nlohmann::json& body);
+  /// The Lease as JSON (from the control port, which is never faulted),
+  /// nullopt when absent.
+  std::optional<nlohmann::json> lease(const std::string& ns, const std::string& name);
+  child& process() { return *proc_; }
+
+private:
+  std::unique_ptr<child> proc_;
+  int port_ = 0;
+  int control_port_ = 0;
+  bool tls_ = false;
+};
+
+/// Writes an agent config with the ticker module and short timings
+/// (lease 2s, renew 1.5s, retry 300ms, stop 400ms).
+nlohmann::json short_config(bool ticker_enabled = true);
+
+/// `leasehold run` as a child; stderr (JSON log) goes to <dir>/<identity>.log.
+class agent {
+public:
+  agent(const temp_dir& dir, const std::string& identity, const std::string& config_file,
+        std::vector<std::string> extra_args);
+  const std::string& identity() const { return identity_; }
+  /// Waits for the "agent started" log line; returns the health port.
+  int health_port();
+  std::vector<nlohmann::json> log_lines() const;
+  std::string log_file() const { return log_; }
+  std::string journal_file() const { return journal_; }
+  child& process() { return *proc_; }
+
+private:
+  std::string identity_;
+  std::string log_;
+  std::string journal_;
+  std::unique_ptr<child> proc_;
+  int health_port_ = 0;
+};
+
+struct http_reply {
+  int status = 0;       // 0: no answer
+  std::string body;
+};
+http_reply http_get(int port, const std::string& path);
+http_reply http_post(int port, const std::string& path, const std::string& body);
+
+/// /debug/state of an agent as JSON (null on failure).
+nlohmann::json agent_state(agent& a);
+
+/// Polls `pred` every 50 ms until it holds or `timeout` passes.
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
+/// Every non-comment, non-empty line matches `name{labels} value`; returns
+/// the offending lines.
+std::vector<std::string> prometheus_violations(const std::string& text);
+
+} // namespace leasehold::test
