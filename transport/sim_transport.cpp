@@ -33,6 +33,20 @@ void sim_api::clear_faults() {
   latency_ = caf::timespan{0};
 }
 
+void sim_api::set_latency_jitter(caf::timespan max, std::uint64_t seed) {
+  std::lock_guard<std::mutex> g(mx_);
+  jitter_ = max;
+  rng_.seed(seed);
+}
+
+caf::timespan sim_api::draw_latency() {
+  std::lock_guard<std::mutex> g(mx_);
+  if (jitter_.count() <= 0)
+    return latency_;
+  std::uniform_int_distribution<caf::timespan::rep> u(0, jitter_.count());
+  return latency_ + caf::timespan{u(rng_)};
+}
+
 void sim_api::wipe() {
   std::lock_guard<std::mutex> g(mx_);
   store_.clear();
@@ -191,7 +205,7 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
     r = Reply::failure(st.api->failure(st.client, verb, k, f, status).error);
   else
     r = compute();
-  auto latency = st.api->latency();
+  auto latency = st.api->draw_latency();
   if (latency.count() <= 0)
     return r;
   auto id = ++st.next_id;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ public:
   /// Extra latency before each answer (simulated time on the test coordinator).
   void set_latency(caf::timespan d) { std::lock_guard<std::mutex> g(mx_); latency_ = d; }
   caf::timespan latency() const { std::lock_guard<std::mutex> g(mx_); return latency_; }
+  /// Adds a random extra latency in [0, max] to every answer, drawn from an
+  /// RNG seeded with `seed` (reproducible runs).
+  void set_latency_jitter(caf::timespan max, std::uint64_t seed);
+  /// The latency of the next answer: the fixed latency plus its jitter.
+  caf::timespan draw_latency();
   /// Loses every object, as an API server restarted without its storage.
   void wipe();
 
@@ -67,6 +73,8 @@ private:
   std::uint64_t next_uid_ = 1;
   std::map<std::string, std::pair<sim_fault, int>> faults_;   // "" = everyone
   caf::timespan latency_{0};
+  caf::timespan jitter_{0};
+  std::mt19937_64 rng_{1};
   std::vector<sim_request> requests_;
   std::vector<kube_event> events_;
 };

@@ -1,0 +1,186 @@
+// The scenario generator: from one 64-bit seed, replica count, timings and a
+// schedule of operations and faults in chaos windows, each followed by a
+// heal and a quiet window in which liveness is checked.
+#include <algorithm>
+#include <cmath>
+
+#include "sim_cluster.hpp"
+
+namespace leasehold::sim {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+struct draw {
+  std::mt19937_64 rng;
+  double unit() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }
+  int range(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+  caf::timespan span(caf::timespan lo, caf::timespan hi) {
+    return caf::timespan{static_cast<caf::timespan::rep>(
+      lo.count() + unit() * static_cast<double>((hi - lo).count()))};
+  }
+  template <class T>
+  const T& pick(const std::vector<T>& v) { return v[static_cast<std::size_t>(range(0, static_cast<int>(v.size()) - 1))]; }
+};
+
+election_timings draw_timings(draw& d) {
+  election_timings t;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (d.unit() < 0.1) {   // valid-looking timings near the edges of the budget
+      t = election_timings{};
+      t.lease_duration = 5s;
+      t.renew_deadline = 2500ms;
+      t.retry_period = 2s;
+      t.module_stop_timeout = 2s;
+    } else {
+      t.retry_period = d.pick<caf::timespan>({300ms, 500ms, 1s, 2s});
+      t.renew_deadline = caf::timespan{static_cast<caf::timespan::rep>(
+        t.retry_period.count() * (1.25 + d.unit() * 2.75))};
+      t.module_stop_timeout = d.span(200ms, 3s);
+      t.lease_duration = t.renew_deadline + t.module_stop_timeout + d.span(100ms, 4s);
+    }
+    auto u = d.unit();
+    if (u < 0.5)
+      t.request_timeout = caf::timespan{0};
+    else if (u < 0.75)
+      t.request_timeout = d.span(t.retry_period / 10, t.retry_period);
+    else
+      t.request_timeout = d.span(t.renew_deadline / 10, t.renew_deadline * 13 / 10);
+    t.backoff_min = d.span(100ms, 1s);
+    t.backoff_max = d.span(1s, 20s);
+    t.release_timeout = d.span(500ms, 3s);
+    if (validate(t).empty())
+      return t;
+  }
+  return election_timings{};
+}
+
+std::size_t draw_replicas(draw& d) {
+  auto u = d.unit();
+  if (u < 0.3) return 2;
+  if (u < 0.6) return 3;
+  if (u < 0.85) return static_cast<std::size_t>(d.range(4, 5));
+  return static_cast<std::size_t>(d.range(6, 7));
+}
+
+struct weighted { op_kind kind; int weight; };
+
+const std::vector<weighted>& chaos_kinds() {
+  static const std::vector<weighted> k = {
+    {op_kind::api_down, 6},       {op_kind::api_hang, 4},      {op_kind::api_errors, 4},
+    {op_kind::api_latency, 5},    {op_kind::partition, 6},     {op_kind::partition_hang, 4},
+    {op_kind::wipe, 4},           {op_kind::elector_kill, 6},  {op_kind::crash_loop, 3},
+    {op_kind::module_hang, 4},    {op_kind::stubborn_module, 3}, {op_kind::slow_module, 3},
+    {op_kind::disable, 4},        {op_kind::enable, 3},        {op_kind::change_value, 3},
+    {op_kind::config_burst, 6},   {op_kind::pause, 6},         {op_kind::crash, 4},
+    {op_kind::restart, 4},        {op_kind::graceful_shutdown, 4},
+  };
+  return k;
+}
+
+op_kind draw_kind(draw& d) {
+  int total = 0;
+  for (auto& w : chaos_kinds())
+    total += w.weight;
+  int x = d.range(0, total - 1);
+  for (auto& w : chaos_kinds()) {
+    if (x < w.weight)
+      return w.kind;
+    x -= w.weight;
+  }
+  return op_kind::api_down;
+}
+
+} // namespace
+
+caf::timespan liveness_bound(const election_timings& t) {
+  auto rt = t.effective_request_timeout();
+  auto poll = std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2) + 2 * rt;
+  // A stale record expiring by a follower's clock, an absent lease waited
+  // out, a stop (or a fatal exit of a replica whose module hangs), the
+  // respawn backoff cap, and a few polls.
+  return 2 * t.lease_duration + t.module_stop_timeout + (t.lease_duration - t.renew_deadline)
+         + backoff(t.backoff_min, t.backoff_max, t.backoff_jitter).cap() + 3 * poll;
+}
+
+scenario generate(std::uint64_t seed) {
+  draw d{std::mt19937_64{seed * 0x9E3779B97F4A7C15ULL + 1}};
+  scenario sc;
+  sc.seed = seed;
+  sc.replicas = draw_replicas(d);
+  sc.timings = draw_timings(d);
+  sc.supervision.intensity = d.range(1, 4);
+  sc.supervision.period = d.span(5s, 30s);
+  sc.supervision.restart_backoff_min = d.span(50ms, 500ms);
+  sc.supervision.restart_backoff_max = d.span(1s, 5s);
+  auto rt = sc.timings.effective_request_timeout();
+  sc.base_latency = d.span(0ms, std::min<caf::timespan>(rt / 4, 400ms));
+  sc.precreated_lease = d.unit() < 0.7;
+  auto ld = sc.timings.lease_duration;
+  auto bound = liveness_bound(sc.timings);
+
+  // Quiet windows (a leader within the bound, then no term lost) alternate
+  // with chaos windows; the run starts and ends quiet.
+  auto quiet_len = bound + 4 * ld;
+  auto add_quiet = [&](caf::timespan begin) {
+    sc.quiet.emplace_back(begin, begin + quiet_len);
+    // In some quiet windows the stable leader is shut down gracefully: the
+    // released lease must be taken within a poll, not after its expiry.
+    if (d.unit() < 0.5) {
+      op g;
+      g.kind = op_kind::graceful_shutdown;
+      g.at = begin + bound + 2 * ld;
+      g.param = -1;
+      g.duration = sc.timings.module_stop_timeout + sc.timings.release_timeout + 2 * rt + 1s;
+      sc.ops.push_back(g);
+    }
+    return begin + quiet_len;
+  };
+  caf::timespan t = add_quiet(caf::timespan{0});
+  int cycles = d.range(1, 3);
+  for (int c = 0; c < cycles; ++c) {
+    auto chaos_begin = t;
+    auto chaos_len = d.span(20s, 120s);
+    int n = d.range(3, 14);
+    for (int i = 0; i < n; ++i) {
+      op o;
+      o.kind = draw_kind(d);
+      o.at = chaos_begin + d.span(0ms, chaos_len);
+      o.replica = static_cast<std::size_t>(d.range(0, 6));
+      auto u = d.unit();
+      o.duration = u < 0.5 ? d.span(200ms, ld) : u < 0.85 ? d.span(ld, 3 * ld) : d.span(0ms, 300ms);
+      switch (o.kind) {
+        case op_kind::api_errors: o.param = d.pick<int>({500, 503, 429}); break;
+        case op_kind::api_latency:
+          o.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       d.span(20ms, 2 * rt)).count());
+          break;
+        case op_kind::crash_loop: o.param = d.range(10, 3000); break;
+        case op_kind::module_hang:
+          o.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       d.span(100ms, 3 * ld)).count());
+          break;
+        case op_kind::stubborn_module: o.param = d.range(0, 2); break;   // ignore / hang / both
+        case op_kind::slow_module:
+          o.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       d.span(10ms, 2 * sc.timings.module_stop_timeout)).count());
+          break;
+        case op_kind::config_burst: o.param = d.range(0, 600); break;   // spacing ms
+        case op_kind::graceful_shutdown: o.param = d.unit() < 0.6 ? -1 : 0; break;   // -1: the leader
+        default: break;
+      }
+      sc.ops.push_back(o);
+    }
+    op heal;
+    heal.kind = op_kind::heal;
+    heal.at = chaos_begin + chaos_len + 3 * ld;
+    sc.ops.push_back(heal);
+    t = add_quiet(heal.at);
+  }
+  sc.length = t;
+  std::stable_sort(sc.ops.begin(), sc.ops.end(), [](const op& a, const op& b) { return a.at < b.at; });
+  return sc;
+}
+
+} // namespace leasehold::sim

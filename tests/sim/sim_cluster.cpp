@@ -1,0 +1,825 @@
+#include "sim_cluster.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace leasehold::sim {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+long long ms(caf::timespan t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
+}
+
+} // namespace
+
+const char* to_string(op_kind k) {
+  switch (k) {
+    case op_kind::api_down: return "api_down";
+    case op_kind::api_hang: return "api_hang";
+    case op_kind::api_errors: return "api_errors";
+    case op_kind::api_latency: return "api_latency";
+    case op_kind::partition: return "partition";
+    case op_kind::partition_hang: return "partition_hang";
+    case op_kind::wipe: return "wipe";
+    case op_kind::elector_kill: return "elector_kill";
+    case op_kind::crash_loop: return "crash_loop";
+    case op_kind::module_hang: return "module_hang";
+    case op_kind::stubborn_module: return "stubborn_module";
+    case op_kind::slow_module: return "slow_module";
+    case op_kind::disable: return "disable";
+    case op_kind::enable: return "enable";
+    case op_kind::change_value: return "change_value";
+    case op_kind::config_burst: return "config_burst";
+    case op_kind::pause: return "pause";
+    case op_kind::crash: return "crash";
+    case op_kind::restart: return "restart";
+    case op_kind::graceful_shutdown: return "graceful_shutdown";
+    case op_kind::heal: return "heal";
+  }
+  return "?";
+}
+
+std::string op::describe() const {
+  std::ostringstream os;
+  os << to_string(kind) << " replica=" << replica;
+  if (duration.count() > 0)
+    os << " for " << ms(duration) << "ms";
+  if (param != 0)
+    os << " param=" << param;
+  return os.str();
+}
+
+// -- checker -------------------------------------------------------------------
+
+void checker::started(probe_instance inst) {
+  auto t = now();
+  if (inst.leader_only) {
+    if (!inst.fence.valid(t))
+      violations.push_back(inst.identity + "/" + inst.module + " started on an invalid fence (term "
+                           + std::to_string(inst.term) + ")");
+    const void* cell = inst.fence.valid_until.get();
+    bool known = std::any_of(acquisitions.begin(), acquisitions.end(),
+                             [&](const acquisition& a) { return a.cell == cell; });
+    if (!known) {
+      for (auto& a : acquisitions) {
+        bool same_process = a.identity == inst.identity && a.incarnation == inst.incarnation;
+        bool wiped_since = last_wipe && *last_wipe >= a.at;
+        if (inst.term <= a.term && (same_process || !wiped_since)) {
+          violations.push_back("term did not increase: " + inst.identity + " started term "
+                               + std::to_string(inst.term) + " after " + a.identity + "'s term "
+                               + std::to_string(a.term));
+          break;
+        }
+      }
+      acquisitions.push_back({inst.identity, inst.incarnation, inst.term, cell, t});
+    }
+  }
+  inst.started = t;
+  instances.push_back(std::move(inst));
+}
+
+void checker::ended(std::size_t index, time_point at) {
+  auto& i = instances.at(index);
+  if (!i.stopped)
+    i.stopped = at;
+}
+
+std::vector<std::string> checker::working(const std::function<bool(std::size_t)>& paused) const {
+  std::vector<std::string> out;
+  for (auto& i : instances)
+    if (i.leader_only && !i.stopped && !i.stale_since && !paused(i.replica)
+        && std::find(out.begin(), out.end(), i.identity) == out.end())
+      out.push_back(i.identity);
+  return out;
+}
+
+void checker::check(const std::function<bool(std::size_t)>& paused,
+                    const std::optional<lease>& record) {
+  auto t = now();
+  auto w = working(paused);
+  if (w.size() > 1)
+    violations.push_back("two replicas run leader-only work: " + w[0] + " and " + w[1]);
+  for (auto& i : instances) {
+    if (i.stopped)
+      continue;
+    if (i.stale_since && t > *i.stale_since + stale_budget)
+      violations.push_back(i.identity + "/" + i.module + " woke up after its fence expired and still runs "
+                           + std::to_string(ms(t - *i.stale_since)) + "ms later");
+    if (i.leader_only && !i.stale_since && !paused(i.replica) && i.fence.valid(t) && record
+        && record->spec.holder_identity == i.identity
+        && record->spec.lease_transitions != i.term)
+      violations.push_back(i.identity + "/" + i.module + " runs on term " + std::to_string(i.term)
+                           + " but the lease it holds is at leaseTransitions "
+                           + std::to_string(record->spec.lease_transitions));
+  }
+}
+
+// -- the simulated cluster ---------------------------------------------------------
+
+namespace {
+
+using stop_now_atom = caf::atom_constant<caf::atom("sim_stop")>;
+using crash_atom = caf::atom_constant<caf::atom("sim_crash")>;
+
+struct knobs_by_module {
+  probe_knobs work, side, every;
+  bool leader_only_enabled = true;
+};
+
+probe_knobs parse_knobs(const nlohmann::json& s) {
+  probe_knobs k;
+  k.value = s.value("value", 0);
+  k.crash_after_ms = s.value("crash_after_ms", 0);
+  k.stop_delay_ms = s.value("stop_delay_ms", 0);
+  k.ignore_stop = s.value("ignore_stop", false);
+  k.hang_on_stop_ms = s.value("hang_on_stop_ms", 0);
+  return k;
+}
+
+nlohmann::json to_settings(const probe_knobs& k) {
+  nlohmann::json s = nlohmann::json::object();
+  s["value"] = k.value;
+  if (k.crash_after_ms > 0)
+    s["crash_after_ms"] = k.crash_after_ms;
+  if (k.stop_delay_ms > 0)
+    s["stop_delay_ms"] = k.stop_delay_ms;
+  if (k.ignore_stop)
+    s["ignore_stop"] = true;
+  if (k.hang_on_stop_ms > 0)
+    s["hang_on_stop_ms"] = k.hang_on_stop_ms;
+  return s;
+}
+
+module_config make_config(const knobs_by_module& k) {
+  module_config cfg;
+  auto add = [&](const char* name, bool leader_only, bool enabled, const probe_knobs& kn) {
+    module_spec m;
+    m.name = name;
+    m.type = "simprobe";
+    m.leader_only = leader_only;
+    m.enabled = enabled;
+    m.settings = to_settings(kn);
+    cfg.modules.push_back(std::move(m));
+  };
+  add("work", true, k.leader_only_enabled, k.work);
+  add("side", true, k.leader_only_enabled, k.side);
+  add("every", false, true, k.every);
+  return cfg;
+}
+
+class cluster {
+public:
+  explicit cluster(const scenario& sc) : sc_(sc), rng_(sc.seed ^ 0xA5A5A5A5DEADBEEFULL) {
+    now_ = time_point{} + std::chrono::hours(1);
+    start_ = now_;
+    chk_.now = [this] { return now_; };
+    chk_.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
+    api_->set_latency_jitter(sc_.base_latency, sc_.seed);
+    if (sc_.precreated_lease) {
+      lease l;
+      l.name = lease_.name;
+      l.ns = lease_.ns;
+      l.spec.lease_duration_seconds = 1;
+      api_->create("operator", l);
+    }
+    procs_.resize(sc_.replicas);
+    for (std::size_t i = 0; i < procs_.size(); ++i) {
+      procs_[i].index = i;
+      procs_[i].identity = "replica-" + std::to_string(i);
+      start_proc(i);
+    }
+  }
+
+  ~cluster() {
+    for (std::size_t i = 0; i < procs_.size(); ++i)
+      if (procs_[i].alive)
+        kill_proc(i, "end of run", false);
+  }
+
+  run_result run() {
+    std::size_t next_op = 0;
+    auto end = start_ + sc_.length;
+    std::size_t quiet_index = 0;
+    for (std::uint64_t guard = 0; guard < 50'000'000 && ok(); ++guard) {
+      while (next_op < sc_.ops.size() && start_ + sc_.ops[next_op].at <= now_)
+        apply(sc_.ops[next_op++]);
+      while (!timed_.empty() && timed_.begin()->first <= now_) {
+        auto f = std::move(timed_.begin()->second);
+        timed_.erase(timed_.begin());
+        f();
+      }
+      if (!ok())
+        break;
+      liveness(quiet_index);
+      if (step())
+        continue;
+      if (now_ >= end)
+        break;
+      auto next = end;
+      if (next_op < sc_.ops.size())
+        next = std::min(next, start_ + sc_.ops[next_op].at);
+      if (!timed_.empty())
+        next = std::min(next, timed_.begin()->first);
+      for (auto& p : procs_)
+        if (p.alive && !p.paused && !p.sched->clock().schedule().empty())
+          next = std::min(next, p.sched->clock().schedule().begin()->first);
+      for (auto& [key, until] : hung_)
+        if (until > now_)
+          next = std::min(next, until);
+      if (quiet_index < sc_.quiet.size())
+        next = std::min(next, next_liveness_deadline(quiet_index));
+      advance(std::max(next, now_));
+    }
+    run_result r;
+    r.ok = ok();
+    if (!r.ok)
+      r.violation = chk_.violations.front();
+    r.log = log_;
+    r.steps = steps_;
+    r.simulated = now_ - start_;
+    return r;
+  }
+
+private:
+  struct proc {
+    std::size_t index = 0;
+    std::string identity;
+    int incarnation = 0;
+    std::unique_ptr<caf::actor_system_config> cfg;
+    std::unique_ptr<caf::actor_system> sys;
+    caf::scheduler::test_coordinator* sched = nullptr;
+    caf::actor runner;
+    lease_transport_actor transport;
+    bool alive = false;
+    bool paused = false;
+    knobs_by_module knobs;
+  };
+
+  bool ok() const { return chk_.ok(); }
+
+  void note(const std::string& line) {
+    log_.push_back("t=" + std::to_string(ms(now_ - start_)) + "ms " + line);
+  }
+
+  void violation(const std::string& what) { chk_.violations.push_back(what); }
+
+  // -- processes ---------------------------------------------------------------
+
+  void register_probe(module_registry& reg, std::size_t replica, int incarnation) {
+    module_type mt;
+    mt.type = "simprobe";
+    mt.default_leader_only = true;
+    mt.factory = [this, replica, incarnation](caf::actor_system& sys,
+                                              const module_context& ctx) -> caf::actor {
+      auto fn = [this, replica, incarnation, ctx](caf::event_based_actor* self) -> caf::behavior {
+        probe_instance inst;
+        inst.identity = ctx.identity;
+        inst.incarnation = incarnation;
+        inst.replica = replica;
+        inst.module = ctx.name;
+        inst.leader_only = ctx.leader_only;
+        inst.term = ctx.leader_only ? ctx.fence.term : -1;
+        inst.fence = ctx.fence;
+        inst.settings = ctx.settings;
+        inst.actor = self->id();
+        chk_.started(inst);
+        auto index = chk_.instances.size() - 1;
+        if (ctx.leader_only)
+          note(ctx.identity + "/" + ctx.name + " starts, term " + std::to_string(inst.term));
+        self->attach_functor([this, index] { chk_.ended(index, now_); });
+        auto knobs = std::make_shared<probe_knobs>(parse_knobs(ctx.settings));
+        self->set_exit_handler([this, self, knobs, replica](caf::exit_msg& m) {
+          if (knobs->hang_on_stop_ms > 0) {
+            hung_[{replica, self->id()}] = now_ + std::chrono::milliseconds(knobs->hang_on_stop_ms);
+            self->send(self, stop_now_atom::value);
+          } else if (knobs->stop_delay_ms > 0) {
+            self->delayed_send(self, std::chrono::milliseconds(knobs->stop_delay_ms),
+                               stop_now_atom::value);
+          } else if (!knobs->ignore_stop) {
+            self->quit(m.reason);
+          }
+        });
+        if (knobs->crash_after_ms > 0)
+          self->delayed_send(self, std::chrono::milliseconds(knobs->crash_after_ms),
+                             crash_atom::value);
+        return {
+          [self](stop_now_atom) { self->quit(caf::exit_reason::user_shutdown); },
+          [self](crash_atom) { self->quit(caf::make_error(caf::sec::runtime_error, "probe crash")); },
+          [this, index, knobs](module_settings& ms) {
+            *knobs = parse_knobs(ms.settings);
+            chk_.instances[index].settings = ms.settings;
+          },
+          [](leadership_changed&) {},
+        };
+      };
+      return sys.spawn(fn);
+    };
+    reg.add(std::move(mt));
+  }
+
+  void start_proc(std::size_t i) {
+    auto& p = procs_[i];
+    ++p.incarnation;
+    p.cfg = std::make_unique<caf::actor_system_config>();
+    p.cfg->set("scheduler.policy", caf::atom("testing"));
+    p.cfg->set("logger.file-verbosity", caf::atom("quiet"));
+    p.cfg->set("logger.console-verbosity", caf::atom("quiet"));
+    p.sys = std::make_unique<caf::actor_system>(*p.cfg);
+    p.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(p.sys->scheduler());
+    p.sched->clock().current_time = now_;
+    auto reg = std::make_shared<module_registry>();
+    register_probe(*reg, i, p.incarnation);
+    p.transport = spawn_sim_transport(*p.sys, api_, p.identity);
+    runner_options o;
+    o.identity = p.identity;
+    o.lease = lease_;
+    o.timings = sc_.timings;
+    o.supervision = sc_.supervision;
+    o.transport = p.transport;
+    o.registry = reg;
+    o.modules = make_config(p.knobs);
+    o.seed = rng_();
+    o.events = [this, i](const runtime_event& ev) { on_event(i, ev); };
+    auto res = spawn_runner(*p.sys, std::move(o));
+    if (!res.errors.empty()) {
+      violation("generator produced an invalid configuration: " + res.errors.front());
+      return;
+    }
+    p.runner = res.runner;
+    p.alive = true;
+    p.paused = false;
+    note(p.identity + " process starts (incarnation " + std::to_string(p.incarnation) + ")");
+  }
+
+  /// The process dies at once (SIGKILL, OOM, a fatal exit): so does its work.
+  void kill_proc(std::size_t i, const std::string& why, bool logged = true) {
+    auto& p = procs_[i];
+    if (!p.alive)
+      return;
+    for (std::size_t k = 0; k < chk_.instances.size(); ++k)
+      if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == p.incarnation)
+        chk_.ended(k, now_);
+    if (logged)
+      note(p.identity + " process dies: " + why);
+    p.alive = false;
+    p.paused = false;
+    caf::anon_send_exit(p.runner, caf::exit_reason::kill);
+    caf::anon_send_exit(p.transport, caf::exit_reason::kill);
+    p.sched->run();
+    p.runner = nullptr;
+    p.transport = nullptr;
+    p.sys->await_actors_before_shutdown(false);
+    p.sys.reset();
+    p.cfg.reset();
+    p.sched = nullptr;
+    for (auto it = hung_.begin(); it != hung_.end();)
+      it = it->first.first == i ? hung_.erase(it) : std::next(it);
+  }
+
+  void pause(std::size_t i) {
+    auto& p = procs_[i];
+    if (!p.alive || p.paused)
+      return;
+    p.paused = true;
+    note(p.identity + " process paused");
+  }
+
+  void resume(std::size_t i) {
+    auto& p = procs_[i];
+    if (!p.alive || !p.paused)
+      return;
+    p.paused = false;
+    p.sched->clock().current_time = now_;
+    for (auto& inst : chk_.instances)
+      if (inst.replica == i && inst.incarnation == p.incarnation && inst.leader_only
+          && !inst.stopped && !inst.fence.valid(now_))
+        inst.stale_since = now_;
+    note(p.identity + " process resumed");
+    fire_due(p);
+  }
+
+  void configure(std::size_t i) {
+    auto& p = procs_[i];
+    if (p.alive)
+      caf::anon_send(p.runner, make_config(p.knobs));
+  }
+
+  // -- scheduling --------------------------------------------------------------
+
+  bool hung(std::size_t i, caf::resumable* job) {
+    auto* a = dynamic_cast<caf::abstract_actor*>(job);
+    if (a == nullptr)
+      return false;
+    auto it = hung_.find({i, a->id()});
+    return it != hung_.end() && it->second > now_;
+  }
+
+  /// Runs one runnable message, chosen by the seed among all replicas.
+  bool step() {
+    cands_.clear();
+    for (auto& p : procs_) {
+      if (!p.alive || p.paused)
+        continue;
+      for (std::size_t k = 0; k < p.sched->jobs.size(); ++k)
+        if (!hung(p.index, p.sched->jobs[k]))
+          cands_.emplace_back(p.index, k);
+    }
+    if (cands_.empty())
+      return false;
+    auto [i, k] = cands_[rng_() % cands_.size()];
+    auto& jobs = procs_[i].sched->jobs;
+    auto* job = jobs[k];
+    jobs.erase(jobs.begin() + static_cast<std::ptrdiff_t>(k));
+    jobs.push_front(job);
+    procs_[i].sched->run_once();
+    ++steps_;
+    check();
+    return true;
+  }
+
+  void fire_due(proc& p) {
+    auto& clk = p.sched->clock();
+    clk.current_time = now_;
+    for (int guard = 0; guard < 100'000; ++guard) {
+      if (clk.schedule().empty() || clk.schedule().begin()->first > now_)
+        break;
+      clk.trigger_timeout();
+    }
+  }
+
+  void advance(time_point to) {
+    now_ = to;
+    for (auto& p : procs_)
+      if (p.alive && !p.paused)
+        fire_due(p);
+    for (auto it = hung_.begin(); it != hung_.end();)
+      it = it->second <= now_ ? hung_.erase(it) : std::next(it);
+  }
+
+  void check() {
+    chk_.check([this](std::size_t r) { return procs_[r].paused; }, api_->peek(lease_));
+  }
+
+  void later(caf::timespan d, std::function<void()> f) {
+    timed_.emplace(now_ + d, std::move(f));
+  }
+
+  // -- operations ----------------------------------------------------------------
+
+  std::optional<std::size_t> current_leader() {
+    auto w = chk_.working([this](std::size_t r) { return procs_[r].paused; });
+    if (w.size() != 1)
+      return std::nullopt;
+    for (auto& p : procs_)
+      if (p.identity == w[0])
+        return p.index;
+    return std::nullopt;
+  }
+
+  /// Asks a live runner for its status, running the cluster (without moving
+  /// time) until it answers.
+  std::optional<runner_status> status(std::size_t i) {
+    auto& p = procs_[i];
+    if (!p.alive || p.paused)
+      return std::nullopt;
+    caf::scoped_actor self{*p.sys};
+    self->send(p.runner, get_status_atom::value);
+    for (int guard = 0; guard < 100'000 && self->mailbox().empty(); ++guard)
+      if (!step())
+        break;
+    std::optional<runner_status> out;
+    if (!self->mailbox().empty())
+      self->receive([&](runner_status& st) { out = std::move(st); },
+                    [&](caf::error&) {});
+    return out;
+  }
+
+  void apply(const op& o) {
+    auto i = o.replica % procs_.size();
+    auto& p = procs_[i];
+    note("op " + o.describe());
+    switch (o.kind) {
+      case op_kind::api_down:
+      case op_kind::api_hang:
+      case op_kind::api_errors:
+        api_->set_fault(o.kind == op_kind::api_down   ? sim_fault::down
+                        : o.kind == op_kind::api_hang ? sim_fault::hang
+                                                      : sim_fault::error,
+                        {}, o.param == 0 ? 503 : o.param);
+        later(o.duration, [this] { api_->set_fault(sim_fault::none, {}); });
+        break;
+      case op_kind::api_latency:
+        api_->set_latency(std::chrono::milliseconds(o.param));
+        later(o.duration, [this] { api_->set_latency(caf::timespan{0}); });
+        break;
+      case op_kind::partition:
+      case op_kind::partition_hang: {
+        auto who = p.identity;
+        api_->set_fault(o.kind == op_kind::partition ? sim_fault::down : sim_fault::hang, who);
+        later(o.duration, [this, who] { api_->set_fault(sim_fault::none, who); });
+        break;
+      }
+      case op_kind::wipe:
+        api_->wipe();
+        chk_.last_wipe = now_;
+        break;
+      case op_kind::elector_kill:
+        if (auto st = status(i); st && st->elector) {
+          note(p.identity + " elector killed");
+          caf::anon_send_exit(st->elector, caf::exit_reason::kill);
+        }
+        break;
+      case op_kind::crash_loop:
+        p.knobs.work.crash_after_ms = o.param;
+        configure(i);
+        later(o.duration, [this, i] {
+          procs_[i].knobs.work.crash_after_ms = 0;
+          configure(i);
+        });
+        break;
+      case op_kind::module_hang:
+        for (auto& inst : chk_.instances)
+          if (inst.replica == i && inst.incarnation == p.incarnation && inst.leader_only
+              && !inst.stopped && p.alive)
+            hung_[{i, inst.actor}] = now_ + std::chrono::milliseconds(o.param);
+        break;
+      case op_kind::stubborn_module:
+        p.knobs.work.ignore_stop = o.param != 1;
+        p.knobs.side.hang_on_stop_ms = o.param >= 1 ? static_cast<int>(ms(o.duration)) + 1 : 0;
+        configure(i);
+        later(o.duration, [this, i] {
+          procs_[i].knobs.work.ignore_stop = false;
+          procs_[i].knobs.side.hang_on_stop_ms = 0;
+          configure(i);
+        });
+        break;
+      case op_kind::slow_module:
+        p.knobs.work.stop_delay_ms = o.param;
+        configure(i);
+        later(o.duration, [this, i] {
+          procs_[i].knobs.work.stop_delay_ms = 0;
+          configure(i);
+        });
+        break;
+      case op_kind::disable:
+        p.knobs.leader_only_enabled = false;
+        configure(i);
+        later(o.duration, [this, i] {
+          procs_[i].knobs.leader_only_enabled = true;
+          configure(i);
+        });
+        break;
+      case op_kind::enable:
+        p.knobs.leader_only_enabled = true;
+        configure(i);
+        break;
+      case op_kind::change_value:
+        ++p.knobs.work.value;
+        configure(i);
+        break;
+      case op_kind::config_burst: {
+        // Disable, disable again (other settings), re-enable, in quick succession.
+        auto gap = std::chrono::milliseconds(o.param);
+        p.knobs.leader_only_enabled = false;
+        configure(i);
+        later(gap, [this, i] {
+          ++procs_[i].knobs.side.value;
+          configure(i);
+        });
+        later(2 * gap, [this, i] {
+          procs_[i].knobs.leader_only_enabled = true;
+          configure(i);
+        });
+        break;
+      }
+      case op_kind::pause:
+        pause(i);
+        later(o.duration, [this, i] { resume(i); });
+        break;
+      case op_kind::crash:
+        kill_proc(i, "crash");
+        later(o.duration, [this, i] {
+          if (!procs_[i].alive)
+            start_proc(i);
+        });
+        break;
+      case op_kind::restart:
+        kill_proc(i, "restart");
+        start_proc(i);
+        break;
+      case op_kind::graceful_shutdown: {
+        std::size_t target = i;
+        if (o.param == -1) {
+          auto l = current_leader();
+          if (!l)
+            break;
+          target = *l;
+        }
+        auto& t = procs_[target];
+        if (!t.alive || t.paused)
+          break;
+        note(t.identity + " shuts down gracefully");
+        caf::anon_send(t.runner, shutdown_atom::value);
+        // The process exits once its runner is done (or at this bound), then
+        // comes back as a new incarnation.
+        later(o.duration, [this, target] {
+          kill_proc(target, "exit after shutdown");
+          later(1s, [this, target] {
+            if (!procs_[target].alive)
+              start_proc(target);
+          });
+        });
+        break;
+      }
+      case op_kind::heal:
+        heal();
+        break;
+    }
+  }
+
+  void heal() {
+    api_->clear_faults();
+    api_->set_latency_jitter(sc_.base_latency, sc_.seed + steps_);
+    hung_.clear();
+    timed_.clear();
+    for (auto& p : procs_) {
+      p.knobs = knobs_by_module{};
+      if (!p.alive)
+        start_proc(p.index);
+      else {
+        resume(p.index);
+        configure(p.index);
+      }
+    }
+  }
+
+  // -- events and liveness ----------------------------------------------------------
+
+  void on_event(std::size_t i, const runtime_event& ev) {
+    auto& who = procs_[i].identity;
+    switch (ev.type) {
+      case event_type::term_acquired:
+        note(who + " acquired term " + std::to_string(ev.term));
+        break;
+      case event_type::term_lost:
+        note(who + " lost term " + std::to_string(ev.term) + ": " + ev.reason);
+        if (in_quiet_ && quiet_leader_at_)
+          lost_in_quiet_ = who + " lost its term while no fault was active: " + ev.reason;
+        break;
+      case event_type::lease_released:
+        note(who + " released the lease");
+        if (in_quiet_)
+          released_at_ = now_;
+        break;
+      case event_type::module_killed:
+        if (ev.leader_only)
+          note(who + "/" + ev.module + " killed: " + ev.reason);
+        break;
+      case event_type::elector_started:
+        break;
+      default:
+        if (ev.type == event_type::state_changed || ev.type == event_type::api_error)
+          break;
+        break;
+    }
+  }
+
+  time_point next_liveness_deadline(std::size_t q) const {
+    auto [b, e] = sc_.quiet[q];
+    if (!in_quiet_)
+      return start_ + b;
+    if (!quiet_leader_at_)
+      return std::min(start_ + e, start_ + b + liveness_bound(sc_.timings));
+    if (released_at_)
+      return *released_at_ + handover_bound();
+    return start_ + e;
+  }
+
+  caf::timespan handover_bound() const {
+    auto& t = sc_.timings;
+    return std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2)
+           + 2 * t.effective_request_timeout() + 2 * sc_.base_latency;
+  }
+
+  /// In quiet windows: a leader within the bound; then it keeps leading (no
+  /// term lost) unless it is shut down, and then a successor takes the
+  /// released lease within one poll.
+  void liveness(std::size_t& q) {
+    if (q >= sc_.quiet.size())
+      return;
+    auto [b, e] = sc_.quiet[q];
+    if (!in_quiet_) {
+      if (now_ < start_ + b)
+        return;
+      in_quiet_ = true;
+      quiet_leader_at_.reset();
+      released_at_.reset();
+      lost_in_quiet_.clear();
+    }
+    auto leader = current_leader();
+    if (!quiet_leader_at_ && leader) {
+      quiet_leader_at_ = now_;
+      note("liveness: leader " + procs_[*leader].identity + " after "
+           + std::to_string(ms(now_ - (start_ + b))) + "ms of quiet");
+    }
+    if (!quiet_leader_at_ && now_ >= start_ + b + liveness_bound(sc_.timings)) {
+      violation("no leader within " + std::to_string(ms(liveness_bound(sc_.timings)))
+                + "ms after the faults healed");
+      return;
+    }
+    if (released_at_) {
+      if (leader && chk_.acquisitions.back().at > *released_at_) {
+        note("handover after " + std::to_string(ms(now_ - *released_at_)) + "ms");
+        released_at_.reset();
+        lost_in_quiet_.clear();
+      } else if (now_ > *released_at_ + handover_bound()) {
+        violation("the released lease was not taken within "
+                  + std::to_string(ms(handover_bound())) + "ms (one poll)");
+        return;
+      }
+    } else if (!lost_in_quiet_.empty()) {
+      violation(lost_in_quiet_);
+      return;
+    }
+    if (now_ >= start_ + e) {
+      for (auto& p : procs_) {
+        auto st = status(p.index);
+        if (st && p.knobs.leader_only_enabled && !st->electing)
+          violation(p.identity + " has leader-only modules enabled but no elector and no respawn");
+      }
+      in_quiet_ = false;
+      ++q;
+    }
+  }
+
+  const scenario& sc_;
+  std::mt19937_64 rng_;
+  lease_key lease_{"default", "sim-lock"};
+  std::shared_ptr<sim_api> api_ = std::make_shared<sim_api>();
+  std::vector<proc> procs_;
+  checker chk_;
+  time_point now_{};
+  time_point start_{};
+  std::multimap<time_point, std::function<void()>> timed_;
+  std::map<std::pair<std::size_t, caf::actor_id>, time_point> hung_;
+  std::vector<std::pair<std::size_t, std::size_t>> cands_;
+  std::vector<std::string> log_;
+  std::uint64_t steps_ = 0;
+  bool in_quiet_ = false;
+  std::optional<time_point> quiet_leader_at_;
+  std::optional<time_point> released_at_;
+  std::string lost_in_quiet_;
+};
+
+} // namespace
+
+run_result run(const scenario& sc) {
+  cluster c{sc};
+  return c.run();
+}
+
+seed_report run_seed(std::uint64_t seed, bool shrink) {
+  seed_report rep;
+  rep.minimal = generate(seed);
+  rep.result = run(rep.minimal);
+  if (rep.result.ok || !shrink)
+    return rep;
+  // Drop operations one at a time while the run still fails (bounded: one
+  // pass over the list, then a second over what is left).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t k = 0; k < rep.minimal.ops.size();) {
+      auto trial = rep.minimal;
+      trial.ops.erase(trial.ops.begin() + static_cast<std::ptrdiff_t>(k));
+      auto r = run(trial);
+      if (!r.ok) {
+        rep.minimal = std::move(trial);
+        rep.result = std::move(r);
+      } else {
+        ++k;
+      }
+    }
+  }
+  return rep;
+}
+
+std::string format_failure(const seed_report& r) {
+  std::ostringstream os;
+  auto& t = r.minimal.timings;
+  os << "simulation seed " << r.minimal.seed << " FAILED: " << r.result.violation << "\n"
+     << "  replay: LEASEHOLD_SIM_SEED=" << r.minimal.seed << " build/tests/sim/sim-test\n"
+     << "  replicas " << r.minimal.replicas << ", lease " << ms(t.lease_duration) << "ms, renew deadline "
+     << ms(t.renew_deadline) << "ms, retry " << ms(t.retry_period) << "ms, stop timeout "
+     << ms(t.module_stop_timeout) << "ms, request timeout " << ms(t.effective_request_timeout())
+     << "ms, base latency " << ms(r.minimal.base_latency) << "ms, lease "
+     << (r.minimal.precreated_lease ? "exists" : "absent") << " at start\n"
+     << "  shortest step log found (" << r.minimal.ops.size() << " operations):\n";
+  for (auto& line : r.result.log)
+    os << "    " << line << "\n";
+  return os.str();
+}
+
+} // namespace leasehold::sim

@@ -1,0 +1,156 @@
+// Deterministic simulation of whole leasehold replicas (the model is
+// FoundationDB's simulation and TigerBeetle's VOPR).
+//
+// Each replica is a process of its own: one caf::actor_system on CAF's test
+// coordinator, holding its runner, electors, modules and lease transport.
+// All replicas share one simulated Lease store (sim_api). One loop drives
+// every system: it runs one runnable message at a time, chosen by the seed's
+// RNG among all replicas (so the seed decides the interleaving), and when
+// nothing is runnable it moves the one simulated clock to the next timeout
+// or operation. So:
+//   - a *paused* replica (SIGSTOP, a VM freeze) simply gets no turns and its
+//     clock stops; on resume its overdue timers fire at once;
+//   - a *hung* module (a detached actor blocked in a handler) gets no turns
+//     either, so even a kill waits in its mailbox, as in a real process;
+//   - a *crashed* replica loses its actor system and everything in it at once.
+//
+// The invariants are checked after every single message (see checker).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "leasehold/runtime.hpp"
+#include "transport/sim_transport.hpp"
+
+namespace leasehold::sim {
+
+using time_point = caf::actor_clock::time_point;
+
+/// One leader-only (or every-replica) probe module instance, as the module
+/// itself saw its life: when it started, on which fence, when it ended.
+struct probe_instance {
+  std::string identity;
+  int incarnation = 0;          // process incarnation of the replica
+  std::size_t replica = 0;
+  std::string module;
+  bool leader_only = true;
+  std::int64_t term = -1;
+  fencing_token fence;
+  nlohmann::json settings;
+  time_point started{};
+  std::optional<time_point> stopped;
+  caf::actor_id actor = 0;
+  /// Its replica was frozen while its fence expired: from `stale_since` on it
+  /// does no work (the fence says so) and must be gone within the budget.
+  std::optional<time_point> stale_since;
+};
+
+/// The per-module knobs the generator turns (probe settings).
+struct probe_knobs {
+  int value = 0;                // free: which config a term got
+  int crash_after_ms = 0;       // crash loop
+  int stop_delay_ms = 0;        // slow to stop
+  bool ignore_stop = false;     // only a kill stops it
+  int hang_on_stop_ms = 0;      // blocks in its exit handler this long (kill waits too)
+};
+
+/// Invariants, checked after every step. Violations are strings naming
+/// what broke; the first one ends the run.
+class checker {
+public:
+  std::vector<probe_instance> instances;
+  std::vector<std::string> violations;
+  std::function<time_point()> now;
+  /// Terms of the most recent acquisition per (replica, incarnation), by
+  /// fence identity (each acquisition has its own valid_until cell).
+  struct acquisition {
+    std::string identity;
+    int incarnation = 0;
+    std::int64_t term = -1;
+    const void* cell = nullptr;
+    time_point at{};
+  };
+  std::vector<acquisition> acquisitions;
+  std::optional<time_point> last_wipe;
+  /// How long a stale instance may outlive its replica's resume.
+  caf::timespan stale_budget{0};
+
+  void started(probe_instance inst);
+  void ended(std::size_t index, time_point at);
+  /// Identities whose leader-only work runs now (alive, not stale, not paused).
+  std::vector<std::string> working(const std::function<bool(std::size_t)>& paused) const;
+  void check(const std::function<bool(std::size_t)>& paused, const std::optional<lease>& record);
+  bool ok() const { return violations.empty(); }
+};
+
+enum class op_kind {
+  api_down, api_hang, api_errors, api_latency, partition, partition_hang, wipe,
+  elector_kill, crash_loop, module_hang, stubborn_module, slow_module,
+  disable, enable, change_value, config_burst, pause, crash, restart, graceful_shutdown,
+  heal,
+};
+const char* to_string(op_kind k);
+
+struct op {
+  caf::timespan at{0};          // from the start of the run
+  op_kind kind = op_kind::heal;
+  std::size_t replica = 0;      // target (modulo the replica count)
+  caf::timespan duration{0};    // how long the fault lasts (0: instant)
+  int param = 0;                // status code, latency ms, hang ms, ...
+  std::string describe() const;
+};
+
+struct scenario {
+  std::uint64_t seed = 0;
+  std::size_t replicas = 3;
+  election_timings timings;
+  supervision_policy supervision;
+  caf::timespan base_latency{0};      // per-reply jitter in quiet periods
+  bool precreated_lease = true;       // a released Lease object exists at start
+  std::vector<op> ops;                // sorted by `at`
+  /// Quiet windows [begin, end): no fault active; liveness is checked there.
+  std::vector<std::pair<caf::timespan, caf::timespan>> quiet;
+  caf::timespan length{0};
+};
+
+/// Draws a scenario from one 64-bit seed (all randomness of a run derives
+/// from the seed: replaying the seed replays the run exactly).
+scenario generate(std::uint64_t seed);
+
+/// The liveness bound after faults heal: the longest a correct cluster may
+/// take to have a leader again (see docs/safety.md).
+caf::timespan liveness_bound(const election_timings& t);
+
+struct run_result {
+  bool ok = true;
+  std::string violation;
+  std::vector<std::string> log;       // the step log: operations and leadership events
+  std::uint64_t steps = 0;
+  caf::timespan simulated{0};
+};
+
+/// Runs a scenario; stops at the first violation.
+run_result run(const scenario& sc);
+
+/// Runs a seed; on failure shrinks the operation list (drops operations
+/// while the run still fails) so the printed log is the shortest found.
+struct seed_report {
+  run_result result;
+  scenario minimal;
+};
+seed_report run_seed(std::uint64_t seed, bool shrink = true);
+
+/// Formats a failure for the test log: seed, violation, replay hint, step log.
+std::string format_failure(const seed_report& r);
+
+} // namespace leasehold::sim

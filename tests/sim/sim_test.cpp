@@ -1,0 +1,89 @@
+// The seeded simulation in CI: the kept regression seeds, a fixed block of
+// seeds and a fresh random block (its first seed printed), each run with the
+// invariants checked after every step. LEASEHOLD_SIM_SEED=N replays one seed
+// and prints its whole step log.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "sim_cluster.hpp"
+
+using namespace leasehold::sim;
+
+namespace {
+
+std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+void run_block(std::uint64_t first, std::uint64_t count) {
+  std::uint64_t failures = 0;
+  for (std::uint64_t s = first; s < first + count; ++s) {
+    auto rep = run_seed(s);
+    if (!rep.result.ok) {
+      ++failures;
+      FAIL_CHECK(format_failure(rep));
+      if (failures >= 3)
+        break;   // enough to act on; each is printed with its replay line
+    }
+  }
+  CHECK(failures == 0);
+}
+
+} // namespace
+
+TEST_CASE("simulation: a replayed seed (LEASEHOLD_SIM_SEED)") {
+  const char* v = std::getenv("LEASEHOLD_SIM_SEED");
+  if (v == nullptr || *v == '\0')
+    return;
+  auto rep = run_seed(std::strtoull(v, nullptr, 10));
+  if (rep.result.ok) {
+    std::cout << "seed " << v << ": ok, " << rep.result.steps << " steps, "
+              << std::chrono::duration_cast<std::chrono::seconds>(rep.result.simulated).count()
+              << " s simulated\n";
+    for (auto& line : rep.result.log)
+      std::cout << "  " << line << "\n";
+  }
+  CHECK_MESSAGE(rep.result.ok, format_failure(rep));
+}
+
+TEST_CASE("simulation: every kept regression seed passes") {
+  const char* root = std::getenv("LEASEHOLD_SOURCE_ROOT");
+  REQUIRE(root != nullptr);
+  std::ifstream in(std::string(root) + "/tests/sim/regression_seeds.txt");
+  REQUIRE(in);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    auto seed = std::strtoull(line.c_str(), nullptr, 10);
+    CAPTURE(line);
+    auto rep = run_seed(seed);
+    CHECK_MESSAGE(rep.result.ok, format_failure(rep));
+    ++n;
+  }
+  CHECK(n > 0);
+}
+
+TEST_CASE("simulation: the fixed block of seeds") {
+  auto count = env_u64("LEASEHOLD_SIM_COUNT", 0);
+  if (count == 0)
+    return;
+  run_block(env_u64("LEASEHOLD_SIM_FIRST", 1), count);
+}
+
+TEST_CASE("simulation: a fresh random block of seeds") {
+  auto count = env_u64("LEASEHOLD_SIM_RANDOM", 0);
+  if (count == 0)
+    return;
+  auto first = std::random_device{}() * 1000003ULL + 1'000'000'000ULL;
+  std::cout << "random block: seeds " << first << " .. " << first + count - 1
+            << " (replay one with LEASEHOLD_SIM_SEED=N)\n";
+  run_block(first, count);
+}
