@@ -245,6 +245,9 @@ struct local_api_server::impl {
 
   std::thread snapshot_thread;
   bool snapshot_done = false;   // under mu; set once the listeners are joined
+  // The store's mutation count the snapshot file matches, taken right after
+  // the load and before any listener exists: every later mutation is written.
+  std::uint64_t snapshot_written = 0;
 
   explicit impl(api_server_options o) : opts(std::move(o)) {}
 
@@ -496,8 +499,10 @@ struct local_api_server::impl {
     return "";
   }
 
+  /// Writes whenever the mutation count moved since the last write; the pass
+  /// after snapshot_done (listeners joined, no more writers) is the final one.
   void snapshot_loop() {
-    std::uint64_t written = store.mutations();
+    std::uint64_t written = snapshot_written;
     for (bool last = false; !last;) {
       {
         std::unique_lock<std::mutex> lock(mu);
@@ -524,6 +529,7 @@ struct local_api_server::impl {
     if (!opts.snapshot_file.empty())
       if (auto error = load_snapshot(); !error.empty())
         return {0, error};
+    snapshot_written = store.mutations();
     std::lock_guard<std::mutex> lock(listeners_mu);
     if (auto error = start_listener(true, opts.port, main_listener); !error.empty())
       return {0, error};

@@ -3,9 +3,12 @@
 // installed); kube_client's error classification; TLS.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -690,6 +693,67 @@ TEST_CASE("snapshot: objects and resourceVersion survive a restart") {
   bad.snapshot_file = (dir.path / "corrupt.json").string();
   leasehold::local_api_server broken(bad);
   CHECK(!broken.start().ok());
+}
+
+/// A port that was free a moment ago (bound to 0, then closed).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Regression: the snapshot writer took its baseline when its thread started,
+// after the listeners, so a write that landed in between was never saved.
+// A client hammers the port while start() runs, so its POST lands as early
+// as the listener allows; the server stops at once; the restart must see it.
+TEST_CASE("snapshot: a write right after start is saved by an immediate stop") {
+  temp_dir dir;
+  constexpr int rounds = 60;
+  int lost = 0;
+  for (int round = 0; round < rounds; ++round) {
+    leasehold::api_server_options opts;
+    opts.snapshot_file = (dir.path / ("early-" + std::to_string(round) + ".json")).string();
+    opts.snapshot_interval = 10000ms;   // only the final write at stop() can save it
+    opts.port = free_port();
+    opts.control_listener = false;
+    std::atomic<int> status{0};
+    std::thread writer([&] {
+      httplib::Client c("127.0.0.1", opts.port);
+      c.set_connection_timeout(200ms);
+      c.set_read_timeout(2s);
+      auto give_up = std::chrono::steady_clock::now() + 3s;
+      while (std::chrono::steady_clock::now() < give_up) {
+        if (auto res = c.Post(leases, lease_body("early").dump(), json_type)) {
+          status = res->status;
+          return;
+        }
+        std::this_thread::sleep_for(50us);
+      }
+    });
+    {
+      leasehold::local_api_server server(opts);
+      auto started = server.start();
+      writer.join();
+      REQUIRE_MESSAGE(started.ok(), started.error);
+      REQUIRE(status.load() == 201);
+      server.stop();
+    }
+    leasehold::local_api_server again(opts);
+    REQUIRE(again.start().ok());
+    httplib::Client c("127.0.0.1", again.port());
+    auto res = c.Get(leases + "/early");
+    REQUIRE(res);
+    if (res->status != 200)
+      ++lost;
+  }
+  CHECK_MESSAGE(lost == 0, lost << " of " << rounds << " early writes lost");
 }
 
 TEST_CASE("kube_client classifies every fault") {
