@@ -1,13 +1,25 @@
-// A command running in its own process group, watched by one thread.
+// A command running in its own process group under a fence keeper
+// (modules/fence_keeper.hpp), watched by one thread.
 //
-// The watcher thread reads stdout and stderr line by line and is the only
-// code that reaps the child: when the group leader exits it SIGKILLs what is
-// left of the group (no orphans), reaps the leader (no zombie), delivers the
-// remaining output, then calls on_exit once with the wait status.
-// Destroying a child_process SIGKILLs the group if it still runs and joins
-// the watcher, so no process or thread outlives the object.
+// The keeper is this program re-executed as `leasehold-fence-keeper` in a
+// process group of its own; the command is its child, in a new process
+// group, with PR_SET_PDEATHSIG on the keeper. Agent and keeper talk over a
+// socket: when this process dies, however it dies, the socket closes and the
+// keeper SIGKILLs the command's whole group. With a fence (leader-only
+// work), the keeper also kills the group when the deadline passes without
+// an extension (extend()), so the command never runs past valid_until.
+//
+// The watcher thread reads stdout, stderr and the keeper's reports and is
+// the only code that reaps the keeper: when the command exits the keeper
+// SIGKILLs what is left of its group (no orphans) and reports the wait
+// status, then the watcher reaps the keeper (no zombie), delivers the
+// remaining output, and calls on_exit once. Destroying a child_process
+// SIGKILLs the group if it still runs and joins the watcher, so no process
+// or thread outlives the object.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,7 +44,20 @@ public:
   /// lines longer than max_line are split).
   using line_handler = std::function<void(stream, std::string line)>;
   /// Called on the watcher thread once, after the child is reaped.
-  using exit_handler = std::function<void(int wait_status)>;
+  /// `fence_kill` is empty unless the keeper killed the group because the
+  /// fence deadline passed; then it says so ("fence expired 0.4 ms ago ...").
+  using exit_handler = std::function<void(int wait_status, const std::string& fence_kill)>;
+  /// Called on the watcher thread when the keeper kills the group at the
+  /// fence deadline (before the exit), with the same text.
+  using fence_kill_handler = std::function<void(const std::string& fence_kill)>;
+
+  /// A leader-only child: killed at valid_until_ns (CLOCK_MONOTONIC) unless
+  /// extended. `file`: the fence file the keeper maintains (empty: none).
+  struct fence {
+    std::int64_t term = 0;
+    std::int64_t valid_until_ns = 0;
+    std::string file;
+  };
 
   static constexpr std::size_t max_line = 4096;
 
@@ -40,31 +65,55 @@ public:
     std::unique_ptr<child_process> child;
     std::string error;                      // set when child is null
   };
-  static start_result start(const command& cmd, line_handler on_line, exit_handler on_exit);
+  struct handlers {
+    line_handler on_line;
+    exit_handler on_exit;
+    /// Called on the watcher thread when the keeper started the command.
+    std::function<void(pid_t command_pid)> on_started;
+    fence_kill_handler on_fence_kill;   // optional
+  };
+
+  /// Without a fence the command only dies with this process (or its exit).
+  static start_result start(const command& cmd, const std::optional<fence>& f, handlers h);
 
   ~child_process();
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
 
+  /// The keeper's pid.
   pid_t pid() const { return pid_; }
-  /// Sends `sig` to the whole process group; does nothing once reaped.
+  /// The command's pid (= its process group); 0 until the keeper reported it.
+  pid_t child_pid() const { return child_pid_.load(); }
+  /// Sends `sig` to the command's whole process group (through the keeper);
+  /// does nothing once reaped.
   void signal_group(int sig);
+  /// Moves the fence deadline to `valid_until_ns` (never backwards).
+  void extend(std::int64_t valid_until_ns);
+  /// The term ended: the fence file says not valid at once; the kill
+  /// deadline stays where it was.
+  void end_fence();
 
   /// "exited with status 1", "killed by signal 9".
   static std::string describe(int wait_status);
 
 private:
-  child_process(pid_t pid, int out_fd, int err_fd, line_handler on_line, exit_handler on_exit);
+  child_process(pid_t pid, int out_fd, int err_fd, int control_fd, handlers h);
   void watch();
   bool reap_if_exited();
+  void on_report(const std::string& line);
+  void send_control(const std::string& line);
 
   pid_t pid_;
-  int fds_[2];
-  line_handler on_line_;
-  exit_handler on_exit_;
-  std::mutex mtx_;       // guards reaped_ against signal_group: no signal to a reused pid
+  int fds_[3];           // stdout, stderr, control socket (keeper reports)
+  int control_;          // our end of the control socket (written by any thread under mtx_)
+  handlers h_;
+  std::atomic<pid_t> child_pid_{0};
+  std::mutex mtx_;       // guards reaped_ and control_ writes
   bool reaped_ = false;
   int wait_status_ = 0;
+  std::optional<int> reported_status_;   // the keeper's "X": the command's wait status
+  std::string fence_kill_;
+  std::int64_t kill_requested_ns_ = 0;   // under mtx_: SIGKILL asked; the keeper must be gone soon
   std::thread watcher_;
 };
 

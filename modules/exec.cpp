@@ -2,9 +2,11 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "modules/child_process.hpp"
 #include "modules/output.hpp"
@@ -30,8 +32,15 @@ namespace {
 // grace timer of child `generation` expired.
 using exec_exit_atom = caf::atom_constant<caf::atom("lh_exexit")>;
 using exec_kill_atom = caf::atom_constant<caf::atom("lh_exkill")>;
+// Private: time to forward the fence's valid_until to the keeper.
+using exec_fence_atom = caf::atom_constant<caf::atom("lh_exfence")>;
 
-std::vector<std::string> environment(const module_context& ctx, const exec_settings& s) {
+/// How often a leader-only exec forwards the fence to its keeper: a renew
+/// reaches the keeper at most this late (renew_deadline is seconds).
+constexpr std::chrono::milliseconds fence_poll_interval{25};
+
+std::vector<std::string> environment(const module_context& ctx, const exec_settings& s,
+                                     const std::string& fence_file) {
   std::map<std::string, std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string kv{*e};
@@ -45,6 +54,7 @@ std::vector<std::string> environment(const module_context& ctx, const exec_setti
     env["LEASEHOLD_TERM"] = std::to_string(ctx.fence.term);
     env["LEASEHOLD_IDENTITY"] = ctx.fence.identity.empty() ? ctx.identity : ctx.fence.identity;
     env["LEASEHOLD_LEASE"] = ctx.fence.lease.to_string();
+    env["LEASEHOLD_FENCE_FILE"] = fence_file;
   }
   std::vector<std::string> out;
   for (auto& [k, v] : env)
@@ -52,40 +62,129 @@ std::vector<std::string> environment(const module_context& ctx, const exec_setti
   return out;
 }
 
+/// A private directory for one child's fence file ($TMPDIR, else /tmp),
+/// removed with what is in it when replaced or destroyed.
+struct fence_directory {
+  std::string path;
+  fence_directory() = default;
+  fence_directory(const fence_directory&) = delete;
+  fence_directory& operator=(const fence_directory&) = delete;
+  ~fence_directory() { remove(); }
+
+  /// The fence file's path in a new directory; empty when none could be made.
+  std::string make() {
+    remove();
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
+                          + "/leasehold-fence-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr)
+      return {};
+    path = pattern;
+    return path + "/fence";
+  }
+
+  void remove() {
+    if (path.empty())
+      return;
+    ::unlink((path + "/fence").c_str());
+    ::unlink((path + "/fence.tmp").c_str());
+    ::rmdir(path.c_str());
+    path.clear();
+  }
+};
+
 struct exec_state {
   module_context ctx;
   exec_settings settings;
   output_reporter out;
-  // Declared last: destroyed first, before anything its threads may use.
-  std::unique_ptr<child_process> child;
   std::uint64_t generation = 0;               // of the current child
   bool terminating = false;                   // TERM sent, grace timer running
   std::optional<caf::error> quit_reason;      // stop requested: quit when the child is gone
   std::optional<exec_settings> restart_with;  // settings changed: start again when gone
+  // Leader-only: the valid_until last forwarded to the keeper; a child the
+  // fence killed leaves the actor waiting (no child) until the fence is valid
+  // again or the module is stopped.
+  std::int64_t fence_sent = 0;
+  bool waiting_for_fence = false;
+  fence_directory fence_dir;                  // holds the current child's fence file
+  // Declared last: destroyed first, before anything its threads may use.
+  std::unique_ptr<child_process> child;
 };
 
 using exec_actor = caf::stateful_actor<exec_state>;
 
+std::int64_t fence_now(exec_actor* self) {
+  return self->clock().now().time_since_epoch().count();
+}
+
+void remove_fence_dir(exec_state& st) {
+  st.fence_dir.remove();
+}
+
 void start_child(exec_actor* self) {
   auto& st = self->state;
+  std::optional<child_process::fence> fence;
+  if (st.ctx.leader_only) {
+    // Leader-only work starts only on a valid fence, and dies at its end.
+    auto valid_until = st.ctx.fence.valid_until ? st.ctx.fence.valid_until->load() : 0;
+    if (valid_until <= fence_now(self)) {
+      if (!st.waiting_for_fence)
+        st.out.line("fence not valid: not starting the command");
+      st.waiting_for_fence = true;
+      return;
+    }
+    fence = child_process::fence{st.ctx.fence.term, valid_until, st.fence_dir.make()};
+    st.fence_sent = valid_until;
+  }
+  st.waiting_for_fence = false;
   auto generation = ++st.generation;
   auto out = st.out;
   auto me = caf::actor_cast<caf::actor>(self);
   auto started = child_process::start(
-    {st.settings.command, environment(st.ctx, st.settings), st.settings.workdir},
-    [out](child_process::stream s, std::string line) {
-      out.line(std::move(line), s == child_process::stream::out ? "stdout" : "stderr");
-    },
-    [me, generation](int status) {
-      caf::anon_send(me, exec_exit_atom::value, generation, status);
-    });
+    {st.settings.command, environment(st.ctx, st.settings, fence ? fence->file : std::string{}),
+     st.settings.workdir},
+    fence,
+    {[out](child_process::stream s, std::string line) {
+       out.line(std::move(line), s == child_process::stream::out ? "stdout" : "stderr");
+     },
+     [me, generation](int status, const std::string& fence_kill) {
+       caf::anon_send(me, exec_exit_atom::value, generation, status, !fence_kill.empty());
+     },
+     [out, fenced = fence.has_value()](pid_t pid) {
+       out.line("started pid " + std::to_string(pid) + (fenced ? " (fenced)" : ""));
+     },
+     [out](const std::string& fence_kill) {
+       // Reported at once (the log line and leasehold_fence_kills_total).
+       out.line(fence_kill, "fence_kill");
+     }});
   if (!started.child) {
     st.out.line(started.error);
     self->quit(caf::make_error(caf::sec::runtime_error, "exec: " + started.error));
     return;
   }
   st.child = std::move(started.child);
-  st.out.line("started pid " + std::to_string(st.child->pid()));
+}
+
+/// Leader-only: forwards a changed valid_until to the keeper (0: the term
+/// ended), restarts a fence-killed command if the fence is valid again.
+void forward_fence(exec_actor* self) {
+  auto& st = self->state;
+  auto valid_until = st.ctx.fence.valid_until ? st.ctx.fence.valid_until->load() : 0;
+  if (st.child && valid_until != st.fence_sent) {
+    if (valid_until == 0)
+      st.child->end_fence();
+    else
+      st.child->extend(valid_until);
+    st.fence_sent = valid_until;
+  } else if (!st.child && st.waiting_for_fence && !st.quit_reason
+             && valid_until > fence_now(self)) {
+    if (st.restart_with) {
+      st.settings = std::move(*st.restart_with);
+      st.restart_with.reset();
+    }
+    start_child(self);
+  }
+  self->delayed_send(self, fence_poll_interval, exec_fence_atom::value);
 }
 
 /// SIGTERM now, SIGKILL when grace_ms passes without the exit report.
@@ -99,14 +198,19 @@ void terminate_child(exec_actor* self) {
                      exec_kill_atom::value, st.generation);
 }
 
-void child_exited(exec_actor* self, int status) {
+void child_exited(exec_actor* self, int status, bool fence_killed) {
   auto& st = self->state;
   st.child.reset(); // the watcher has finished: this only joins it
+  remove_fence_dir(st);
   st.terminating = false;
   auto what = child_process::describe(status);
   st.out.line(what);
   if (st.quit_reason) {
     self->quit(*st.quit_reason);
+  } else if (fence_killed) {
+    // Not a crash: this replica may not act. Wait for a valid fence (a late
+    // renew) or, far more likely, the stop that follows the lost term.
+    st.waiting_for_fence = true;
   } else if (st.restart_with) {
     st.settings = std::move(*st.restart_with);
     st.restart_with.reset();
@@ -133,11 +237,14 @@ caf::behavior exec(exec_actor* self, module_context ctx, exec_settings settings)
     terminate_child(self);
   });
   start_child(self);
+  if (self->state.ctx.leader_only)
+    self->delayed_send(self, fence_poll_interval, exec_fence_atom::value);
   return {
-    [self](exec_exit_atom, std::uint64_t generation, int status) {
+    [self](exec_exit_atom, std::uint64_t generation, int status, bool fence_killed) {
       if (generation == self->state.generation)
-        child_exited(self, status);
+        child_exited(self, status, fence_killed);
     },
+    [self](exec_fence_atom) { forward_fence(self); },
     [self](exec_kill_atom, std::uint64_t generation) {
       auto& st = self->state;
       if (generation != st.generation || !st.child)
@@ -159,6 +266,10 @@ caf::behavior exec(exec_actor* self, module_context ctx, exec_settings settings)
       if (st.child) {
         st.out.line("settings changed: restarting the command");
         terminate_child(self);
+      } else if (!st.waiting_for_fence) {
+        st.settings = std::move(*st.restart_with);
+        st.restart_with.reset();
+        start_child(self);
       }
     },
   };

@@ -4,11 +4,24 @@
 //            "env": {K: V} (optional), "grace_ms": int >= 0 (default 2000),
 //            "workdir": string (optional)}
 //
-// The command runs in its own process group with stdin from /dev/null; each
+// The command runs in its own process group under a fence keeper
+// (fence_keeper.hpp, child_process.hpp) with stdin from /dev/null; each
 // stdout/stderr line is reported as a module_output event (detail: the line,
 // reason: "stdout" / "stderr"). Its environment is ours plus `env`; a
 // leader-only instance also gets the fencing token: LEASEHOLD_TERM,
-// LEASEHOLD_IDENTITY, LEASEHOLD_LEASE (ns/name), which override `env`.
+// LEASEHOLD_IDENTITY, LEASEHOLD_LEASE (ns/name), LEASEHOLD_FENCE_FILE, which
+// override `env`.
+//
+// Every exec child dies with this process, however it dies (the keeper
+// SIGKILLs its group when its socket to us closes). A leader-only child also
+// never runs past its fence: it starts only while the fence is valid, every
+// 25 ms the actor forwards the fence's valid_until to the keeper (so each
+// renew extends the deadline; 0, the term's end, makes the fence file say
+// "not valid"), and the keeper SIGKILLs the group when the deadline passes
+// without extension -- a stuck or paused agent included. Such a kill is
+// reported at once as a module_output line with reason "fence_kill" (counted
+// as leasehold_fence_kills_total, logged as a warning); the actor then waits,
+// without a child, for the stop that follows the lost term (or a valid fence).
 //
 // Stop (exit message): SIGTERM to the group, SIGKILL after grace_ms, reap,
 // then quit with the exit message's reason. If the command ends by itself the

@@ -104,6 +104,17 @@ std::optional<log_record> describe(const runtime_event& e) {
       r.msg = "module killed (did not stop in time)";
       with_module();
       break;
+    case event_type::module_unconfirmed:
+      r.level = log_level::error;
+      r.msg = "leader-only module killed but still running: lease no longer renewed, not released";
+      with_module();
+      with_reason();
+      break;
+    case event_type::fatal:
+      r.level = log_level::error;
+      r.msg = "fatal: ending the process";
+      with_reason();
+      break;
     case event_type::module_crashed:
       r.level = log_level::error;
       r.msg = "module crashed";
@@ -138,6 +149,11 @@ std::optional<log_record> describe(const runtime_event& e) {
       r.msg = "module output";
       r.fields["module"] = e.module;
       r.fields["line"] = e.detail;
+      if (e.reason == "fence_kill") {
+        r.level = log_level::warn;
+        r.msg = "leader-only child killed at its fence";
+        r.fields["reason"] = e.reason;
+      }
       break;
   }
   return r;

@@ -2,12 +2,16 @@
 //   leasehold run --config FILE [flags]
 //   leasehold validate --config FILE
 //   leasehold version
+//   leasehold fence check [--file F] [--margin-ms N] [--quiet]
+//   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
+#include <cstring>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "cmd/leasehold/agent.hpp"
 #include "cmd/leasehold/signals.hpp"
+#include "modules/fence_keeper.hpp"
 
 namespace {
 
@@ -43,6 +47,10 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // The keeper is tiny and signal-driven: none of the agent's set-up.
+  if (argc >= 2 && std::strcmp(argv[1], "fence-keeper") == 0)
+    return leasehold::modules::run_fence_keeper(argc - 1, argv + 1);
+
   // Before any thread exists, so that every thread inherits the mask.
   leasehold::agent::block_shutdown_signals();
 
@@ -63,12 +71,32 @@ int main(int argc, char** argv) {
 
   auto* version = app.add_subcommand("version", "Print the version");
 
+  auto* fence = app.add_subcommand("fence", "Inspect the fence of a leader-only exec child");
+  fence->require_subcommand(1);
+  auto* check = fence->add_subcommand(
+    "check", "Exit 0 while the fence is valid, 1 when not (run it before each side effect)");
+  std::string fence_file;
+  long long margin_ms = 0;
+  bool quiet = false;
+  check->add_option("--file", fence_file, "Fence file (default: $LEASEHOLD_FENCE_FILE)")
+    ->envname("LEASEHOLD_FENCE_FILE");
+  check->add_option("--margin-ms", margin_ms,
+                    "Valid only if at least this much of the fence is left (default 0)")
+    ->check(CLI::NonNegativeNumber);
+  check->add_flag("--quiet,-q", quiet, "Print nothing; only the exit status");
+
+  app.add_subcommand("fence-keeper",
+                     "Run a command under a fence keeper (used by the exec module; see "
+                     "modules/fence_keeper.hpp)");
+
   CLI11_PARSE(app, argc, argv);
 
   if (*run)
     return leasehold::agent::run(run_opts);
   if (*validate)
     return leasehold::agent::validate_file(validate_opts, std::cout, std::cerr);
+  if (*check)
+    return leasehold::modules::fence_check(fence_file, margin_ms * 1000000, quiet);
   if (*version) {
     std::cout << "leasehold " << LEASEHOLD_VERSION << '\n';
     return 0;

@@ -55,6 +55,10 @@ void metrics::record(const runtime_event& e) {
     case event_type::api_error:
       ++api_errors_[to_string(e.error.kind)];
       break;
+    case event_type::module_output:
+      if (e.reason == "fence_kill")
+        ++fence_kills_;
+      break;
     default:
       break;
   }
@@ -87,6 +91,10 @@ std::string metrics::render(const std::optional<runner_status>& st) const {
   for (auto& kv : api_errors_)
     out << "leasehold_api_errors_total{kind=\"" << escape_label(kv.first) << "\"} " << kv.second
         << '\n';
+
+  header(out, "leasehold_fence_kills_total", "counter",
+         "Leader-only child process groups the fence keeper killed at the fence's deadline.");
+  out << "leasehold_fence_kills_total " << fence_kills_ << '\n';
 
   header(out, "leasehold_module_restarts_total", "counter", "Restarts of each module.");
   if (st)

@@ -7,6 +7,8 @@
 //                                               reports a kind once per change)
 //   leasehold_module_restarts_total{module}     counter
 //   leasehold_module_running{module}            gauge
+//   leasehold_fence_kills_total                 counter (exec children the fence keeper
+//                                               killed at the fence's deadline)
 #pragma once
 
 #include <array>
@@ -43,6 +45,7 @@ private:
   std::uint64_t renew_count_ = 0;
   double renew_sum_ = 0;
   std::map<std::string, std::uint64_t> api_errors_;
+  std::uint64_t fence_kills_ = 0;
 };
 
 /// Escapes a label value (backslash, double quote, newline).

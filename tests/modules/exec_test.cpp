@@ -77,6 +77,8 @@ struct fixture {
     ctx.fence.lease = {"ns", "lease"};
     ctx.fence.identity = "me";
     ctx.fence.term = 3;
+    // A fence valid for an hour (actor clock = CLOCK_MONOTONIC here).
+    ctx.fence.valid_until->store((steady::now() + 1h).time_since_epoch().count());
     ctx.identity = "me";
     ctx.events = log.sink();
     auto a = exec_module().factory(sys, ctx);
