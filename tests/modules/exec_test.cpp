@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <atomic>
+#include <memory>
 #include <thread>
 
 #include <sys/wait.h>
@@ -14,33 +16,16 @@
 #include <caf/all.hpp>
 
 #include "event_log.hpp"
+#include "process_probe.hpp"
 #include "modules/exec.hpp"
 
 using namespace leasehold;
 using namespace leasehold::modules;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
+using leasehold::modules::test::group_alive;
 
 namespace {
-
-/// True when a process of group `pgid` is alive. Zombies do not count: an
-/// orphan the module SIGKILLed is reaped by init, on init's schedule.
-bool group_alive(pid_t pgid) {
-  for (auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream in{entry.path() / "stat"};
-    std::string stat;
-    if (!std::getline(in, stat))
-      continue;
-    // "pid (comm) state ppid pgrp ...": comm may contain spaces, so parse after ')'.
-    std::istringstream rest{stat.substr(stat.rfind(')') + 1)};
-    char state = 0;
-    long ppid = 0;
-    long pgrp = 0;
-    if (rest >> state >> ppid >> pgrp && pgrp == pgid && state != 'Z' && state != 'X')
-      return true;
-  }
-  return false;
-}
 
 /// True when no process of group `pgid` is alive, polling for at most
 /// `timeout`: the module SIGKILLs what is left of the group as it reaps the
@@ -67,6 +52,10 @@ struct fixture {
   caf::scoped_actor self{sys};
   test::event_log log;
 
+  /// The fence every spawned leader-only exec shares (valid for an hour).
+  std::shared_ptr<std::atomic<std::int64_t>> valid_until
+    = std::make_shared<std::atomic<std::int64_t>>((steady::now() + 1h).time_since_epoch().count());
+
   caf::actor spawn_exec(nlohmann::json settings, bool leader_only = true) {
     REQUIRE(parse_exec_settings(settings).errors.empty());
     module_context ctx;
@@ -77,8 +66,7 @@ struct fixture {
     ctx.fence.lease = {"ns", "lease"};
     ctx.fence.identity = "me";
     ctx.fence.term = 3;
-    // A fence valid for an hour (actor clock = CLOCK_MONOTONIC here).
-    ctx.fence.valid_until->store((steady::now() + 1h).time_since_epoch().count());
+    ctx.fence.valid_until = valid_until;   // actor clock = CLOCK_MONOTONIC here
     ctx.identity = "me";
     ctx.events = log.sink();
     auto a = exec_module().factory(sys, ctx);
@@ -221,4 +209,53 @@ TEST_CASE_FIXTURE(fixture, "exec restarts the command on new settings") {
   caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   CHECK(wait_down() == caf::exit_reason::user_shutdown);
   CHECK(group_gone(second));
+}
+
+TEST_CASE_FIXTURE(fixture, "exec: a fenced child sees its fence and dies when it is not renewed") {
+  using clock = std::chrono::steady_clock;
+  auto ns = [](clock::time_point t) { return t.time_since_epoch().count(); };
+  valid_until->store(ns(clock::now() + 400ms));
+  auto a = spawn_exec(sh("echo file=$LEASEHOLD_FENCE_FILE; cat $LEASEHOLD_FENCE_FILE; echo; "
+                         "trap '' TERM; sleep 30"));
+  auto pid = started_pid();
+  REQUIRE(log.wait_for("valid_until_mono_ns"));
+  // Renewed: the keeper's deadline follows the fence within the poll interval.
+  auto renewed = clock::now() + 700ms;
+  valid_until->store(ns(renewed));
+  std::this_thread::sleep_for(500ms);
+  CHECK(group_alive(pid));
+  auto kill = log.wait_for("fence expired", 2s);
+  REQUIRE(kill);
+  CHECK(kill->reason == "fence_kill");
+  auto killed_at = clock::now();
+  CHECK(group_gone(pid, 100ms));
+  CHECK(killed_at - renewed < 300ms);
+  CHECK(log.wait_for("killed by signal 9"));
+  // Not a crash: the actor waits for its stop without a child.
+  std::this_thread::sleep_for(100ms);
+  CHECK(log.count("started pid") == 1);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(fixture, "exec: no leader-only child starts on an invalid fence; an ended fence "
+                           "reads not valid at once") {
+  valid_until->store(0);
+  auto a = spawn_exec(sh("echo should-not-run; sleep 30"));
+  REQUIRE(log.wait_for("fence not valid"));
+  std::this_thread::sleep_for(200ms);
+  CHECK(log.count("should-not-run") == 0);
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+
+  valid_until->store((steady::now() + 1h).time_since_epoch().count());
+  auto b = spawn_exec(sh("while cat $LEASEHOLD_FENCE_FILE; do echo; sleep 0.02; done; sleep 30"));
+  auto pid = started_pid(0);
+  REQUIRE(log.wait_for("valid_until_mono_ns"));
+  valid_until->store(0);   // the term ended: the file says so, the child lives on its grace
+  REQUIRE(log.wait_for("\"valid_until_mono_ns\":0,"));
+  CHECK(group_alive(pid));
+  caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+  CHECK(group_gone(pid));
 }
