@@ -1,5 +1,6 @@
 #include "actors/elector.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -8,21 +9,37 @@
 
 namespace leasehold {
 
-lease_spec next_spec(const lease_spec& old, const std::string& identity,
-                     caf::timespan lease_duration, wall_time now) {
+namespace {
+
+int duration_seconds(caf::timespan lease_duration) {
+  auto secs = std::chrono::duration<double>(lease_duration).count();
+  return std::max(1, static_cast<int>(std::ceil(secs)));
+}
+
+} // namespace
+
+lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
+                         caf::timespan lease_duration, wall_time now, std::int64_t max_term_seen) {
   lease_spec s;
   s.holder_identity = identity;
-  auto secs = std::chrono::duration<double>(lease_duration).count();
-  s.lease_duration_seconds = std::max(1, static_cast<int>(std::ceil(secs)));
+  s.lease_duration_seconds = duration_seconds(lease_duration);
+  s.acquire_time = now;
   s.renew_time = now;
-  if (old.holder_identity == identity) {
-    s.acquire_time = old.acquire_time ? old.acquire_time : std::optional<wall_time>{now};
-    s.lease_transitions = old.lease_transitions;
-  } else {
-    s.acquire_time = now;
-    s.lease_transitions = old.lease_transitions + 1;
-  }
+  s.lease_transitions
+    = static_cast<int>(std::max<std::int64_t>(old.lease_transitions, max_term_seen) + 1);
   return s;
+}
+
+lease_spec renewed_spec(const lease_spec& held, caf::timespan lease_duration, wall_time now) {
+  lease_spec s = held;
+  s.lease_duration_seconds = duration_seconds(lease_duration);
+  s.renew_time = now;
+  return s;
+}
+
+bool same_term(const lease_spec& a, const lease_spec& b) {
+  return a.holder_identity == b.holder_identity && a.acquire_time == b.acquire_time
+         && a.lease_transitions == b.lease_transitions;
 }
 
 lease_spec released_spec(const lease_spec& held, wall_time now) {
@@ -35,6 +52,8 @@ lease_spec released_spec(const lease_spec& held, wall_time now) {
 }
 
 namespace {
+
+using time_point = caf::actor_clock::time_point;
 
 wall_time wall_now() {
   return std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
@@ -50,7 +69,8 @@ public:
     : caf::event_based_actor(cfg),
       opt_(std::move(opts)),
       rng_(opt_.seed),
-      emit(opt_.events, opt_.identity, opt_.lease.to_string()) {
+      emit(opt_.events, opt_.identity, opt_.lease.to_string()),
+      mem_(opt_.memory) {
   }
 
   const char* name() const override { return "leasehold.elector"; }
@@ -80,160 +100,205 @@ public:
   }
 
 private:
+  // -- requests ----------------------------------------------------------------
+
+  /// One request to the transport; a transport error or timeout arrives as
+  /// a failed lease_reply naming the request, like any API error.
+  template <class Atom, class Arg, class F>
+  void call(const char* verb, std::string path, Atom atom, Arg arg, F on_reply) {
+    request(opt_.transport, timeout(), atom, std::move(arg))
+      .then([=](lease_reply& r) { on_reply(r); },
+            [=](caf::error& e) {
+              auto r = lease_reply::failure(request_error(verb, path, e));
+              on_reply(r);
+            });
+  }
+
   // -- one acquire/renew attempt -------------------------------------------
 
   void attempt() {
     if (in_flight_ || releasing_)
       return;
     in_flight_ = true;
-    auto started = clock().now();
-    if (holds_lease())
-      put(renewed(*observed_), started, /*fallback to GET*/ true);
-    else
+    attempt_started_ = clock().now();
+    auto started = attempt_started_;
+    if (held_ && mem_.record && same_term(mem_.record->spec, *held_)) {
+      lease l = *mem_.record;
+      l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+      put(std::move(l), started, /*fall back to GET*/ true);
+    } else {
       get_then_decide(started);
+    }
   }
 
-  bool holds_lease() const {
-    return leading_ && observed_ && observed_->spec.holder_identity == opt_.identity;
+  void get_then_decide(time_point started) {
+    call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+      if (r.ok()) {
+        observe(*r.value);
+        decide(*r.value, started);
+      } else if (r.kind() == error_kind::not_found) {
+        absent(started);
+      } else {
+        failed(r.error);
+      }
+    });
   }
 
-  lease renewed(const lease& rec) const {
-    lease l = rec;
-    l.spec = next_spec(rec.spec, opt_.identity, opt_.timings.lease_duration, wall_now());
-    return l;
-  }
-
-  void get_then_decide(caf::actor_clock::time_point started) {
-    request(opt_.transport, timeout(), get_lease_atom::value, opt_.lease)
-      .then(
-        [=](lease_reply& r) {
-          if (r.ok()) {
-            observe(*r.value);
-            decide(*r.value, started);
-          } else if (r.kind() == error_kind::not_found) {
-            // An API that lost its storage answers NotFound for a lease
-            // another replica still holds by our clock: wait for it to
-            // expire, as if the record were still there.
-            if (held_by_other(observed_)) {
-              if (leading_)
-                lose("lease " + opt_.lease.to_string() + " vanished while "
-                     + observed_->spec.holder_identity + " held it");
-              else
-                done_attempt();
-              return;
-            }
-            create(started);
-          } else {
-            failed(r.error);
-          }
-        },
-        [=](caf::error& e) { failed(request_error("GET", lease_path(opt_.lease), e)); });
-  }
-
-  /// Another replica holds `rec` and it has not expired by our clock.
-  bool held_by_other(const std::optional<lease>& rec) const {
-    if (!rec)
-      return false;
-    auto& holder = rec->spec.holder_identity;
-    return !holder.empty() && holder != opt_.identity && !expired(*rec);
-  }
-
-  void decide(const lease& rec, caf::actor_clock::time_point started) {
-    auto& holder = rec.spec.holder_identity;
-    if (held_by_other(rec)) {
-      // Held by another replica whose lease has not expired by our clock.
-      if (leading_)
-        lose("lease " + opt_.lease.to_string() + " is held by " + holder);
-      else
-        done_attempt();
+  void decide(const lease& rec, time_point started) {
+    if (held_ && same_term(rec.spec, *held_)) {   // our term, another version (an operator's label)
+      lease l = rec;
+      l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+      put(std::move(l), started, false);
       return;
     }
-    put(renewed(rec), started, false);
+    if (leading_) {
+      {
+        lose("lease " + opt_.lease.to_string() + " was rewritten by another writer (holder \""
+             + rec.spec.holder_identity + "\", leaseTransitions "
+             + std::to_string(rec.spec.lease_transitions) + ")");
+      }
+      return;
+    }
+    held_.reset();   // a record we created and held unannounced is somebody else's now
+    if (held_by_other(rec)) {
+      done_attempt();
+      return;
+    }
+    lease l = rec;
+    l.spec = acquired_spec(rec.spec, opt_.identity, opt_.timings.lease_duration, wall_now(),
+                           mem_.max_term);
+    put(std::move(l), started, false);
   }
 
-  void create(caf::actor_clock::time_point started) {
+  /// The API has no such lease. A leader puts its term back. Anyone else
+  /// creates it, but its term starts only a lease duration after the
+  /// create: an API that lost its storage may have lost a live term of
+  /// another replica with it, and that replica needs this long to notice and
+  /// stop its work (see succeeded()).
+  void absent(time_point started) {
     lease l;
     l.name = opt_.lease.name;
     l.ns = opt_.lease.ns;
-    // A lease recreated after the API lost it continues the terms we saw,
-    // so fencing tokens never go back.
-    auto base = observed_ ? observed_->spec : lease_spec{};
-    l.spec = next_spec(base, opt_.identity, opt_.timings.lease_duration, wall_now());
-    if (!observed_)
-      l.spec.lease_transitions = 0;
-    request(opt_.transport, timeout(), create_lease_atom::value, std::move(l))
-      .then(
-        [=](lease_reply& r) {
-          if (r.ok()) {
-            observe(*r.value);
-            succeeded(started);
-          } else {
-            failed(r.error);
-          }
-        },
-        [=](caf::error& e) { failed(request_error("POST", leases_path(opt_.lease.ns), e)); });
+    // Only a running term (renewed within its deadline) is put back as it
+    // was; a record we created but had not started a term on may have been
+    // taken and lost meanwhile, so it is created anew and waited for anew.
+    bool create_new = !leading_;
+    if (leading_) {
+      l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+    } else {
+      held_.reset();
+      l.spec = acquired_spec(lease_spec{}, opt_.identity, opt_.timings.lease_duration, wall_now(),
+                             mem_.max_term);
+    }
+    call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
+         [=](lease_reply& r) {
+           if (r.ok()) {
+             if (create_new)
+               mem_.created_at = started;
+             observe(*r.value);
+             succeeded(r.value->spec, started);
+           } else {
+             failed(r.error);
+           }
+         });
   }
 
-  void put(lease l, caf::actor_clock::time_point started, bool fallback) {
-    request(opt_.transport, timeout(), update_lease_atom::value, std::move(l))
-      .then(
-        [=](lease_reply& r) {
-          if (r.ok()) {
-            observe(*r.value);
-            succeeded(started);
-          } else if (fallback) {
-            get_then_decide(started);   // stale cache: re-read, decide again
-          } else {
-            failed(r.error);
-          }
-        },
-        [=](caf::error& e) {
-          auto err = request_error("PUT", lease_path(opt_.lease), e);
-          if (!fallback) {
-            failed(err);
-            return;
-          }
-          note_error(err);
-          get_then_decide(started);
-        });
+  void put(lease l, time_point started, bool fallback) {
+    auto term = l.spec.lease_transitions;
+    call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+         [=](lease_reply& r) {
+           if (r.ok()) {
+             observe(*r.value);
+             succeeded(r.value->spec, started);
+             return;
+           }
+           if (r.kind() == error_kind::conflict && !leading_ && term > mem_.max_term) {
+             // Somebody else wrote first, most likely taking this very term:
+             // never hand its number out again, even if we never see it.
+             mem_.max_term = term;
+             report_memory();
+           }
+           if (fallback) {
+             note_error(r.error);
+             get_then_decide(started);   // stale cache: re-read, decide again
+           } else {
+             failed(r.error);
+           }
+         });
+  }
+
+  /// Another replica (or a former process under our name) holds `rec` and
+  /// it has not expired by our clock.
+  bool held_by_other(const lease& rec) const {
+    auto& holder = rec.spec.holder_identity;
+    if (holder.empty())
+      return false;
+    if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
+      return false;   // a term this replica held and ended: its modules are down
+    return !expired(rec);
   }
 
   // -- outcomes ------------------------------------------------------------
 
-  void succeeded(caf::actor_clock::time_point started) {
+  void succeeded(const lease_spec& written, time_point started) {
     in_flight_ = false;
     if (last_error_.kind != error_kind::none) {
       emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
       last_error_ = api_error{};
     }
+    held_ = written;
+    mem_.own_term = written;
+    report_memory();
+    auto now = clock().now();
     if (releasing_) {
-      leading_ = true;   // we hold it now: release what we just took
-      fence_.valid_until->store(0);
+      leading_ = true;   // we hold it now: release what we just wrote
       release_step(0);
       return;
     }
-    last_renew_ = started;
-    ++renew_seq_;
-    auto term = observed_->spec.lease_transitions;
-    auto valid_until = (started + opt_.timings.renew_deadline).time_since_epoch().count();
+    auto valid_until = started + opt_.timings.renew_deadline;
+    if (valid_until <= now) {
+      // The answer came after the deadline counted from its send time: the
+      // fence would be void already. Never announce or keep such a term.
+      if (leading_) {
+        lose("renew of lease " + opt_.lease.to_string() + " answered after the renew deadline");
+        return;
+      }
+      note_error(late_reply(now - started));
+      done_attempt();
+      return;
+    }
+    if (!leading_ && mem_.created_at && started < *mem_.created_at + opt_.timings.lease_duration) {
+      // A lease we created: hold it (keep renewing) without starting the
+      // term until a lease duration has passed since the create.
+      delayed_send(this, std::max(caf::timespan{0}, started + opt_.timings.retry_period - now),
+                   tick_atom::value);
+      return;
+    }
+    auto vu = valid_until.time_since_epoch().count();
     if (!leading_) {
+      if (mem_.created_at) {
+        mem_.created_at.reset();
+        report_memory();
+      }
       leading_ = true;
-      term_ = term;
-      fence_ = fencing_token{opt_.lease, opt_.identity, term};
-      fence_.valid_until->store(valid_until);
+      term_ = written.lease_transitions;
+      fence_ = fencing_token{opt_.lease, opt_.identity, term_};
+      fence_.valid_until->store(vu);
       send(opt_.runner, leadership_acquired{fence_});
     } else {
-      fence_.valid_until->store(valid_until);
-      send(opt_.runner, lease_renewed{term});
+      fence_.valid_until->store(vu);
+      send(opt_.runner, lease_renewed{term_, vu});
     }
     emit(event_type::renewed, [&](runtime_event& ev) {
-      ev.term = term;
-      ev.valid_until_ns = valid_until;
-      ev.value = std::chrono::duration<double, std::milli>(clock().now() - started).count();
+      ev.term = term_;
+      ev.valid_until_ns = vu;
+      ev.value = std::chrono::duration<double, std::milli>(now - started).count();
     });
-    delayed_send(this, started + opt_.timings.renew_deadline - clock().now(), deadline_atom::value,
-                 renew_seq_);
-    delayed_send(this, opt_.timings.retry_period, tick_atom::value);
+    ++renew_seq_;
+    delayed_send(this, valid_until - now, deadline_atom::value, renew_seq_);
+    // The next renew is due retry_period after this one was *sent*.
+    delayed_send(this, std::max(caf::timespan{0}, started + opt_.timings.retry_period - now),
+                 tick_atom::value);
   }
 
   void failed(const api_error& err) {
@@ -256,6 +321,15 @@ private:
     last_error_ = err;
   }
 
+  api_error late_reply(caf::timespan took) const {
+    api_error e;
+    e.kind = error_kind::timeout;
+    e.verb = "PUT";
+    e.path = lease_path(opt_.lease);
+    e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
+    return e;
+  }
+
   void lose(std::string reason) {
     fence_.valid_until->store(0);
     send(opt_.runner, leadership_lost{std::move(reason)});
@@ -264,59 +338,50 @@ private:
 
   // -- release ---------------------------------------------------------------
 
+  /// Releases only the term this elector wrote: a record with another
+  /// holder, acquireTime or leaseTransitions is somebody else's.
+  bool holds_own_term() const {
+    return leading_ && held_ && mem_.record && same_term(mem_.record->spec, *held_);
+  }
+
   void release_step(int tries) {
-    if (!holds_lease()) {
+    if (!holds_own_term()) {
       finish_release(false);
       return;
     }
-    lease l = *observed_;
+    lease l = *mem_.record;
     l.spec = released_spec(l.spec, wall_now());
     in_flight_ = true;
-    request(opt_.transport, timeout(), update_lease_atom::value, std::move(l))
-      .then(
-        [=](lease_reply& r) {
-          in_flight_ = false;
-          if (r.ok()) {
-            observed_ = *r.value;
-            emit(event_type::lease_released, [&](runtime_event& ev) { ev.term = term_; });
-            finish_release(true);
-          } else if (r.kind() == error_kind::conflict && may_retry_release(tries)) {
-            reread_then_release(tries + 1);
-          } else if (may_retry_release(tries)) {
-            note_error(r.error);
-            release_step(tries + 1);
-          } else {
-            note_error(r.error);
-            finish_release(false);
-          }
-        },
-        [=](caf::error& e) {
-          in_flight_ = false;
-          note_error(request_error("PUT", lease_path(opt_.lease), e));
-          if (may_retry_release(tries))
-            release_step(tries + 1);
-          else
-            finish_release(false);
-        });
+    call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+         [=](lease_reply& r) {
+           in_flight_ = false;
+           if (r.ok()) {
+             observe(*r.value);
+             emit(event_type::lease_released, [&](runtime_event& ev) { ev.term = term_; });
+             finish_release(true);
+           } else if (r.kind() == error_kind::conflict && may_retry_release(tries)) {
+             reread_then_release(tries + 1);
+           } else if (r.kind() != error_kind::conflict && may_retry_release(tries)) {
+             note_error(r.error);
+             release_step(tries + 1);
+           } else {
+             note_error(r.error);
+             finish_release(false);
+           }
+         });
   }
 
   void reread_then_release(int tries) {
     in_flight_ = true;
-    request(opt_.transport, timeout(), get_lease_atom::value, opt_.lease)
-      .then(
-        [=](lease_reply& r) {
-          in_flight_ = false;
-          if (r.ok()) {
-            observed_ = *r.value;   // holds_lease() now tells whether it is still ours
-            release_step(tries);
-          } else {
-            finish_release(false);
-          }
-        },
-        [=](caf::error&) {
-          in_flight_ = false;
-          finish_release(false);
-        });
+    call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+      in_flight_ = false;
+      if (!r.ok()) {
+        finish_release(false);
+        return;
+      }
+      observe(*r.value);
+      release_step(tries);   // releases only if the record is still exactly our term
+    });
   }
 
   bool may_retry_release(int tries) const {
@@ -333,14 +398,17 @@ private:
   // -- helpers ---------------------------------------------------------------
 
   void observe(const lease& rec) {
-    bool changed = !observed_ || observed_->resource_version != rec.resource_version
-                   || observed_->spec != rec.spec;
+    bool changed = !mem_.record
+                   || mem_.record->resource_version != rec.resource_version
+                   || mem_.record->spec != rec.spec;
     if (!changed)
       return;
-    bool holder_changed = !observed_
-                          || observed_->spec.holder_identity != rec.spec.holder_identity;
-    observed_ = rec;
-    observed_time_ = clock().now();
+    bool holder_changed = !mem_.record
+                          || mem_.record->spec.holder_identity != rec.spec.holder_identity;
+    mem_.record = rec;
+    mem_.observed_at = clock().now();
+    mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
+    report_memory();
     if (holder_changed) {
       send(opt_.runner, leader_observed{rec.spec.holder_identity, rec.spec.lease_transitions});
       emit(event_type::leader_changed, [&](runtime_event& ev) {
@@ -350,17 +418,22 @@ private:
     }
   }
 
+  void report_memory() { send(opt_.runner, lease_observed{mem_}); }
+
   bool expired(const lease& rec) const {
     caf::timespan dur = opt_.timings.lease_duration;
     if (rec.spec.lease_duration_seconds && *rec.spec.lease_duration_seconds > 0)
       dur = std::chrono::seconds(*rec.spec.lease_duration_seconds);
-    return observed_time_ + dur <= clock().now();
+    return mem_.observed_at + dur <= clock().now();
   }
 
   caf::timespan next_delay() {
-    if (leading_)
-      return opt_.timings.retry_period;
-    std::uniform_real_distribution<double> u(0.0, 0.2);
+    if (leading_) {
+      // A failed renew is retried request_timeout after it was sent (at
+      // once if it timed out), so two attempts fit in the renew deadline.
+      return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
+    }
+    std::uniform_real_distribution<double> u(0.0, retry_jitter);
     auto base = opt_.timings.retry_period;
     return base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
   }
@@ -384,10 +457,10 @@ private:
   elector_options opt_;
   std::mt19937_64 rng_;
   event_emitter emit;
-  std::optional<lease> observed_;
-  caf::actor_clock::time_point observed_time_{};
-  caf::actor_clock::time_point last_renew_{};
-  caf::actor_clock::time_point release_deadline_{};
+  lease_memory mem_;
+  std::optional<lease_spec> held_;       // what this elector last wrote for its term
+  time_point attempt_started_{};
+  time_point release_deadline_{};
   std::uint64_t renew_seq_ = 0;
   std::int64_t term_ = -1;
   fencing_token fence_;
@@ -402,10 +475,6 @@ private:
 
 caf::actor spawn_elector(caf::local_actor* parent, elector_options opts) {
   return parent->spawn<elector_actor>(std::move(opts));
-}
-
-caf::actor spawn_elector(caf::actor_system& sys, elector_options opts) {
-  return sys.spawn<elector_actor>(std::move(opts));
 }
 
 } // namespace leasehold

@@ -1,14 +1,22 @@
-// The elector: one actor per term. See DESIGN.md "Shape".
+// The elector: one actor per term. See docs/design.md and docs/safety.md.
 //
-// Acquire loop every retry_period (jitter up to +20 %), then a renew loop.
-// A renew that has not succeeded within renew_deadline (measured from the
-// moment the last successful request was *sent*) ends the term: the elector
-// sends leadership_lost to the runner and exits. It never loops after a lost
-// term; the runner spawns a fresh one. Every API call is a request with a
-// timeout to the lease transport actor; the elector never blocks.
+// Acquire loop every retry_period (jitter up to +20 %), then a renew loop
+// whose attempts are spaced from their *send* times. A renew that has not
+// succeeded within renew_deadline (measured from the moment the last
+// successful request was *sent*) ends the term: the elector sends
+// leadership_lost to the runner and exits. It never loops after a lost term;
+// the runner spawns a fresh one and hands it what this one knew about the
+// lease (lease_memory). Every API call is a request with a timeout to the
+// lease transport actor; the elector never blocks.
 //
 // Follower expiry is judged by the local clock since the record was last seen
-// to change (client-go's observedTime), never by the record's renewTime.
+// to change (client-go's observedTime), never by the record's renewTime. A
+// lease the API does not have is treated as held by an unknown replica until
+// it has been absent for a lease duration by our clock.
+//
+// Terms (fencing tokens) strictly increase: every acquisition writes
+// leaseTransitions = max(record, every term seen) + 1, also when the record
+// already names this replica (client-go bumps only on a holder change).
 #pragma once
 
 #include <cstdint>
@@ -28,23 +36,29 @@ struct elector_options {
   lease_key lease;
   election_timings timings;
   lease_transport_actor transport;
-  caf::actor runner;            // receives leadership_acquired / lost / lease_renewed / leader_observed
+  caf::actor runner;   // receives leadership_acquired / lost, lease_renewed, lease_observed, leader_observed
   event_sink events;
   std::uint64_t seed = 1;
+  lease_memory memory;  // what earlier electors of this replica saw
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).
 /// Messages it takes besides its timers: `release_atom` -> bool: stop renewing
-/// and, if it holds the lease, release it (holderIdentity "", duration 1 s,
-/// re-read and retry on 409 within timings.release_timeout), then exit.
+/// and, if it holds the lease in the very term it acquired (same holder,
+/// acquireTime and leaseTransitions), release it (holderIdentity "", duration
+/// 1 s), within timings.release_timeout; then exit.
 caf::actor spawn_elector(caf::local_actor* parent, elector_options opts);
-caf::actor spawn_elector(caf::actor_system& sys, elector_options opts);
 
-/// The record a replica writes when it takes or renews `old` (client-go's
-/// rules: acquireTime and leaseTransitions kept while the holder stays,
-/// transitions + 1 when it changes).
-lease_spec next_spec(const lease_spec& old, const std::string& identity,
-                     caf::timespan lease_duration, wall_time now);
+/// The record a replica writes when it acquires the lease: a new term, whose
+/// number is larger than both the record's and every term seen before.
+lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
+                         caf::timespan lease_duration, wall_time now, std::int64_t max_term_seen);
+
+/// The record a leader writes on renew: same holder, acquireTime and term.
+lease_spec renewed_spec(const lease_spec& held, caf::timespan lease_duration, wall_time now);
+
+/// The same term: holder, acquireTime and leaseTransitions all equal.
+bool same_term(const lease_spec& a, const lease_spec& b);
 
 /// The record written on release: holder empty, duration 1 s (the API
 /// rejects 0), transitions kept.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,33 @@ struct fencing_token {
   }
 };
 
+/// What a replica knows about its Lease, kept by the runner across electors
+/// so that a respawned elector judges expiry exactly as the dead one would
+/// have (by the local clock since the record was last seen to change) and
+/// never hands out a term number it has already seen.
+struct lease_memory {
+  std::optional<lease> record;                          // the last record seen
+  caf::actor_clock::time_point observed_at{};           // when it was seen to change (local clock)
+  /// This replica created the lease (POST) at this local time (the send
+  /// time). An API that lost its storage may have lost another replica's
+  /// live term with it, so a term on a created lease starts only a whole
+  /// lease duration later: by then that replica has stopped its work.
+  std::optional<caf::actor_clock::time_point> created_at;
+  std::int64_t max_term = -1;                           // highest leaseTransitions seen
+  /// The last term this replica itself wrote (acquired or renewed): a record
+  /// still naming us in exactly that term may be taken again at once; any
+  /// other record naming us (a former process, a copied identity) is waited
+  /// out like anyone else's.
+  std::optional<lease_spec> own_term;
+};
+
 // elector -> runner
 struct leadership_acquired { fencing_token fence; };
 struct leadership_lost { std::string reason; };
-struct lease_renewed { std::int64_t term = 0; };
+/// A successful renew: the term goes on; the fence is valid until `valid_until`.
+struct lease_renewed { std::int64_t term = 0; std::int64_t valid_until = 0; };
+/// The elector saw the lease change (or vanish): the runner keeps it for the next elector.
+struct lease_observed { lease_memory memory; };
 struct leader_observed { std::string holder; std::int64_t term = 0; };
 
 // runner -> subscribers (and modules that asked)
@@ -67,6 +91,7 @@ using deadline_atom = caf::atom_constant<caf::atom("lh_dline")>;
 using stop_timeout_atom = caf::atom_constant<caf::atom("lh_stopto")>;
 using respawn_atom = caf::atom_constant<caf::atom("lh_respawn")>;
 using restart_atom = caf::atom_constant<caf::atom("lh_restart")>;
+using fatal_atom = caf::atom_constant<caf::atom("lh_fatal")>;
 
 } // namespace leasehold
 
@@ -74,6 +99,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::fencing_token)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_acquired)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_lost)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_renewed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_observed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leader_observed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_changed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::module_settings)

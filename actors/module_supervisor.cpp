@@ -50,9 +50,15 @@ void module_supervisor::start_wanted(const std::optional<fencing_token>& fence) 
     if (it == slots_.end())
       continue;   // a failing leader-only start stepped the replica down meanwhile
     auto& s = it->second;
-    if (s.state == module_state::stopped && s.spec.enabled && (!s.spec.leader_only || fence))
+    if (s.state == module_state::stopped && s.spec.enabled && may_run(s, fence))
       spawn(s, fence);
   }
+}
+
+bool module_supervisor::may_run(const slot& s, const std::optional<fencing_token>& fence) const {
+  // Leader-only work starts only on a fence still valid now: a restart timer
+  // that fires after a pause, past the renew deadline, must not start it.
+  return !s.spec.leader_only || (fence && fence->valid(self_->clock().now()));
 }
 
 void module_supervisor::forgive_leader_only() {
@@ -144,15 +150,27 @@ void module_supervisor::on_stop_timeout(std::uint64_t id) {
                          [&](const stopping_module& s) { return s.id == id; });
   if (it == stopping_.end())
     return;
+  if (it->killed)
+    return;
+  // A kill is not a stop: the module counts as stopping until its down
+  // message arrives (a detached actor blocked in a handler runs on).
+  it->killed = true;
   caf::anon_send_exit(it->actor, caf::exit_reason::kill);
   emit_(event_type::module_killed, [&](runtime_event& ev) {
     ev.module = it->name;
     ev.leader_only = it->leader_only;
     ev.reason = "did not stop within module_stop_timeout";
   });
-  self_->demonitor(it->actor);
-  stopping_.erase(it);
-  hooks_.stopped();
+  if (it->leader_only)
+    hooks_.kill_unconfirmed(it->name);
+}
+
+std::vector<std::string> module_supervisor::unconfirmed_kills() const {
+  std::vector<std::string> out;
+  for (auto& s : stopping_)
+    if (s.leader_only && s.killed)
+      out.push_back(s.name);
+  return out;
 }
 
 bool module_supervisor::on_down(const caf::down_msg& dm) {
@@ -227,7 +245,7 @@ void module_supervisor::on_restart(const std::string& name, std::uint64_t genera
   if (s.state != module_state::restarting || s.generation != generation)
     return;
   s.state = module_state::stopped;
-  if (!s.spec.leader_only || fence)
+  if (may_run(s, fence))
     spawn(s, fence);
 }
 

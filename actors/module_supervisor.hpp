@@ -33,6 +33,9 @@ public:
   struct hooks {
     std::function<void()> stopped;                             // a stopped module went down
     std::function<void(const std::string& module)> leader_only_failed;   // over intensity
+    /// A leader-only module was killed at module_stop_timeout and has not
+    /// gone down (a detached actor blocked in a handler is still running).
+    std::function<void(const std::string& module)> kill_unconfirmed;
   };
 
   module_supervisor(caf::event_based_actor* self, const runner_options& opt, event_emitter emit,
@@ -52,12 +55,17 @@ public:
   void stop_leader_only(const std::string& reason);
   void stop_all(const std::string& reason);
 
+  /// Leader-only modules asked to stop (or killed) whose down message has
+  /// not arrived: until it has, they may still be doing leader-only work.
   bool stopping_leader_only() const;
+  /// Leader-only modules killed whose down message has not arrived.
+  std::vector<std::string> unconfirmed_kills() const;
   bool stopping_any() const { return !stopping_.empty(); }
 
   /// A down message: false when it is not from a module (elector, subscriber).
   bool on_down(const caf::down_msg& dm);
-  /// stop_timeout_atom: kills the module if it is still up.
+  /// stop_timeout_atom: kills the module if it is still up; it stays
+  /// "stopping" until its down message arrives.
   void on_stop_timeout(std::uint64_t id);
   /// restart_atom: respawns the module if still wanted.
   void on_restart(const std::string& name, std::uint64_t generation,
@@ -82,8 +90,10 @@ private:
     bool leader_only = false;
     caf::actor actor;
     std::uint64_t id = 0;
+    bool killed = false;
   };
 
+  bool may_run(const slot& s, const std::optional<fencing_token>& fence) const;
   void spawn(slot& s, const std::optional<fencing_token>& fence);
   void stop(slot& s, const std::string& reason);
   void crashed(slot& s, const std::string& reason);

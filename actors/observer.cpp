@@ -23,6 +23,8 @@ const char* to_string(event_type t) {
     case event_type::config_rejected: return "config_rejected";
     case event_type::state_changed: return "state_changed";
     case event_type::module_output: return "module_output";
+    case event_type::module_unconfirmed: return "module_unconfirmed";
+    case event_type::fatal: return "fatal";
   }
   return "?";
 }

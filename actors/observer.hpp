@@ -35,6 +35,8 @@ enum class event_type {
   config_rejected,   // detail: errors
   state_changed,     // detail: new runner state
   module_output,     // module, detail: a line a module reports (ticker tick, exec output)
+  module_unconfirmed,// module: killed but not down yet; the lease is neither renewed nor released
+  fatal,             // reason: the runtime ends the process (a leader-only module outlives its kill)
 };
 
 const char* to_string(event_type t);

@@ -1,6 +1,8 @@
 #include "actors/runner.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <random>
@@ -47,7 +49,10 @@ public:
       emit(opt_.events, opt_.identity, opt_.lease.to_string()),
       modules_(this, opt_, emit,
                {[this] { on_module_stopped(); },
-                [this](const std::string& name) { on_leader_only_failed(name); }}) {
+                [this](const std::string& name) { on_leader_only_failed(name); },
+                [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
+    if (!opt_.on_fatal)
+      opt_.on_fatal = default_fatal_handler;
   }
 
   const char* name() const override { return "leasehold.runner"; }
@@ -64,10 +69,14 @@ public:
         if (current_sender() == elector_.address())
           elector_gone(l.reason);
       },
-      [=](lease_renewed&) {
-        if (current_sender() == elector_.address())
+      [=](lease_renewed& r) {
+        if (current_sender() == elector_.address()) {
           last_renew_ = clock().now();
+          last_valid_until_ = r.valid_until;
+        }
       },
+      [=](lease_observed& o) { remember(o.memory); },
+      [=](fatal_atom, int phase) { on_fatal_check(phase); },
       [=](leader_observed& o) {
         if (current_sender() != elector_.address() || o.holder == holder_)
           return;
@@ -83,7 +92,7 @@ public:
         modules_.on_restart(name, generation, fence_);
       },
       [=](respawn_atom, std::uint64_t seq) {
-        if (seq == respawn_seq_ && !elector_ && should_elect())
+        if (seq == respawn_seq_ && !elector_ && releases_ == 0 && should_elect())
           start_elector();
       },
       [=](module_config& cfg) -> config_result {
@@ -138,7 +147,9 @@ private:
     });
     modules_.start_wanted(fence_);
     if (should_elect()) {
-      if (state_ == runner_state::idle && !elector_)
+      // While an old elector still releases, nothing new may compete: it
+      // could otherwise acquire before the release and lose what it won.
+      if (state_ == runner_state::idle && !elector_ && releases_ == 0)
         start_elector();
     } else {
       stop_electing();
@@ -158,6 +169,7 @@ private:
     eo.runner = caf::actor_cast<caf::actor>(this);
     eo.events = opt_.events;
     eo.seed = rng_();
+    eo.memory = memory_;
     elector_ = spawn_elector(this, std::move(eo));
     monitor(elector_);
     ++electors_started_;
@@ -167,7 +179,19 @@ private:
     });
   }
 
+  /// Keeps what electors saw of the lease for the next one (the newest
+  /// observation wins; the highest term seen is never forgotten).
+  void remember(const lease_memory& m) {
+    auto max_term = std::max(memory_.max_term, m.max_term);
+    if (m.observed_at >= memory_.observed_at || !memory_.record)
+      memory_ = m;
+    if (m.own_term)
+      memory_.own_term = m.own_term;
+    memory_.max_term = max_term;
+  }
+
   void on_acquired(fencing_token fence) {
+    last_valid_until_ = fence.valid_until->load();
     fence_ = fence;
     term_ = fence.term;
     holder_ = opt_.identity;
@@ -231,20 +255,22 @@ private:
   }
 
   /// Asks the elector to stop and release the lease if it holds it, then continues.
+  /// Counts releases in flight: while any is, no elector starts and the
+  /// runner does not settle (two overlapping releases both count).
   void release_elector(std::function<void()> then) {
     auto e = elector_;
     demonitor(e);
     elector_ = nullptr;
-    releasing_ = true;
+    ++releases_;
     auto bound = opt_.timings.release_timeout + opt_.timings.effective_request_timeout();
     request(e, bound, release_atom::value)
       .then(
         [=](bool) {
-          releasing_ = false;
+          --releases_;
           then();
         },
         [=](caf::error&) {
-          releasing_ = false;
+          --releases_;
           anon_send_exit(e, caf::exit_reason::kill);
           then();
         });
@@ -272,8 +298,7 @@ private:
       release_elector([=] { settle(); });
       return;
     }
-    if (!releasing_)
-      settle();
+    settle();
   }
 
   /// Picks the resting state after a step-down, a release or a config change.
@@ -282,8 +307,8 @@ private:
       finish_shutdown();
       return;
     }
-    if (elector_)
-      return;
+    if (elector_ || releases_ > 0)
+      return;   // the release still in flight settles again when it ends
     if (should_elect())
       schedule_respawn();
     else
@@ -296,6 +321,59 @@ private:
     check_stepdown_done();
     if (shutting_down_)
       finish_shutdown();
+  }
+
+  // -- a kill is not a stop ------------------------------------------------------
+
+  /// A leader-only module got its kill at module_stop_timeout. Normally its
+  /// down message follows at once; if not shortly after, it is still running
+  /// (blocked in a handler): stop renewing (never release: the lease must
+  /// expire), and unless it goes down before another replica could take the
+  /// lease, end the process.
+  void on_kill_unconfirmed(const std::string&) {
+    auto grace = std::min<caf::timespan>(safety_room() / 4, std::chrono::milliseconds(100));
+    delayed_send(this, grace, fatal_atom::value, 1);
+  }
+
+  /// lease_duration - renew_deadline - module_stop_timeout: the room the
+  /// safety budget leaves between a killed module and another leader.
+  caf::timespan safety_room() const {
+    auto& t = opt_.timings;
+    return t.lease_duration - t.renew_deadline - t.module_stop_timeout;
+  }
+
+  void on_fatal_check(int phase) {
+    auto pending = modules_.unconfirmed_kills();
+    if (pending.empty())
+      return;
+    if (phase == 1) {
+      if (elector_) {   // stop renewing; the lease must run out, not be released
+        auto e = elector_;
+        demonitor(e);
+        elector_ = nullptr;
+        anon_send_exit(e, caf::exit_reason::kill);
+      }
+      emit(event_type::module_unconfirmed, [&](runtime_event& ev) {
+        ev.module = pending.front();
+        ev.leader_only = true;
+        ev.reason = "killed at module_stop_timeout but not down";
+      });
+      // Others may take the lease from (last renew sent) + lease_duration on;
+      // be gone half the safety room before that.
+      auto& t = opt_.timings;
+      auto renew_sent = time_point{caf::timespan{last_valid_until_}} - t.renew_deadline;
+      auto fatal_at = renew_sent + t.lease_duration - safety_room() / 2;
+      delayed_send(this, std::max(caf::timespan{0}, fatal_at - clock().now()), fatal_atom::value, 2);
+      return;
+    }
+    std::string reason = "leader-only module " + pending.front()
+                         + " was killed but has not stopped; another replica may take the lease "
+                           "soon, so this process ends now";
+    emit(event_type::fatal, [&](runtime_event& ev) {
+      ev.module = pending.front();
+      ev.reason = reason;
+    });
+    opt_.on_fatal(reason);
   }
 
   void on_leader_only_failed(const std::string& name) {
@@ -331,7 +409,7 @@ private:
   }
 
   void finish_shutdown() {
-    if (releasing_ || elector_ || modules_.stopping_leader_only())
+    if (releases_ > 0 || elector_ || modules_.stopping_leader_only())
       return;
     if (!stopping_every_replica_) {
       stopping_every_replica_ = true;
@@ -402,12 +480,20 @@ private:
   std::int64_t terms_lost_ = 0;
   std::vector<caf::actor> subscribers_;
   bool shutting_down_ = false;
-  bool releasing_ = false;                  // a release request to the old elector is in flight
+  int releases_ = 0;                        // release requests to old electors in flight
+  lease_memory memory_;                     // what electors saw, for the next one
+  std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
   bool stopping_every_replica_ = false;
   std::vector<caf::response_promise> shutdown_rps_;
 };
 
 } // namespace
+
+void default_fatal_handler(const std::string& reason) {
+  std::fprintf(stderr, "leasehold: fatal: %s\n", reason.c_str());
+  std::fflush(stderr);
+  std::_Exit(70);
+}
 
 spawn_result spawn_runner(caf::actor_system& sys, runner_options opts) {
   spawn_result r;

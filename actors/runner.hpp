@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +40,17 @@ struct runner_options {
   module_config modules;                // initial config (validated by spawn_runner)
   event_sink events;                    // optional; thread-safe, non-blocking
   std::uint64_t seed = 0;               // jitter RNG seed (0: random)
+  /// Called when a leader-only module was killed and is still not down
+  /// shortly before another replica could take the lease: the process must
+  /// end now (the OS then stops every thread). Default: default_fatal_handler.
+  /// An embedding program may replace it (it must not return normally while
+  /// the module still runs, or safety is lost).
+  std::function<void(const std::string& reason)> on_fatal;
 };
+
+/// Writes "leasehold: fatal: REASON" to stderr and ends the process at once
+/// (std::_Exit(70)), as controller-runtime does when it loses leadership.
+void default_fatal_handler(const std::string& reason);
 
 enum class runner_state { idle, follower, leader, stepping_down, stopped };
 const char* to_string(runner_state s);

@@ -16,7 +16,7 @@ std::vector<std::string> validate(const election_timings& t) {
   std::vector<std::string> errs;
   if (t.retry_period.count() <= 0)
     errs.push_back("retry_period: must be > 0 (is " + secs(t.retry_period) + ")");
-  if (!(t.renew_deadline.count() > 1.2 * t.retry_period.count()))
+  if (!(t.renew_deadline.count() > (1.0 + retry_jitter) * t.retry_period.count()))
     errs.push_back("renew_deadline: must be > 1.2 * retry_period (" + secs(t.renew_deadline)
                    + " <= 1.2 * " + secs(t.retry_period) + ")");
   if (!(t.lease_duration > t.renew_deadline))
@@ -28,8 +28,19 @@ std::vector<std::string> validate(const election_timings& t) {
     errs.push_back("module_stop_timeout: must be < lease_duration - renew_deadline ("
                    + secs(t.module_stop_timeout) + " >= " + secs(t.lease_duration - t.renew_deadline)
                    + "), or a lost leader could still run leader-only work when another takes over");
-  if (t.request_timeout.count() < 0)
+  if (t.request_timeout.count() < 0) {
     errs.push_back("request_timeout: must be >= 0");
+  } else if (t.request_timeout > t.renew_deadline) {
+    errs.push_back("request_timeout: must be <= renew_deadline (" + secs(t.request_timeout) + " > "
+                   + secs(t.renew_deadline)
+                   + "), or a reply could arrive after the term it acquires has already ended");
+  } else if (t.retry_period.count() > 0
+             && t.renew_deadline < t.retry_period + 2 * t.effective_request_timeout()) {
+    errs.push_back("renew_deadline: must be >= retry_period + 2 * request_timeout ("
+                   + secs(t.renew_deadline) + " < " + secs(t.retry_period) + " + 2 * "
+                   + secs(t.effective_request_timeout())
+                   + "), or a renew that times out once cannot be retried before the deadline");
+  }
   if (t.backoff_min.count() <= 0 || t.backoff_max < t.backoff_min)
     errs.push_back("backoff_min/backoff_max: need 0 < backoff_min <= backoff_max");
   if (t.backoff_jitter < 0 || t.backoff_jitter >= 1)

@@ -1,6 +1,7 @@
 // Election timings and the safety budget (DESIGN.md "safety budget").
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -17,7 +18,9 @@ struct election_timings {
   /// than lease_duration - renew_deadline so that a leader that lost its
   /// lease has stopped leader-only work before any other replica may take it.
   caf::timespan module_stop_timeout = std::chrono::seconds(4);
-  /// Bound for one API request (0: retry_period).
+  /// Bound for one API request. 0 (the default): retry_period, but at most
+  /// (renew_deadline - retry_period) / 2, so that a renew that times out can
+  /// be retried once before the renew deadline.
   caf::timespan request_timeout = caf::timespan{0};
   /// Elector respawn backoff after a lost term or an elector crash.
   caf::timespan backoff_min = std::chrono::seconds(1);
@@ -27,13 +30,24 @@ struct election_timings {
   caf::timespan release_timeout = std::chrono::seconds(2);
 
   caf::timespan effective_request_timeout() const {
-    return request_timeout.count() > 0 ? request_timeout : retry_period;
+    if (request_timeout.count() > 0)
+      return request_timeout;
+    auto room = (renew_deadline - retry_period) / 2;
+    return std::max(caf::timespan{std::chrono::milliseconds(1)}, std::min(retry_period, room));
   }
 };
 
-/// lease_duration > renew_deadline > 1.2 * retry_period > 0 and
-/// module_stop_timeout < lease_duration - renew_deadline. Returns one message
-/// per broken relation, naming the fields; empty when valid.
+/// Followers wait retry_period * (1 + U[0, retry_jitter)) between attempts
+/// (client-go's JitterFactor 1.2).
+constexpr double retry_jitter = 0.2;
+
+/// The relations the safety budget needs (docs/safety.md explains each):
+///   lease_duration > renew_deadline > 1.2 * retry_period > 0
+///   module_stop_timeout < lease_duration - renew_deadline
+///   request_timeout <= renew_deadline
+///   renew_deadline >= retry_period + 2 * request_timeout
+/// Returns one message per broken relation, naming the fields and the
+/// values; empty when valid.
 std::vector<std::string> validate(const election_timings& t);
 
 /// Capped exponential backoff with jitter (Akka's restartWithBackoff).

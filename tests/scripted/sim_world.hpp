@@ -68,6 +68,10 @@ struct world_options {
   module_config modules;          // default: one leader-only probe "work"
   lease_key lease{"default", "agent-lock"};
   std::uint64_t seed = 42;
+  /// A released Lease object exists at start, as in any cluster where
+  /// leasehold ran before. Without it the first leader waits one lease
+  /// duration (an absent lease is waited out; see docs/safety.md).
+  bool lease_exists = true;
 };
 
 class sim_world {

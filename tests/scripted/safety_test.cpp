@@ -1,0 +1,208 @@
+// Regression tests for the ways "never two leaders" and "election never
+// stops" were broken in the actor core, each a deterministic script on the
+// simulated transport. Every one fails on the core before its fix.
+#include <doctest/doctest.h>
+
+#include "actors/elector.hpp"
+#include "sim_world.hpp"
+
+using namespace leasehold;
+using namespace leasehold::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+module_config disabled(nlohmann::json settings = nlohmann::json::object()) {
+  auto cfg = probes({"work"}, std::move(settings));
+  cfg.modules[0].enabled = false;
+  return cfg;
+}
+
+/// The term the running "work" instance of `identity` holds.
+std::int64_t running_term(sim_world& w, const std::string& identity) {
+  auto* i = w.tracker().last(identity, "work");
+  REQUIRE(i != nullptr);
+  REQUIRE_FALSE(i->stopped);
+  return i->term;
+}
+
+sim_clock_time last_renew(sim_world& w, std::size_t i) {
+  sim_clock_time t{};
+  for (auto& [at, ev] : w.rep(i).timeline)
+    if (ev.type == event_type::renewed)
+      t = at;
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("an old elector never releases its successor's lease (config flips during an acquire)") {
+  world_options o;
+  o.replicas = 3;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  auto f = (l + 1) % 3, x = (l + 2) % 3;
+  auto F = w.rep(f).identity;
+  CHECK(w.configure(f, disabled()).accepted);
+  CHECK(w.configure(x, disabled()).accepted);
+  REQUIRE(w.shutdown(l));   // the lease is released; nobody competes
+  // F competes again; its elector's acquire PUT is answered only after 1.5 s.
+  w.api().set_latency(1500ms);
+  CHECK(w.configure(f, probes({"work"})).accepted);
+  auto puts = w.api().count("PUT", F);
+  REQUIRE(w.run_until([&] { return w.api().count("PUT", F) > puts; }, 10s));
+  w.api().set_latency(0s);
+  // While it is in flight: disable, disable (other settings), re-enable.
+  CHECK(w.configure(f, disabled()).accepted);
+  CHECK(w.configure(f, disabled({{"value", 2}})).accepted);
+  CHECK(w.configure(f, probes({"work"})).accepted);
+  CHECK(w.configure(x, probes({"work"})).accepted);
+  // The old elector's reply arrives, it releases what it acquired; a new
+  // elector competes only after that. At most one leader at every step.
+  w.run_for(60s);
+  CHECK(w.tracker().violations.empty());
+  REQUIRE(w.leader() >= 0);
+  auto rec = w.api().peek(o.lease);
+  REQUIRE(rec);
+  CHECK(rec->spec.holder_identity == w.rep(static_cast<std::size_t>(w.leader())).identity);
+}
+
+TEST_CASE("a respawned elector remembers the lease: an API wipe after an elector kill makes no second leader") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto a = w.await_leader(10s);
+  auto b = 1 - a;
+  auto A = w.rep(a).identity;
+  auto term_a = running_term(w, A);
+  auto renews = w.rep(a).count(event_type::renewed);
+  REQUIRE(w.run_until([&] { return w.rep(a).count(event_type::renewed) > renews; }, 10s));
+  auto elector = w.status(b).elector;
+  REQUIRE(elector);
+  caf::anon_send_exit(elector, caf::exit_reason::kill);
+  w.settle();
+  w.api().wipe();
+  w.run_for(90s);   // safety is checked at every step
+  auto now_leader = w.leader();
+  REQUIRE(now_leader >= 0);
+  if (static_cast<std::size_t>(now_leader) == a) {   // A put its own record back first
+    CHECK(running_term(w, A) == term_a);
+    CHECK(w.tracker().started(w.rep(b).identity) == 0);
+  } else {                                           // B created it and waited A out
+  }
+}
+
+TEST_CASE("terms strictly increase: re-acquiring its own expired lease after a 130 s outage is a new term") {
+  world_options o;
+  o.modules = probes({"work"});
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto before = running_term(w, "replica-0");
+  w.api().set_fault(sim_fault::down);
+  w.run_for(130s);
+  CHECK(w.leader() == -1);
+  w.api().clear_faults();
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 60s));
+  auto after = running_term(w, "replica-0");
+  CHECK(after > before);
+  CHECK(w.api().peek(o.lease)->spec.lease_transitions == after);
+}
+
+TEST_CASE("terms never go back after an elector respawn and an API wipe") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  // A few terms first, so the term is well above 0.
+  for (int k = 0; k < 3; ++k) {
+    caf::anon_send_exit(w.status(0).elector, caf::exit_reason::kill);
+    REQUIRE(w.run_until([&] { return w.leader() == -1; }, 10s));
+    REQUIRE(w.run_until([&] { return w.leader() == 0; }, 60s));
+  }
+  auto before = running_term(w, "replica-0");
+  CHECK(before >= 3);
+  caf::anon_send_exit(w.status(0).elector, caf::exit_reason::kill);
+  w.settle();
+  w.api().wipe();
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 120s));
+  CHECK(running_term(w, "replica-0") > before);
+}
+
+TEST_CASE("a leader whose lease is rewritten by another writer ends its term; the next term has a new fence") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto before = running_term(w, "replica-0");
+  auto fence = w.tracker().last("replica-0", "work")->fence;
+  auto rec = *w.api().peek(o.lease);
+  rec.spec.holder_identity.clear();   // an operator empties the holder
+  REQUIRE(w.api().update("operator", rec).ok());
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::term_lost) == 1; }, 10s));
+  CHECK_FALSE(fence.valid(w.now()));
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 60s));
+  auto after = running_term(w, "replica-0");
+  CHECK(after > before);
+  CHECK(w.api().peek(o.lease)->spec.lease_transitions == after);
+  CHECK(w.tracker().last("replica-0", "work")->fence.valid_until != fence.valid_until);
+}
+
+TEST_CASE("request_timeout above renew_deadline is rejected with the reason") {
+  election_timings t;
+  t.request_timeout = 12s;
+  auto errs = validate(t);
+  REQUIRE_FALSE(errs.empty());
+  CHECK(errs[0].rfind("request_timeout: must be <= renew_deadline", 0) == 0);
+  CHECK(errs[0].find("12000ms > 10000ms") != std::string::npos);
+}
+
+TEST_CASE("timings whose renews cannot be retried before the deadline are rejected, naming the inequality") {
+  election_timings t;
+  t.lease_duration = 5s;
+  t.renew_deadline = 2500ms;
+  t.retry_period = 2s;
+  t.module_stop_timeout = 2s;
+  t.request_timeout = 2s;   // the old default (retry_period)
+  auto errs = validate(t);
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].find("must be >= retry_period + 2 * request_timeout") != std::string::npos);
+  t.request_timeout = 0s;   // default: (2.5 s - 2 s) / 2
+  CHECK(validate(t).empty());
+  CHECK(t.effective_request_timeout() == 250ms);
+}
+
+TEST_CASE("the tightest valid timings keep leadership: renews are spaced from their send, a lost one is retried") {
+  world_options o;
+  o.timings.lease_duration = 5s;
+  o.timings.renew_deadline = 2500ms;
+  o.timings.retry_period = 2s;
+  o.timings.module_stop_timeout = 2s;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  w.api().set_latency(200ms);
+  auto puts = w.api().count("PUT");
+  w.run_for(60s);
+  auto renews = w.api().count("PUT") - puts;
+  CHECK(renews >= 29);   // one every 2 s from the send, not 2 s after the reply
+  CHECK(renews <= 31);
+  // One renew is lost (the API swallows it): retried at once after its timeout.
+  auto sent = last_renew(w, 0);
+  w.run_until([&] { return w.now() >= sent + 2s - 10ms; }, 3s);
+  w.api().set_fault(sim_fault::hang);
+  w.run_for(50ms);
+  w.api().clear_faults();
+  w.api().set_latency(200ms);
+  w.run_for(120s);
+  CHECK(w.rep(0).count(event_type::term_lost) == 0);
+  CHECK(w.rep(0).count(event_type::term_acquired) == 1);
+  CHECK(w.leader() == 0);
+}
+
+TEST_CASE("a lease created on an empty API starts its term only a lease duration later") {
+  world_options o;
+  o.replicas = 2;
+  o.lease_exists = false;
+  sim_world w(o);
+  auto start = w.now();
+  auto l = w.await_leader(60s);
+  CHECK(w.now() - start >= o.timings.lease_duration);
+  CHECK(w.api().peek(o.lease)->spec.holder_identity == w.rep(l).identity);
+}
