@@ -14,6 +14,7 @@ std::optional<const char*> journal_event_name(event_type t) {
     case event_type::module_started: return "module_started";
     case event_type::module_stopped: return "module_stopped";
     case event_type::module_killed: return "module_killed";
+    case event_type::fatal: return "fatal";
     case event_type::module_crashed: return "module_crashed";
     case event_type::module_output: return "module_output";
     case event_type::renewed: return "renewed";

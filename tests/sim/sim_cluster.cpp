@@ -344,6 +344,16 @@ private:
     o.modules = make_config(p.knobs);
     o.seed = rng_();
     o.events = [this, i](const runtime_event& ev) { on_event(i, ev); };
+    // The process ends at this instant: its work with it. The teardown of
+    // its actor system follows once the current step has returned.
+    o.on_fatal = [this, i](const std::string& reason) {
+      auto& p = procs_[i];
+      for (std::size_t k = 0; k < chk_.instances.size(); ++k)
+        if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == p.incarnation)
+          chk_.ended(k, now_);
+      note(p.identity + " fatal exit: " + reason);
+      fatal_.push_back(i);
+    };
     auto res = spawn_runner(*p.sys, std::move(o));
     if (!res.errors.empty()) {
       violation("generator produced an invalid configuration: " + res.errors.front());
@@ -437,6 +447,17 @@ private:
     jobs.push_front(job);
     procs_[i].sched->run_once();
     ++steps_;
+    for (auto f : fatal_)
+      kill_proc(f, "fatal exit");
+    if (!fatal_.empty()) {
+      auto again = fatal_;
+      fatal_.clear();
+      for (auto f : again)
+        later(1s, [this, f] {
+          if (!procs_[f].alive)
+            start_proc(f);
+        });
+    }
     check();
     return true;
   }
@@ -768,6 +789,7 @@ private:
   std::map<std::pair<std::size_t, caf::actor_id>, time_point> hung_;
   std::vector<std::pair<std::size_t, std::size_t>> cands_;
   std::vector<std::string> log_;
+  std::vector<std::size_t> fatal_;
   std::uint64_t steps_ = 0;
   bool in_quiet_ = false;
   std::optional<time_point> quiet_leader_at_;
