@@ -2,6 +2,7 @@
 // seeds and a fresh random block (its first seed printed), each run with the
 // invariants checked after every step. LEASEHOLD_SIM_SEED=N replays one seed
 // and prints its whole step log.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -86,4 +87,43 @@ TEST_CASE("simulation: a fresh random block of seeds") {
   std::cout << "random block: seeds " << first << " .. " << first + count - 1
             << " (replay one with LEASEHOLD_SIM_SEED=N)\n";
   run_block(first, count);
+}
+
+TEST_CASE("a killed leader-only module that hangs: no release, no renew, the process ends before another may lead") {
+  using namespace std::chrono_literals;
+  scenario sc;
+  sc.seed = 6;
+  sc.replicas = 2;
+  // The leader's "side" module blocks in its exit handler for 60 s (a kill
+  // waits behind it); then the leader is asked to shut down.
+  for (std::size_t r = 0; r < 2; ++r) {
+    op hang;
+    hang.kind = op_kind::stubborn_module;
+    hang.replica = r;
+    hang.at = 20s;
+    hang.duration = 60s;
+    hang.param = 1;
+    sc.ops.push_back(hang);
+  }
+  op stop;
+  stop.kind = op_kind::graceful_shutdown;
+  stop.at = 30s;
+  stop.param = -1;
+  stop.duration = 60s;
+  sc.ops.push_back(stop);
+  sc.length = 120s;
+  auto r = run(sc);
+  CHECK_MESSAGE(r.ok, r.violation);
+  bool fatal = false, killed = false, taken_after = false;
+  for (auto& line : r.log) {
+    killed = killed || line.find("killed: did not stop") != std::string::npos;
+    fatal = fatal || line.find("fatal exit") != std::string::npos;
+    taken_after = taken_after || (fatal && line.find("acquired term 2") != std::string::npos);
+  }
+  CHECK(killed);
+  CHECK(fatal);         // the process ended rather than release with a module running
+  CHECK(taken_after);   // and the other replica took over after that
+  CHECK(std::none_of(r.log.begin(), r.log.end(), [](const std::string& l) {
+    return l.find("released the lease") != std::string::npos;
+  }));
 }
