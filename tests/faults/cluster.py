@@ -275,6 +275,11 @@ class Agent:
     def command(self):
         return [AGENT, "run", "--config", self.config_path]
 
+    def modules(self, enabled):
+        """The config's module list: one leader-only ticker."""
+        return [{"name": "tick", "type": "ticker", "enabled": enabled,
+                 "settings": {"interval_ms": self.cluster.tick_ms}}]
+
     def write_config(self, modules_enabled=True):
         """Writes the config atomically (the agent polls the file and must never see half of it)."""
         self.modules_enabled = modules_enabled
@@ -283,8 +288,7 @@ class Agent:
         cfg = {"identity": self.identity, "namespace": "default", "lease_name": c.lease_name,
                "server": server, "timings": c.timings.config(), "health_addr": "127.0.0.1:0",
                "journal": self.journal, "log_level": "info",
-               "modules": [{"name": "tick", "type": "ticker", "enabled": modules_enabled,
-                            "settings": {"interval_ms": c.tick_ms}}]}
+               "modules": self.modules(modules_enabled)}
         tmp = self.config_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(cfg, f, indent=1)
