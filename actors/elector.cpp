@@ -183,6 +183,12 @@ private:
     // was; a record we created but had not started a term on may have been
     // taken and lost meanwhile, so it is created anew and waited for anew.
     bool create_new = !leading_;
+    if (!leading_ && mem_.record && held_by_other(*mem_.record)) {
+      // The last holder we saw may still be running and about to put its
+      // record back: leave it that chance until it would have expired.
+      done_attempt();
+      return;
+    }
     if (leading_) {
       l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
     } else {

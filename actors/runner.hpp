@@ -1,4 +1,4 @@
-// The runner: the supervisor and only owner of state. See DESIGN.md.
+// The runner: the supervisor and only owner of state. See docs/safety.md.
 //
 //   idle ──(a leader-only module enabled)──▶ follower ──acquired──▶ leader
 //     ▲                                        ▲                      │ lost / elector down /

@@ -1,4 +1,4 @@
-// Election timings and the safety budget (DESIGN.md "safety budget").
+// Election timings and the safety budget (docs/safety.md).
 #pragma once
 
 #include <algorithm>

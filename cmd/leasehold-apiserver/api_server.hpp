@@ -1,6 +1,6 @@
 // leasehold-apiserver: a local Kubernetes API server for Leases, Events and
 // ConfigMaps with real semantics (resourceVersion, 404/409/422 Status bodies),
-// fault injection and request counters. See DESIGN.md "Local lease API server".
+// fault injection and request counters. See cmd/leasehold/README.md.
 //
 // Two listeners: the main one (Kubernetes API, optionally TLS, subject to
 // faults; also serves /_leasehold/* while up) and a plain-HTTP control one

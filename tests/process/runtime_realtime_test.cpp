@@ -166,7 +166,7 @@ TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
   auto build = std::getenv("LEASEHOLD_BUILD_ROOT");
   REQUIRE(build != nullptr);
   auto cmd = std::string(build) + "/examples/embedded-agent --server http://127.0.0.1:"
-             + std::to_string(server.port()) + " --identity example-1 --seconds 3 2>&1";
+             + std::to_string(server.port()) + " --identity example-1 --seconds 5 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);

@@ -67,7 +67,9 @@ void checker::started(probe_instance inst) {
     if (!known) {
       for (auto& a : acquisitions) {
         bool same_process = a.identity == inst.identity && a.incarnation == inst.incarnation;
-        bool wiped_since = last_wipe && *last_wipe >= a.at;
+        // The earlier term's record was written at most a renew deadline
+        // before its work started; a wipe after that write loses it.
+        bool wiped_since = last_wipe && *last_wipe + stale_budget_rd >= a.at;
         if (inst.term <= a.term && (same_process || !wiped_since)) {
           violations.push_back("term did not increase: " + inst.identity + " started term "
                                + std::to_string(inst.term) + " after " + a.identity + "'s term "
@@ -178,6 +180,7 @@ public:
     start_ = now_;
     chk_.now = [this] { return now_; };
     chk_.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
+    chk_.stale_budget_rd = sc_.timings.renew_deadline;
     api_->set_latency_jitter(sc_.base_latency, sc_.seed);
     if (sc_.precreated_lease) {
       lease l;
