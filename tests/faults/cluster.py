@@ -327,6 +327,20 @@ class Agent:
         self._ended()
         return rc
 
+    def wait_exit(self):
+        """Waits for an exit already asked for (never signals again: a second
+        SIGTERM makes the agent exit at once, without releasing its lease);
+        SIGKILL after the exit bound. Returns the exit code."""
+        if self.proc is None:
+            return None
+        try:
+            rc = self.proc.wait(timeout=self.cluster.timings.exit_bound())
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait(timeout=10)
+        self._ended()
+        return rc
+
     def events(self):
         out = []
         try:
@@ -398,7 +412,7 @@ class Cluster:
                 a.signal(signal.SIGCONT)
             except ProcessLookupError:
                 pass
-        return {a.identity: a.stop() for a in running}
+        return {a.identity: a.wait_exit() for a in running}
 
     def close(self, ok):
         try:

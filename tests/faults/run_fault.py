@@ -139,6 +139,42 @@ def case_config_toggle(c):
     time.sleep(SETTLE)
 
 
+def first_start_after(c, t_ns, exclude):
+    """mono_ns of the first leader-only module start after t_ns by another agent."""
+    starts = [ev["mono_ns"] for a in c.agents if a.identity not in exclude and a.alive()
+              for ev in a.events()
+              if ev.get("event") == "module_started" and ev.get("leader_only")
+              and ev["mono_ns"] >= t_ns]
+    return min(starts) if starts else None
+
+
+def case_sigterm_handover(c):
+    """Five graceful handovers: one SIGTERM, the leader releases, and a
+    follower takes the released lease at its next poll, never at expiry
+    (a second signal, which exits at once, is never sent)."""
+    poll = 1.2 * c.timings.retry
+    for round_ in range(5):
+        old = c.wait_leader()
+        t0 = mono_ns()
+        old.signal(signal.SIGTERM)
+        assert old.wait_exit() == 0, f"round {round_}: {old.identity} did not exit cleanly"
+        deadline = time.monotonic() + c.timings.lease + 2.0
+        t = None
+        while t is None and time.monotonic() < deadline:
+            t = first_start_after(c, t0, (old.identity,))
+            time.sleep(0.02)
+        assert t is not None, f"round {round_}: no new leader"
+        ms = (t - t0) / 1e6
+        print(f"handover {round_}: {ms:.0f} ms")
+        # Within the old leader's stop and release plus one poll, well before
+        # the lease could have expired.
+        assert ms < (c.timings.stop + poll) * 1000 and ms < c.timings.lease * 1000 * 0.75, \
+            f"round {round_}: the successor waited {ms:.0f} ms (expiry, not the release)"
+        old.restart()
+        time.sleep(0.5)
+    time.sleep(SETTLE)
+
+
 def case_original_bug(c):
     """The original report, scaled: leading, the cluster gone for ~2 min (12 s
     here, 6 leases), back: a leader-only module must run again."""
