@@ -105,6 +105,16 @@ def stop_process(proc, term_bound, sig=signal.SIGTERM):
         return proc.wait(timeout=10)
 
 
+def first_start_after(c, t_ns, exclude=()):
+    """mono_ns of the first leader-only module start after t_ns by a live agent
+    not in `exclude`, or None."""
+    starts = [ev["mono_ns"] for a in c.agents if a.identity not in exclude and a.alive()
+              for ev in a.events()
+              if ev.get("event") == "module_started" and ev.get("leader_only")
+              and ev["mono_ns"] >= t_ns]
+    return min(starts) if starts else None
+
+
 class ApiServer:
     def __init__(self, workdir):
         self.workdir = workdir

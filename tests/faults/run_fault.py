@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, mono_ns  # noqa: E402
+from cluster import Cluster, first_start_after, mono_ns  # noqa: E402
 
 SETTLE = 2.0   # seconds of leader-only work required after a heal
 
@@ -137,15 +137,6 @@ def case_config_toggle(c):
     c.wait_leader()
     c.wait_ticks(c.heals[-1]["healed_mono_ns"])
     time.sleep(SETTLE)
-
-
-def first_start_after(c, t_ns, exclude):
-    """mono_ns of the first leader-only module start after t_ns by another agent."""
-    starts = [ev["mono_ns"] for a in c.agents if a.identity not in exclude and a.alive()
-              for ev in a.events()
-              if ev.get("event") == "module_started" and ev.get("leader_only")
-              and ev["mono_ns"] >= t_ns]
-    return min(starts) if starts else None
 
 
 def case_sigterm_handover(c):

@@ -14,14 +14,6 @@ bool leads(sim_world& w, std::size_t i) {
   return w.tracker().alive(w.rep(i).identity) > 0;
 }
 
-/// Simulated time of the last successful renew (or acquisition) of replica i.
-sim_clock_time last_renew(sim_world& w, std::size_t i) {
-  sim_clock_time t{};
-  for (auto& [at, ev] : w.rep(i).timeline)
-    if (ev.type == event_type::renewed)
-      t = at;
-  return t;
-}
 
 } // namespace
 
@@ -40,7 +32,7 @@ TEST_CASE("API unreachable for 150 s while leading: modules stop in time, leader
   CHECK(fence.valid(w.now()));
   w.api().set_fault(sim_fault::down);
   auto outage = w.now();
-  auto renewed_at = last_renew(w, 0);
+  auto renewed_at = w.last_renew(0);
   REQUIRE(w.run_until([&] { return !leads(w, 0); }, 60s));
   auto* work = w.tracker().last("replica-0", "work");
   REQUIRE(work->stopped);

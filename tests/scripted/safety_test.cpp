@@ -26,13 +26,6 @@ std::int64_t running_term(sim_world& w, const std::string& identity) {
   return i->term;
 }
 
-sim_clock_time last_renew(sim_world& w, std::size_t i) {
-  sim_clock_time t{};
-  for (auto& [at, ev] : w.rep(i).timeline)
-    if (ev.type == event_type::renewed)
-      t = at;
-  return t;
-}
 
 } // namespace
 
@@ -184,7 +177,7 @@ TEST_CASE("the tightest valid timings keep leadership: renews are spaced from th
   CHECK(renews >= 29);   // one every 2 s from the send, not 2 s after the reply
   CHECK(renews <= 31);
   // One renew is lost (the API swallows it): retried at once after its timeout.
-  auto sent = last_renew(w, 0);
+  auto sent = w.last_renew(0);
   w.run_until([&] { return w.now() >= sent + 2s - 10ms; }, 3s);
   w.api().set_fault(sim_fault::hang);
   w.run_for(50ms);

@@ -218,6 +218,14 @@ void sim_world::run_for(caf::timespan d) {
   run_until([&] { return now() >= end; }, d);
 }
 
+sim_clock_time sim_world::last_renew(std::size_t i) const {
+  sim_clock_time t{};
+  for (auto& [at, ev] : reps_.at(i)->timeline)
+    if (ev.type == event_type::renewed)
+      t = at;
+  return t;
+}
+
 runner_status sim_world::status(std::size_t i) {
   caf::scoped_actor self{*sys_};
   auto h = self->request(rep(i).runner, caf::infinite, get_status_atom::value);

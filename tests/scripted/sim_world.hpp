@@ -97,6 +97,8 @@ public:
   void settle();
 
   runner_status status(std::size_t i);
+  /// Simulated time of replica i's last successful renew (or acquisition).
+  sim_clock_time last_renew(std::size_t i) const;
   config_result configure(std::size_t i, module_config cfg);
   bool shutdown(std::size_t i);
   /// The replica whose leader-only modules run, or -1 (asserts at most one).
