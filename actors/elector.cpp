@@ -122,13 +122,17 @@ private:
     in_flight_ = true;
     attempt_started_ = clock().now();
     auto started = attempt_started_;
-    if (held_ && mem_.record && same_term(mem_.record->spec, *held_)) {
-      lease l = *mem_.record;
-      l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
-      put(std::move(l), started, /*fall back to GET*/ true);
-    } else {
+    if (held_ && mem_.record && same_term(mem_.record->spec, *held_))
+      renew(*mem_.record, started, /*fall back to GET*/ true);
+    else
       get_then_decide(started);
-    }
+  }
+
+  /// PUTs `rec` (its resourceVersion) renewed in the term this elector holds.
+  void renew(const lease& rec, time_point started, bool fallback) {
+    lease l = rec;
+    l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+    put(std::move(l), started, fallback);
   }
 
   void get_then_decide(time_point started) {
@@ -146,17 +150,13 @@ private:
 
   void decide(const lease& rec, time_point started) {
     if (held_ && same_term(rec.spec, *held_)) {   // our term, another version (an operator's label)
-      lease l = rec;
-      l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
-      put(std::move(l), started, false);
+      renew(rec, started, false);
       return;
     }
     if (leading_) {
-      {
-        lose("lease " + opt_.lease.to_string() + " was rewritten by another writer (holder \""
-             + rec.spec.holder_identity + "\", leaseTransitions "
-             + std::to_string(rec.spec.lease_transitions) + ")");
-      }
+      lose("lease " + opt_.lease.to_string() + " was rewritten by another writer (holder \""
+           + rec.spec.holder_identity + "\", leaseTransitions "
+           + std::to_string(rec.spec.lease_transitions) + ")");
       return;
     }
     held_.reset();   // a record we created and held unannounced is somebody else's now
@@ -176,6 +176,12 @@ private:
   /// another replica with it, and that replica needs this long to notice and
   /// stop its work (see succeeded()).
   void absent(time_point started) {
+    if (!leading_ && mem_.record && held_by_other(*mem_.record)) {
+      // The last holder we saw may still be running and about to put its
+      // record back: leave it that chance until it would have expired.
+      done_attempt();
+      return;
+    }
     lease l;
     l.name = opt_.lease.name;
     l.ns = opt_.lease.ns;
@@ -183,12 +189,6 @@ private:
     // was; a record we created but had not started a term on may have been
     // taken and lost meanwhile, so it is created anew and waited for anew.
     bool create_new = !leading_;
-    if (!leading_ && mem_.record && held_by_other(*mem_.record)) {
-      // The last holder we saw may still be running and about to put its
-      // record back: leave it that chance until it would have expired.
-      done_attempt();
-      return;
-    }
     if (leading_) {
       l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
     } else {
@@ -276,8 +276,7 @@ private:
     if (!leading_ && mem_.created_at && started < *mem_.created_at + opt_.timings.lease_duration) {
       // A lease we created: hold it (keep renewing) without starting the
       // term until a lease duration has passed since the create.
-      delayed_send(this, std::max(caf::timespan{0}, started + opt_.timings.retry_period - now),
-                   tick_atom::value);
+      schedule_renew(started, now);
       return;
     }
     auto vu = valid_until.time_since_epoch().count();
@@ -302,8 +301,13 @@ private:
     });
     ++renew_seq_;
     delayed_send(this, valid_until - now, deadline_atom::value, renew_seq_);
-    // The next renew is due retry_period after this one was *sent*.
-    delayed_send(this, std::max(caf::timespan{0}, started + opt_.timings.retry_period - now),
+    schedule_renew(started, now);
+  }
+
+  /// The next renew is due retry_period after the last successful one was
+  /// *sent* (not after its reply: latency must not push it past the deadline).
+  void schedule_renew(time_point sent, time_point now) {
+    delayed_send(this, std::max(caf::timespan{0}, sent + opt_.timings.retry_period - now),
                  tick_atom::value);
   }
 

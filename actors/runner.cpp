@@ -211,8 +211,7 @@ private:
 
   /// The elector ended (lost term, crash, kill): same thing for the runner.
   void elector_gone(const std::string& reason) {
-    demonitor(elector_);
-    elector_ = nullptr;
+    detach_elector();
     if (state_ == runner_state::leader) {
       ++terms_lost_;
       emit(event_type::term_lost, [&](runtime_event& ev) {
@@ -254,13 +253,20 @@ private:
     }
   }
 
+  /// Takes the current elector out of the runner's care (no down message of
+  /// it is handled any more) and returns it.
+  caf::actor detach_elector() {
+    auto e = elector_;
+    demonitor(e);
+    elector_ = nullptr;
+    return e;
+  }
+
   /// Asks the elector to stop and release the lease if it holds it, then continues.
   /// Counts releases in flight: while any is, no elector starts and the
   /// runner does not settle (two overlapping releases both count).
   void release_elector(std::function<void()> then) {
-    auto e = elector_;
-    demonitor(e);
-    elector_ = nullptr;
+    auto e = detach_elector();
     ++releases_;
     auto bound = opt_.timings.release_timeout + opt_.timings.effective_request_timeout();
     request(e, bound, release_atom::value)
@@ -347,12 +353,8 @@ private:
     if (pending.empty())
       return;
     if (phase == 1) {
-      if (elector_) {   // stop renewing; the lease must run out, not be released
-        auto e = elector_;
-        demonitor(e);
-        elector_ = nullptr;
-        anon_send_exit(e, caf::exit_reason::kill);
-      }
+      if (elector_)   // stop renewing; the lease must run out, not be released
+        anon_send_exit(detach_elector(), caf::exit_reason::kill);
       emit(event_type::module_unconfirmed, [&](runtime_event& ev) {
         ev.module = pending.front();
         ev.leader_only = true;
