@@ -52,6 +52,14 @@ void sim_api::wipe() {
   store_.clear();
 }
 
+void sim_api::create_released(const lease_key& k) {
+  lease l;
+  l.name = k.name;
+  l.ns = k.ns;
+  l.spec.lease_duration_seconds = 1;
+  create("operator", std::move(l));
+}
+
 std::optional<lease> sim_api::peek(const lease_key& k) const {
   std::lock_guard<std::mutex> g(mx_);
   auto i = store_.find(k);

@@ -48,6 +48,9 @@ public:
   caf::timespan draw_latency();
   /// Loses every object, as an API server restarted without its storage.
   void wipe();
+  /// Creates `k` as a released Lease (no holder), as any cluster has where
+  /// leasehold ran before.
+  void create_released(const lease_key& k);
 
   std::optional<lease> peek(const lease_key& k) const;
   std::vector<sim_request> requests() const;

@@ -135,13 +135,8 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
   register_probe(*registry_, tracker_);
   if (opts_.modules.modules.empty())
     opts_.modules = probes({"work"});
-  if (opts_.lease_exists) {
-    lease l;
-    l.name = opts_.lease.name;
-    l.ns = opts_.lease.ns;
-    l.spec.lease_duration_seconds = 1;
-    api_->create("operator", l);
-  }
+  if (opts_.lease_exists)
+    api_->create_released(opts_.lease);
   for (std::size_t i = 0; i < opts_.replicas; ++i) {
     auto r = std::make_unique<replica>();
     r->identity = "replica-" + std::to_string(i);

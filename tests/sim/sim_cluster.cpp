@@ -69,7 +69,7 @@ void checker::started(probe_instance inst) {
         bool same_process = a.identity == inst.identity && a.incarnation == inst.incarnation;
         // The earlier term's record was written at most a renew deadline
         // before its work started; a wipe after that write loses it.
-        bool wiped_since = last_wipe && *last_wipe + stale_budget_rd >= a.at;
+        bool wiped_since = last_wipe && *last_wipe + renew_deadline >= a.at;
         if (inst.term <= a.term && (same_process || !wiped_since)) {
           violations.push_back("term did not increase: " + inst.identity + " started term "
                                + std::to_string(inst.term) + " after " + a.identity + "'s term "
@@ -180,15 +180,10 @@ public:
     start_ = now_;
     chk_.now = [this] { return now_; };
     chk_.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
-    chk_.stale_budget_rd = sc_.timings.renew_deadline;
+    chk_.renew_deadline = sc_.timings.renew_deadline;
     api_->set_latency_jitter(sc_.base_latency, sc_.seed);
-    if (sc_.precreated_lease) {
-      lease l;
-      l.name = lease_.name;
-      l.ns = lease_.ns;
-      l.spec.lease_duration_seconds = 1;
-      api_->create("operator", l);
-    }
+    if (sc_.precreated_lease)
+      api_->create_released(lease_);
     procs_.resize(sc_.replicas);
     for (std::size_t i = 0; i < procs_.size(); ++i) {
       procs_[i].index = i;
@@ -350,11 +345,8 @@ private:
     // The process ends at this instant: its work with it. The teardown of
     // its actor system follows once the current step has returned.
     o.on_fatal = [this, i](const std::string& reason) {
-      auto& p = procs_[i];
-      for (std::size_t k = 0; k < chk_.instances.size(); ++k)
-        if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == p.incarnation)
-          chk_.ended(k, now_);
-      note(p.identity + " fatal exit: " + reason);
+      end_work(i);
+      note(procs_[i].identity + " fatal exit: " + reason);
       fatal_.push_back(i);
     };
     auto res = spawn_runner(*p.sys, std::move(o));
@@ -368,14 +360,27 @@ private:
     note(p.identity + " process starts (incarnation " + std::to_string(p.incarnation) + ")");
   }
 
+  /// Every module instance of replica i's current process ends now.
+  void end_work(std::size_t i) {
+    for (std::size_t k = 0; k < chk_.instances.size(); ++k)
+      if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == procs_[i].incarnation)
+        chk_.ended(k, now_);
+  }
+
+  /// Replica i comes back as a new process after `d` (unless it already has).
+  void restart_later(std::size_t i, caf::timespan d) {
+    later(d, [this, i] {
+      if (!procs_[i].alive)
+        start_proc(i);
+    });
+  }
+
   /// The process dies at once (SIGKILL, OOM, a fatal exit): so does its work.
   void kill_proc(std::size_t i, const std::string& why, bool logged = true) {
     auto& p = procs_[i];
     if (!p.alive)
       return;
-    for (std::size_t k = 0; k < chk_.instances.size(); ++k)
-      if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == p.incarnation)
-        chk_.ended(k, now_);
+    end_work(i);
     if (logged)
       note(p.identity + " process dies: " + why);
     p.alive = false;
@@ -421,6 +426,17 @@ private:
       caf::anon_send(p.runner, make_config(p.knobs));
   }
 
+  /// Turns a fault knob of replica i on (`set(knobs, true)`) for `d`, then
+  /// off again, sending the changed configuration each time.
+  void knobs_for(std::size_t i, caf::timespan d, std::function<void(knobs_by_module&, bool)> set) {
+    set(procs_[i].knobs, true);
+    configure(i);
+    later(d, [this, i, set] {
+      set(procs_[i].knobs, false);
+      configure(i);
+    });
+  }
+
   // -- scheduling --------------------------------------------------------------
 
   bool hung(std::size_t i, caf::resumable* job) {
@@ -450,17 +466,11 @@ private:
     jobs.push_front(job);
     procs_[i].sched->run_once();
     ++steps_;
-    for (auto f : fatal_)
+    for (auto f : fatal_) {
       kill_proc(f, "fatal exit");
-    if (!fatal_.empty()) {
-      auto again = fatal_;
-      fatal_.clear();
-      for (auto f : again)
-        later(1s, [this, f] {
-          if (!procs_[f].alive)
-            start_proc(f);
-        });
+      restart_later(f, 1s);
     }
+    fatal_.clear();
     check();
     return true;
   }
@@ -558,11 +568,8 @@ private:
         }
         break;
       case op_kind::crash_loop:
-        p.knobs.work.crash_after_ms = o.param;
-        configure(i);
-        later(o.duration, [this, i] {
-          procs_[i].knobs.work.crash_after_ms = 0;
-          configure(i);
+        knobs_for(i, o.duration, [ms = o.param](knobs_by_module& k, bool on) {
+          k.work.crash_after_ms = on ? ms : 0;
         });
         break;
       case op_kind::module_hang:
@@ -571,31 +578,22 @@ private:
               && !inst.stopped && p.alive)
             hung_[{i, inst.actor}] = now_ + std::chrono::milliseconds(o.param);
         break;
-      case op_kind::stubborn_module:
-        p.knobs.work.ignore_stop = o.param != 1;
-        p.knobs.side.hang_on_stop_ms = o.param >= 1 ? static_cast<int>(ms(o.duration)) + 1 : 0;
-        configure(i);
-        later(o.duration, [this, i] {
-          procs_[i].knobs.work.ignore_stop = false;
-          procs_[i].knobs.side.hang_on_stop_ms = 0;
-          configure(i);
+      case op_kind::stubborn_module: {
+        int hang = o.param >= 1 ? static_cast<int>(ms(o.duration)) + 1 : 0;
+        knobs_for(i, o.duration, [ignore = o.param != 1, hang](knobs_by_module& k, bool on) {
+          k.work.ignore_stop = on && ignore;
+          k.side.hang_on_stop_ms = on ? hang : 0;
         });
         break;
+      }
       case op_kind::slow_module:
-        p.knobs.work.stop_delay_ms = o.param;
-        configure(i);
-        later(o.duration, [this, i] {
-          procs_[i].knobs.work.stop_delay_ms = 0;
-          configure(i);
+        knobs_for(i, o.duration, [delay = o.param](knobs_by_module& k, bool on) {
+          k.work.stop_delay_ms = on ? delay : 0;
         });
         break;
       case op_kind::disable:
-        p.knobs.leader_only_enabled = false;
-        configure(i);
-        later(o.duration, [this, i] {
-          procs_[i].knobs.leader_only_enabled = true;
-          configure(i);
-        });
+        knobs_for(i, o.duration,
+                  [](knobs_by_module& k, bool on) { k.leader_only_enabled = !on; });
         break;
       case op_kind::enable:
         p.knobs.leader_only_enabled = true;
@@ -626,10 +624,7 @@ private:
         break;
       case op_kind::crash:
         kill_proc(i, "crash");
-        later(o.duration, [this, i] {
-          if (!procs_[i].alive)
-            start_proc(i);
-        });
+        restart_later(i, o.duration);
         break;
       case op_kind::restart:
         kill_proc(i, "restart");
@@ -652,10 +647,7 @@ private:
         // comes back as a new incarnation.
         later(o.duration, [this, target] {
           kill_proc(target, "exit after shutdown");
-          later(1s, [this, target] {
-            if (!procs_[target].alive)
-              start_proc(target);
-          });
+          restart_later(target, 1s);
         });
         break;
       }
@@ -703,11 +695,7 @@ private:
         if (ev.leader_only)
           note(who + "/" + ev.module + " killed: " + ev.reason);
         break;
-      case event_type::elector_started:
-        break;
       default:
-        if (ev.type == event_type::state_changed || ev.type == event_type::api_error)
-          break;
         break;
     }
   }

@@ -84,7 +84,7 @@ public:
   std::optional<time_point> last_wipe;
   /// How long a stale instance may outlive its replica's resume.
   caf::timespan stale_budget{0};
-  caf::timespan stale_budget_rd{0};   // the renew deadline
+  caf::timespan renew_deadline{0};
 
   void started(probe_instance inst);
   void ended(std::size_t index, time_point at);
