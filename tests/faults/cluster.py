@@ -501,3 +501,21 @@ class Cluster:
         if table.returncode != 0:
             raise AssertionError("check-journal found a violation:\n" + table.stdout)
         return self.report
+
+
+def run_cases(argv, script, scope, run):
+    """The command line of a fault-case script: `NAME` runs the case
+    `case_NAME` found in `scope` (dashes for underscores) through
+    `run(name, case) -> label`; `--list` prints the case names."""
+    cases = {name[len("case_"):].replace("_", "-"): fn
+             for name, fn in scope.items() if name.startswith("case_")}
+    if argv == ["--list"]:
+        print("\n".join(cases))
+        return 0
+    if len(argv) != 1 or argv[0] not in cases:
+        print(f"usage: {script} NAME|--list  (cases: {', '.join(cases)})", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    label = run(argv[0], cases[argv[0]])
+    print(f"{label}: ok in {time.monotonic() - started:.1f} s")
+    return 0

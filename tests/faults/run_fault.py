@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, first_start_after, mono_ns  # noqa: E402
+from cluster import Cluster, run_cases, first_start_after, mono_ns  # noqa: E402
 
 SETTLE = 2.0   # seconds of leader-only work required after a heal
 
@@ -172,25 +172,12 @@ def case_original_bug(c):
     outage(c, "original-bug", {"mode": "down"}, 12.0)
 
 
-CASES = {name[len("case_"):].replace("_", "-"): fn
-         for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main(argv):
-    if argv == ["--list"]:
-        print("\n".join(CASES))
-        return 0
-    if len(argv) != 1 or argv[0] not in CASES:
-        print(f"usage: run_fault.py NAME|--list  (cases: {', '.join(CASES)})", file=sys.stderr)
-        return 2
-    name = argv[0]
-    started = time.monotonic()
+def run(name, case):
     with Cluster(3, name=name, relays=(name == "partition-leader")) as c:
-        CASES[name](c)
+        case(c)
         c.check()
-    print(f"fault-{name}: ok in {time.monotonic() - started:.1f} s")
-    return 0
+    return f"fault-{name}"
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_cases(sys.argv[1:], "run_fault.py", globals(), run))

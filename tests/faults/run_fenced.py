@@ -23,7 +23,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Agent, Cluster, mono_ns, wait_for  # noqa: E402
+from cluster import Agent, Cluster, run_cases, mono_ns, wait_for  # noqa: E402
 
 HEARTBEAT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heartbeat.py")
 PYTHON = "/usr/bin/python3"
@@ -275,26 +275,13 @@ def case_faults(c):
     verdict(c)
 
 
-CASES = {name[len("case_"):].replace("_", "-"): fn
-         for name, fn in globals().items() if name.startswith("case_")}
-
-
-def main(argv):
-    if argv == ["--list"]:
-        print("\n".join(CASES))
-        return 0
-    if len(argv) != 1 or argv[0] not in CASES:
-        print(f"usage: run_fenced.py NAME|--list  (cases: {', '.join(CASES)})", file=sys.stderr)
-        return 2
-    name = argv[0]
-    started = time.monotonic()
+def run(name, case):
     FencedAgent.ignore_term = name == "second-sigterm"
     with Cluster(3, name="fenced-" + name, relays=(name == "faults"), agent_class=FencedAgent,
                  lease_name="leasehold-fenced") as c:
-        CASES[name](c)
-    print(f"fenced-{name}: ok in {time.monotonic() - started:.1f} s")
-    return 0
+        case(c)
+    return f"fenced-{name}"
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_cases(sys.argv[1:], "run_fenced.py", globals(), run))
