@@ -117,10 +117,6 @@ std::int64_t fence_now(exec_actor* self) {
   return self->clock().now().time_since_epoch().count();
 }
 
-void remove_fence_dir(exec_state& st) {
-  st.fence_dir.remove();
-}
-
 void start_child(exec_actor* self) {
   auto& st = self->state;
   std::optional<child_process::fence> fence;
@@ -165,6 +161,16 @@ void start_child(exec_actor* self) {
   st.child = std::move(started.child);
 }
 
+/// Starts the command again, with the settings that changed meanwhile.
+void restart_child(exec_actor* self) {
+  auto& st = self->state;
+  if (st.restart_with) {
+    st.settings = std::move(*st.restart_with);
+    st.restart_with.reset();
+  }
+  start_child(self);
+}
+
 /// Leader-only: forwards a changed valid_until to the keeper (0: the term
 /// ended), restarts a fence-killed command if the fence is valid again.
 void forward_fence(exec_actor* self) {
@@ -178,11 +184,7 @@ void forward_fence(exec_actor* self) {
     st.fence_sent = valid_until;
   } else if (!st.child && st.waiting_for_fence && !st.quit_reason
              && valid_until > fence_now(self)) {
-    if (st.restart_with) {
-      st.settings = std::move(*st.restart_with);
-      st.restart_with.reset();
-    }
-    start_child(self);
+    restart_child(self);
   }
   self->delayed_send(self, fence_poll_interval, exec_fence_atom::value);
 }
@@ -201,7 +203,7 @@ void terminate_child(exec_actor* self) {
 void child_exited(exec_actor* self, int status, bool fence_killed) {
   auto& st = self->state;
   st.child.reset(); // the watcher has finished: this only joins it
-  remove_fence_dir(st);
+  st.fence_dir.remove();
   st.terminating = false;
   auto what = child_process::describe(status);
   st.out.line(what);
@@ -212,9 +214,7 @@ void child_exited(exec_actor* self, int status, bool fence_killed) {
     // renew) or, far more likely, the stop that follows the lost term.
     st.waiting_for_fence = true;
   } else if (st.restart_with) {
-    st.settings = std::move(*st.restart_with);
-    st.restart_with.reset();
-    start_child(self);
+    restart_child(self);
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     self->quit();
   } else {
@@ -267,9 +267,7 @@ caf::behavior exec(exec_actor* self, module_context ctx, exec_settings settings)
         st.out.line("settings changed: restarting the command");
         terminate_child(self);
       } else if (!st.waiting_for_fence) {
-        st.settings = std::move(*st.restart_with);
-        st.restart_with.reset();
-        start_child(self);
+        restart_child(self);
       }
     },
   };
