@@ -89,23 +89,32 @@ struct keeper {
     ::close(control);
     control = -1;
   }
-  /// Reads reports until the keeper exits (at most `timeout`); true if it did.
+  /// Appends what the keeper wrote within `wait` ms; false at end of stream.
+  bool read_reports(int wait) {
+    pollfd p{control, POLLIN, 0};
+    if (::poll(&p, 1, wait) <= 0)
+      return true;
+    char buf[512];
+    auto n = ::read(control, buf, sizeof buf);
+    if (n > 0)
+      reports.append(buf, static_cast<std::size_t>(n));
+    return n > 0;
+  }
+  /// Reads reports until the keeper exits (at most `timeout`); true if it
+  /// did. After the exit, drains the socket: the last lines ("X ...") may
+  /// arrive between a read and the waitpid that sees the exit.
   bool wait_exit(std::chrono::milliseconds timeout = 5s) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (control >= 0) {
-        pollfd p{control, POLLIN, 0};
-        if (::poll(&p, 1, 5) > 0) {
-          char buf[512];
-          auto n = ::read(control, buf, sizeof buf);
-          if (n > 0)
-            reports.append(buf, static_cast<std::size_t>(n));
-        }
-      } else {
+      if (control >= 0)
+        read_reports(5);
+      else
         std::this_thread::sleep_for(5ms);
-      }
-      if (::waitpid(pid, &status, WNOHANG) == pid)
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        for (int i = 0; control >= 0 && i < 64 && read_reports(0); ++i)
+          ;
         return true;
+      }
     }
     return false;
   }
