@@ -118,6 +118,21 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
                            + " but the lease it holds is at leaseTransitions "
                            + std::to_string(record->spec.lease_transitions));
   }
+  // A release (holder emptied) frees the lease for every other replica at
+  // once, so the term it ends must have no leader-only work left running.
+  if (last_record && record && !last_record->spec.holder_identity.empty()
+      && record->spec.holder_identity.empty()) {
+    auto& ended = last_record->spec;
+    for (auto& i : instances)
+      if (i.leader_only && !i.stopped && !i.stale_since && i.identity == ended.holder_identity
+          && i.term == ended.lease_transitions) {
+        violations.push_back("the lease was released (" + ended.holder_identity + ", term "
+                             + std::to_string(ended.lease_transitions) + ") while "
+                             + i.identity + "/" + i.module + " still runs on that term");
+        break;
+      }
+  }
+  last_record = record;
 }
 
 // -- the simulated cluster ---------------------------------------------------------

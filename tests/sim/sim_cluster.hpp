@@ -85,6 +85,8 @@ public:
   /// How long a stale instance may outlive its replica's resume.
   caf::timespan stale_budget{0};
   caf::timespan renew_deadline{0};
+  /// The record as the previous check saw it (to judge transitions).
+  std::optional<lease> last_record;
 
   void started(probe_instance inst);
   void ended(std::size_t index, time_point at);
