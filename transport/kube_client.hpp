@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,17 @@ public:
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
   api_result<bool> create_event(const kube_event& e);
+
+  /// A streaming GET (a watch): `on_open` once the server answered 200,
+  /// then `on_data` for every chunk until the server ends the stream,
+  /// on_data returns false, nothing arrives for `idle_timeout`, or stop() is
+  /// called. Returns why the stream ended (kind none: the server ended it).
+  /// Blocks: call it from its own thread, with a client of its own.
+  api_error stream(const std::string& path, std::chrono::milliseconds idle_timeout,
+                   const std::function<void()>& on_open,
+                   const std::function<bool(const char*, std::size_t)>& on_data);
+  /// Aborts a blocking stream() from any thread.
+  void stop();
 
   const connection_config& config() const;
 

@@ -72,8 +72,9 @@ TEST_CASE("the leader renews with one PUT per retry period on its cached resourc
   CHECK(renewals <= 31);
 }
 
-TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
+TEST_CASE("a stale cached resourceVersion falls back to GET and PUT (polling)") {
   world_options o;
+  o.watch = false;
   sim_world w(o);
   REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
   // Someone else touches the object (e.g. a label added by an operator).
@@ -87,13 +88,41 @@ TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
   CHECK(w.rep(0).count(event_type::term_lost) == 0);
 }
 
-TEST_CASE("a follower does not touch a lease held by another until it expires") {
+TEST_CASE("with the watch, an operator's label refreshes the leader's cache: no conflict, no GET") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto rec = *w.api().peek(o.lease);
+  rec.raw["metadata"]["labels"] = {{"touched", "yes"}};
+  REQUIRE(w.api().update("operator", rec).ok());
+  auto gets = w.api().count("GET", "replica-0");
+  w.run_for(5s);
+  CHECK(w.api().count("GET", "replica-0") == gets);
+  CHECK(w.leader() == 0);
+  CHECK(w.rep(0).count(event_type::term_lost) == 0);
+  CHECK(w.api().peek(o.lease)->raw["metadata"]["labels"]["touched"] == "yes");
+}
+
+TEST_CASE("a follower does not touch a lease held by another until it expires (polling)") {
   world_options o;
   o.replicas = 2;
+  o.watch = false;
   sim_world w(o);
   auto f = w.rep(1 - w.await_leader(10s)).identity;
   auto puts = w.api().count("PUT", f);   // at most its lost race for the released lease
   w.run_for(120s);
   CHECK(w.api().count("PUT", f) == puts);
   CHECK(w.api().count("GET", f) >= 50);
+}
+
+TEST_CASE("a watching follower sends nothing while the leader renews") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto f = w.rep(1 - w.await_leader(10s)).identity;
+  auto puts = w.api().count("PUT", f);
+  auto gets = w.api().count("GET", f);
+  w.run_for(120s);
+  CHECK(w.api().count("PUT", f) == puts);
+  CHECK(w.api().count("GET", f) == gets);   // 60 renews seen on the stream, not asked for
 }
