@@ -460,6 +460,8 @@ struct local_api_server::impl {
     auto doc = route && route->verb == "discovery"
                  ? discovery_document(req.path, opts.host + ":" + std::to_string(port))
                  : std::nullopt;
+    if (!doc && req.method == "GET" && req.path.rfind("/openapi/", 0) == 0)
+      doc = openapi_document(req.path);
     if (doc)
       return set_json(res, 200, *doc);
     if (!route || route->verb == "discovery")

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
 #include <ctime>
 #include <limits>
 
 #include "transport/lease.hpp"
 
 namespace leasehold::apiserver {
+
+extern const char openapi_schemas_json[];   // openapi/schemas.json, embedded at build time
 
 using nlohmann::json;
 
@@ -339,6 +342,85 @@ json as_table(const resource_type& r, const json& objects, json list_metadata, b
   }
   return {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", std::move(list_metadata)},
           {"columnDefinitions", std::move(columns)}, {"rows", std::move(rows)}};
+}
+
+namespace {
+
+const json& openapi_schemas() {
+  static const json schemas = json::parse(openapi_schemas_json);
+  return schemas;
+}
+
+/// "api/v1" or "apis/coordination.k8s.io/v1": the key of a group version.
+std::string openapi_key(const resource_type& r) {
+  return r.group.empty() ? "api/" + r.version : "apis/" + r.api_version();
+}
+
+json openapi_operation(const resource_type& r, const std::string& action, bool item) {
+  json gvk = {{"group", r.group}, {"version", r.version}, {"kind", r.kind}};
+  json params = json::array();
+  if (action == "post" || action == "put" || action == "patch")
+    for (const char* q : {"dryRun", "fieldManager", "fieldValidation"})
+      params.push_back({{"name", q}, {"in", "query"}, {"schema", {{"type", "string"}, {"uniqueItems", true}}}});
+  if (action == "list")
+    for (const char* q : {"labelSelector", "fieldSelector", "limit", "continue", "resourceVersion",
+                          "watch", "allowWatchBookmarks", "timeoutSeconds"})
+      params.push_back({{"name", q}, {"in", "query"}, {"schema", {{"type", "string"}, {"uniqueItems", true}}}});
+  std::string schema_ref;
+  for (auto& [name, schema] : openapi_schemas().items())
+    if (schema.contains("x-kubernetes-group-version-kind") &&
+        schema["x-kubernetes-group-version-kind"][0] == gvk)
+      schema_ref = "#/components/schemas/" + name;
+  json response_schema = action == "list" || action == "delete"
+                           ? json{{"type", "object"}}
+                           : json{{"$ref", schema_ref}};
+  json op = {{"operationId", action + r.kind + (item ? "" : "Collection")},
+             {"parameters", std::move(params)},
+             {"responses", {{"200", {{"description", "OK"},
+                                     {"content", {{"application/json", {{"schema", response_schema}}}}}}}}},
+             {"x-kubernetes-action", action},
+             {"x-kubernetes-group-version-kind", gvk}};
+  if (action == "patch")
+    op["requestBody"] = {{"content", {{"application/json-patch+json", {{"schema", {{"type", "object"}}}}},
+                                      {"application/merge-patch+json", {{"schema", {{"type", "object"}}}}},
+                                      {"application/strategic-merge-patch+json", {{"schema", {{"type", "object"}}}}}}},
+                         {"required", true}};
+  return op;
+}
+
+} // namespace
+
+std::optional<json> openapi_document(const std::string& path) {
+  const std::string prefix = "/openapi/v3";
+  if (path == prefix) {
+    auto hash = std::to_string(std::hash<std::string>{}(openapi_schemas_json));
+    json paths = json::object();
+    for (auto& r : served_resources())
+      paths[openapi_key(r)] = {{"serverRelativeURL", prefix + "/" + openapi_key(r) + "?hash=" + hash}};
+    return json{{"paths", std::move(paths)}};
+  }
+  json paths = json::object();
+  for (auto& r : served_resources()) {
+    if (path != prefix + "/" + openapi_key(r))
+      continue;
+    json ns_param = {{"name", "namespace"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}};
+    json name_param = {{"name", "name"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}};
+    std::string collection = "/" + openapi_key(r) + "/namespaces/{namespace}/" + r.plural;
+    paths[collection] = {{"get", openapi_operation(r, "list", false)},
+                         {"post", openapi_operation(r, "post", false)},
+                         {"parameters", {ns_param}}};
+    paths[collection + "/{name}"] = {{"get", openapi_operation(r, "get", true)},
+                                     {"put", openapi_operation(r, "put", true)},
+                                     {"patch", openapi_operation(r, "patch", true)},
+                                     {"delete", openapi_operation(r, "delete", true)},
+                                     {"parameters", {name_param, ns_param}}};
+  }
+  if (paths.empty())
+    return std::nullopt;
+  return json{{"openapi", "3.0.0"},
+              {"info", {{"title", "Kubernetes"}, {"version", "v1.32.0+leasehold"}}},
+              {"paths", std::move(paths)},
+              {"components", {{"schemas", openapi_schemas()}}}};
 }
 
 std::optional<json> discovery_document(const std::string& path, const std::string& server_address) {

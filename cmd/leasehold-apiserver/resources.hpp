@@ -74,6 +74,11 @@ std::string reason_for(int code);
 nlohmann::json as_table(const resource_type& r, const nlohmann::json& objects,
                         nlohmann::json list_metadata, bool include_object);
 
+/// OpenAPI v3 documents (/openapi/v3 and /openapi/v3/apis/GROUP/VERSION) for
+/// the served resources, from the schemas in openapi/schemas.json; nullopt
+/// for other paths.
+std::optional<nlohmann::json> openapi_document(const std::string& path);
+
 /// Discovery documents for the served resources; nullopt for other paths.
 std::optional<nlohmann::json> discovery_document(const std::string& path,
                                                  const std::string& server_address);
