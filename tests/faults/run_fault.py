@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, run_cases, first_start_after, mono_ns  # noqa: E402
@@ -163,6 +164,91 @@ def case_sigterm_handover(c):
             f"round {round_}: the successor waited {ms:.0f} ms (expiry, not the release)"
         old.restart()
         time.sleep(0.5)
+    time.sleep(SETTLE)
+
+
+def handover(c, label, limit):
+    """SIGTERM the leader; a successor starts leader-only work within `limit` s."""
+    old = c.wait_leader()
+    t0 = mono_ns()
+    old.signal(signal.SIGTERM)
+    assert old.wait_exit() == 0, f"{label}: {old.identity} did not exit cleanly"
+    deadline = time.monotonic() + c.timings.lease + 2.0
+    t = None
+    while t is None and time.monotonic() < deadline:
+        t = first_start_after(c, t0, (old.identity,))
+        time.sleep(0.02)
+    assert t is not None, f"{label}: no new leader"
+    ms = (t - t0) / 1e6
+    print(f"{label}: handover {ms:.0f} ms")
+    assert ms < limit * 1000, f"{label}: the successor took {ms:.0f} ms (limit {limit * 1000:.0f})"
+    old.restart()
+    time.sleep(0.5)
+
+
+def case_watch_faults(c):
+    """Every way a watch stream fails, each while the leader hands over: the
+    followers fall back to polling (a handover within the old leader's stop
+    plus one poll, never at expiry) and come back to the watch after."""
+    poll = 1.2 * c.timings.retry
+    slow = c.timings.stop + poll + 0.3
+    faults = [
+        ("close-every-300ms", {"close_after_ms": 300}),
+        ("reset-every-300ms", {"close_after_ms": 300, "close": "reset"}),
+        ("hang", {"hang": True}),
+        ("malformed-lines", {"malformed_lines": 50}),
+        ("error-events", {"error_events": 50, "error_status": 500}),
+    ]
+    handover(c, "healthy watch", c.timings.stop + 0.3)
+    for label, watch in faults:
+        t0 = mono_ns()
+        c.fault(watch=watch)
+        time.sleep(c.timings.lease)   # long enough for a hung stream to be noticed (idle = lease)
+        handover(c, label, slow)
+        c.fault(watch=None)
+        c.healed("watch-" + label, t0)
+    handover(c, "watch back", c.timings.stop + 0.3)
+    time.sleep(SETTLE)
+
+
+def delete_lease(c):
+    req = urllib.request.Request(
+        f"{c.server.url}/apis/coordination.k8s.io/v1/namespaces/default/leases/{c.lease_name}",
+        method="DELETE")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200, r.status
+
+
+def case_lease_deleted(c):
+    """An operator deletes the Lease (kubectl delete lease). While its leader
+    runs, the leader puts its record back and nobody else leads. After the
+    leader is SIGKILLed and the Lease deleted, a follower leads once the last
+    record it saw has expired by its clock, not before."""
+    leader = c.wait_leader()
+    t0 = mono_ns()
+    delete_lease(c)
+    time.sleep(c.timings.lease + 1.0)
+    assert leader.leading_since() is not None, f"{leader.identity} stopped leading after the delete"
+    c.healed("lease-deleted-while-led", t0, t0)
+    leader = c.wait_leader()
+    t1 = mono_ns()
+    leader.signal(signal.SIGKILL)
+    leader.wait_exit()
+    delete_lease(c)
+    deadline = time.monotonic() + c.timings.lease * 3 + 2.0
+    t = None
+    while t is None and time.monotonic() < deadline:
+        t = first_start_after(c, t1, (leader.identity,))
+        time.sleep(0.02)
+    assert t is not None, "no leader after the leader died and its Lease was deleted"
+    ms = (t - t1) / 1e6
+    print(f"takeover after SIGKILL + delete: {ms:.0f} ms")
+    # The successor waits out the dead leader's last record (a lease duration
+    # by its clock), then creates the Lease and waits one more lease duration
+    # before its term starts (a created lease; see docs/safety.md).
+    assert ms >= c.timings.lease * 1000, f"took over after {ms:.0f} ms, before the lease expired"
+    c.healed("lease-deleted-after-sigkill", t1)
+    leader.restart()
     time.sleep(SETTLE)
 
 
