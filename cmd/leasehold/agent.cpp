@@ -208,6 +208,7 @@ int run(const run_options& opts) {
   ropts.identity = cfg.identity;
   ropts.lease = lease;
   ropts.timings = cfg.timings;
+  ropts.watch = cfg.watch;
   ropts.transport = spawn_http_transport(sys, bounded_by(conn.conn, cfg.timings));
   ropts.registry = modules.registry;
   ropts.modules = cfg.modules;

@@ -163,6 +163,8 @@ std::vector<std::string> agent_config::restart_fields_changed(const agent_config
   for (auto& f : timing_fields)
     if (timings.*f.member != o.timings.*f.member)
       out.push_back(std::string("timings.") + f.key);
+  if (watch != o.watch)
+    out.push_back("watch");
   return out;
 }
 
@@ -194,7 +196,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
-       "health_addr", "journal", "log_level", "modules"};
+       "health_addr", "journal", "log_level", "watch", "modules"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field");
@@ -222,6 +224,12 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     }
   }
 
+  if (auto it = doc.find("watch"); it != doc.end()) {
+    if (!it->is_boolean())
+      errs.push_back("watch: must be true or false");
+    else
+      cfg.watch = it->get<bool>();
+  }
   parse_timings(doc.contains("timings") ? doc.at("timings") : json(), over, cfg.timings, errs);
   if (errs.empty())
     for (auto& e : validate(cfg.timings))

@@ -38,6 +38,7 @@ struct agent_config {
   std::string health_addr = "127.0.0.1:8080";
   std::string journal;              // empty: no journal
   std::string log_level = "info";
+  bool watch = true;                // followers watch the Lease (false: they poll)
   module_config modules;
 
   /// The fields that need a restart to change (everything but modules).

@@ -84,7 +84,9 @@ TEST_CASE("every error names its JSON path") {
   doc["server"] = "ftp://x";
   doc["modules"][0]["type"] = "tickr";
   doc["health_addr"] = 8080;
+  doc["watch"] = "yes";
   auto errs = parse(doc, cfg);
+  CHECK(has(errs, "watch: must be true or false"));
   CHECK(has(errs, "timings.retry_period: invalid duration \"2x\""));
   CHECK(has(errs, "colour: unknown field"));
   CHECK(has(errs, "timings.lease_time: unknown field"));
