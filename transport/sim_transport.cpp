@@ -247,6 +247,7 @@ event_reply sim_api::post_event(const std::string& client, kube_event e) {
 namespace {
 
 using deliver_atom = caf::atom_constant<caf::atom("lh_deliver")>;
+using arrive_atom = caf::atom_constant<caf::atom("lh_arrive")>;
 using watch_poke_atom = caf::atom_constant<caf::atom("lh_wpoke")>;
 using watch_idle_atom = caf::atom_constant<caf::atom("lh_widle")>;
 
@@ -264,6 +265,8 @@ struct sim_transport_state {
   std::string client;
   std::vector<caf::response_promise> hanging;   // never answered (kept, not dropped)
   std::map<std::uint64_t, std::pair<caf::response_promise, caf::message>> delayed;
+  /// Requests on their way to the store: what they do there, then the reply leg.
+  std::map<std::uint64_t, std::pair<std::function<caf::message()>, caf::timespan>> arriving;
   std::uint64_t next_id = 0;
   std::map<caf::actor_addr, sim_watch> watches;
   std::uint64_t watcher_id = 0;                 // registration with the api (0: none)
@@ -274,10 +277,13 @@ struct sim_transport_state {
 // a lease_transport_actor.
 using sim_self = caf::stateful_actor<sim_transport_state>*;
 
-/// Answers `compute()` now, after the simulated latency, or never (hang).
-template <class Reply, class Compute>
+/// Answers a request after the simulated latency, or never (hang). The
+/// latency has two legs, each half a draw: the request reaches the store
+/// (and a write lands) only after the first, so a write in flight can be
+/// overtaken by a later one from elsewhere; the answer travels the second.
+template <class Reply>
 caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_key& k,
-                          Compute compute) {
+                          std::function<Reply()> compute) {
   auto& st = self->state;
   int status = 503;
   auto f = st.api->fault_for(st.client, status);
@@ -285,17 +291,18 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
     st.hanging.push_back(self->make_response_promise());
     return caf::delegated<Reply>{};
   }
-  Reply r;
-  if (f != sim_fault::none)
-    r = Reply::failure(st.api->failure(st.client, verb, k, f, status).error);
-  else
-    r = compute();
-  auto latency = st.api->draw_latency();
-  if (latency.count() <= 0)
-    return r;
+  if (f != sim_fault::none) {
+    auto err = st.api->failure(st.client, verb, k, f, status).error;
+    compute = [err] { return Reply::failure(err); };
+  }
+  auto there = st.api->draw_latency() / 2;
+  auto back = st.api->draw_latency() / 2;
+  if (there.count() <= 0 && back.count() <= 0)
+    return compute();
   auto id = ++st.next_id;
-  st.delayed.emplace(id, std::make_pair(self->make_response_promise(), caf::make_message(r)));
-  self->delayed_send(self, latency, deliver_atom::value, id);
+  st.delayed.emplace(id, std::make_pair(self->make_response_promise(), caf::message{}));
+  st.arriving.emplace(id, std::make_pair([compute] { return caf::make_message(compute()); }, back));
+  self->delayed_send(self, there, arrive_atom::value, id);
   return caf::delegated<Reply>{};
 }
 
@@ -398,26 +405,43 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
     self->set_down_handler([=](caf::down_msg& m) { self->state.watches.erase(m.source); });
     return {
       [=](get_lease_atom, const lease_key& k) {
-        return answer<lease_reply>(self, "GET", k,
-                                   [&] { return self->state.api->get(self->state.client, k); });
+        auto api = self->state.api;
+        auto client = self->state.client;
+        return answer<lease_reply>(self, "GET", k, [=] { return api->get(client, k); });
       },
       [=](create_lease_atom, lease& l) {
-        auto k = l.key();
-        return answer<lease_reply>(self, "POST", k, [&] {
-          return self->state.api->create(self->state.client, std::move(l));
-        });
+        auto api = self->state.api;
+        auto client = self->state.client;
+        return answer<lease_reply>(self, "POST", l.key(), [=] { return api->create(client, l); });
       },
       [=](update_lease_atom, lease& l) {
-        auto k = l.key();
-        return answer<lease_reply>(self, "PUT", k, [&] {
-          return self->state.api->update(self->state.client, std::move(l));
-        });
+        auto api = self->state.api;
+        auto client = self->state.client;
+        return answer<lease_reply>(self, "PUT", l.key(), [=] { return api->update(client, l); });
       },
       [=](post_event_atom, kube_event& e) {
-        auto k = e.involved;
-        return answer<event_reply>(self, "EVENT", k, [&] {
-          return self->state.api->post_event(self->state.client, std::move(e));
-        });
+        auto api = self->state.api;
+        auto client = self->state.client;
+        return answer<event_reply>(self, "EVENT", e.involved,
+                                   [=] { return api->post_event(client, e); });
+      },
+      [=](arrive_atom, std::uint64_t id) {
+        auto i = self->state.arriving.find(id);
+        if (i == self->state.arriving.end())
+          return;
+        auto reply = i->second.first();
+        auto back = i->second.second;
+        self->state.arriving.erase(i);
+        auto d = self->state.delayed.find(id);
+        if (d == self->state.delayed.end())
+          return;
+        d->second.second = std::move(reply);
+        if (back.count() > 0) {
+          self->delayed_send(self, back, deliver_atom::value, id);
+        } else {
+          d->second.first.deliver(d->second.second);
+          self->state.delayed.erase(d);
+        }
       },
       [=](watch_lease_atom, lease_watch_request& req) { start_watch(self, std::move(req)); },
       [=](watch_poke_atom) {
