@@ -1,6 +1,7 @@
 // leasehold-apiserver: Kubernetes semantics, fault injection and stats over
-// real HTTP on loopback; the binary as a subprocess; kubectl (when
-// installed); kube_client's error classification; TLS.
+// real HTTP on loopback; watch streams, PATCH, Table, selectors; the binary
+// as a subprocess; kube_client's error classification; TLS. kubectl and the
+// Python client: tests/clients/.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -585,28 +586,6 @@ TEST_CASE("discovery documents for kubectl") {
   CHECK(resources["resources"][0].count("shortNames") == 0);
   auto core = parse(c->Get("/api/v1"));
   CHECK(core["resources"].size() == 2);
-}
-
-TEST_CASE("kubectl get leases against the server") {
-  if (!have_program("kubectl")) {
-    MESSAGE("skipped: kubectl is not installed");
-    return;
-  }
-  fixture_server s;
-  REQUIRE(s.client()->Post(leases, lease_body("kubectl-lease", "", "holder-x").dump(), json_type)->status == 201);
-  temp_dir home;
-  std::string kubectl = "HOME=" + home.path.string() + " timeout 60 kubectl --server http://127.0.0.1:" +
-                        std::to_string(s.server.port()) + " --cache-dir " + (home.path / "cache").string();
-  auto [rc, table] = run(kubectl + " get leases -n ns1");
-  CHECK_MESSAGE(rc == 0, table);
-  CHECK(table.find("NAME") != std::string::npos);
-  CHECK(table.find("kubectl-lease") != std::string::npos);
-  auto [rc2, out] = run(kubectl + " get lease kubectl-lease -n ns1 -o json");
-  REQUIRE_MESSAGE(rc2 == 0, out);
-  json lease = json::parse(out, nullptr, false);
-  REQUIRE_MESSAGE(!lease.is_discarded(), out);
-  CHECK(lease["spec"]["holderIdentity"] == "holder-x");
-  CHECK(lease["metadata"]["namespace"] == "ns1");
 }
 
 TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SIGTERM") {
