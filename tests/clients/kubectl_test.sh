@@ -15,9 +15,9 @@ fi
 
 dir=$(mktemp -d)
 server_pid=
-watch_pid=
+watch_pids=()
 cleanup() {
-  [ -n "$watch_pid" ] && kill "$watch_pid" 2>/dev/null
+  ((${#watch_pids[@]})) && kill "${watch_pids[@]}" 2>/dev/null
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   rm -rf "$dir"
 }
@@ -113,22 +113,33 @@ check "get: columns" "NAME   HOLDER     AGE" "$table"
 check "get: the row" "demo   holder-s" "$table"
 check "get -A: namespace column" "NAMESPACE" "$(kc get leases -A)"
 
-HOME=$dir KUBECONFIG=$dir/kubeconfig timeout 20 kubectl --cache-dir "$dir/cache" \
-  get lease demo -w >"$dir/watch.out" 2>&1 &
-watch_pid=$!
-for _ in $(seq 100); do
-  grep -q holder-s "$dir/watch.out" && break
-  sleep 0.05
+# get -w on one lease and on every namespace, both seeing one change.
+watch_pids=()
+for args in "lease demo -w" "leases -A -w"; do
+  out=$dir/watch-${args// /_}.out
+  # shellcheck disable=SC2086
+  HOME=$dir KUBECONFIG=$dir/kubeconfig timeout 20 kubectl --cache-dir "$dir/cache" \
+    get $args >"$out" 2>&1 &
+  watch_pids+=($!)
 done
+wait_for() {   # wait_for TEXT FILE...: until every file contains TEXT (10 s at most)
+  local text=$1 f
+  shift
+  for _ in $(seq 200); do
+    for f in "$@"; do
+      grep -q "$text" "$f" 2>/dev/null || { sleep 0.05; continue 2; }
+    done
+    return
+  done
+}
+watch_outs=("$dir/watch-lease_demo_-w.out" "$dir/watch-leases_-A_-w.out")
+wait_for holder-s "${watch_outs[@]}"
 kc patch lease demo --type merge -p '{"spec":{"holderIdentity":"watched"}}' >/dev/null
-for _ in $(seq 100); do
-  grep -q watched "$dir/watch.out" && break
-  sleep 0.05
-done
-kill "$watch_pid" 2>/dev/null
-wait "$watch_pid" 2>/dev/null
-watch_pid=
-check "get -w sees the change" "demo   watched" "$(cat "$dir/watch.out")"
+wait_for watched "${watch_outs[@]}"
+kill "${watch_pids[@]}" 2>/dev/null
+wait "${watch_pids[@]}" 2>/dev/null
+check "get lease NAME -w sees the change" "demo   watched" "$(cat "$dir/watch-lease_demo_-w.out")"
+check "get leases -A -w sees the change" "kt          demo   watched" "$(cat "$dir/watch-leases_-A_-w.out")"
 
 check "delete" "deleted" "$(kc delete lease demo)"
 check "get after delete: NotFound" "NotFound" "$(kc get lease demo)"
