@@ -304,7 +304,7 @@ struct local_api_server::impl {
   // the load and before any listener exists: every later mutation is written.
   std::uint64_t snapshot_written = 0;
 
-  explicit impl(api_server_options o) : opts(std::move(o)) {}
+  explicit impl(api_server_options o) : opts(std::move(o)), store(opts.watch_history) {}
 
   bool use_tls() const { return !opts.tls_cert_file.empty() && !opts.tls_key_file.empty(); }
 

@@ -42,7 +42,8 @@ struct api_server_options {
   // 429 so that requests always find a thread. The control listener has 8.
   std::size_t worker_threads = 160;
   std::chrono::milliseconds bookmark_interval{1000};  // watch BOOKMARKs (runtime: faults.hpp)
-  std::chrono::seconds max_watch{1800};  // a watch without timeoutSeconds ends after it
+  std::chrono::seconds max_watch{1800};
+  std::size_t watch_history = 1000;  // events kept for resuming watches (older: 410 Gone)  // a watch without timeoutSeconds ends after it
   std::chrono::milliseconds hang_limit{60000};        // a hung request is dropped after it
   std::chrono::milliseconds snapshot_interval{200};   // snapshot writes at most this often
   std::function<void(const nlohmann::json&)> log;     // structured log lines; null: silent

@@ -1,6 +1,7 @@
 // leasehold-apiserver: Kubernetes semantics, fault injection and stats over
-// real HTTP on loopback; the binary as a subprocess; kubectl (when
-// installed); kube_client's error classification; TLS.
+// real HTTP on loopback; watch streams, PATCH, Table, selectors; the binary
+// as a subprocess; kube_client's error classification; TLS. kubectl and the
+// Python client: tests/clients/.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -586,28 +588,6 @@ TEST_CASE("discovery documents for kubectl") {
   CHECK(core["resources"].size() == 2);
 }
 
-TEST_CASE("kubectl get leases against the server") {
-  if (!have_program("kubectl")) {
-    MESSAGE("skipped: kubectl is not installed");
-    return;
-  }
-  fixture_server s;
-  REQUIRE(s.client()->Post(leases, lease_body("kubectl-lease", "", "holder-x").dump(), json_type)->status == 201);
-  temp_dir home;
-  std::string kubectl = "HOME=" + home.path.string() + " timeout 60 kubectl --server http://127.0.0.1:" +
-                        std::to_string(s.server.port()) + " --cache-dir " + (home.path / "cache").string();
-  auto [rc, table] = run(kubectl + " get leases -n ns1");
-  CHECK_MESSAGE(rc == 0, table);
-  CHECK(table.find("NAME") != std::string::npos);
-  CHECK(table.find("kubectl-lease") != std::string::npos);
-  auto [rc2, out] = run(kubectl + " get lease kubectl-lease -n ns1 -o json");
-  REQUIRE_MESSAGE(rc2 == 0, out);
-  json lease = json::parse(out, nullptr, false);
-  REQUIRE_MESSAGE(!lease.is_discarded(), out);
-  CHECK(lease["spec"]["holderIdentity"] == "holder-x");
-  CHECK(lease["metadata"]["namespace"] == "ns1");
-}
-
 TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SIGTERM") {
   std::string binary = env_or("LEASEHOLD_BUILD_ROOT", "build") + "/cmd/leasehold-apiserver/leasehold-apiserver";
   REQUIRE_MESSAGE(access(binary.c_str(), X_OK) == 0, binary);
@@ -829,4 +809,433 @@ TEST_CASE("TLS: kube_client trusts the server with the CA, fails without it") {
   CHECK_MESSAGE(untrusted.kind() == leasehold::error_kind::tls_error, untrusted.error.describe());
   // The control port stays plain HTTP.
   CHECK(s.control({{"mode", "recover"}})["mode"] == "none");
+}
+
+// ---- watch, PATCH, Table, selectors (issue 11) -------------------------------
+
+namespace {
+
+/// A watch stream read on its own thread, line by line.
+struct watch_reader {
+  httplib::Client client;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  bool ended = false;
+  httplib::Error error = httplib::Error::Success;
+  int status = 0;
+  std::thread thread;
+
+  watch_reader(int port, const std::string& path, std::chrono::milliseconds read_timeout = 5000ms)
+      : client("127.0.0.1", port) {
+    client.set_read_timeout(read_timeout);
+    thread = std::thread([this, path] {
+      std::string buffer;
+      auto res = client.Get(path.c_str(), [&](const char* data, std::size_t n) {
+        buffer.append(data, n);
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+          lines.push_back(buffer.substr(0, nl));
+          buffer.erase(0, nl + 1);
+        }
+        cv.notify_all();
+        return true;
+      });
+      std::lock_guard<std::mutex> lock(mu);
+      ended = true;
+      error = res.error();
+      status = res ? res->status : 0;
+      cv.notify_all();
+    });
+  }
+  ~watch_reader() {
+    client.stop();
+    thread.join();
+  }
+
+  /// The first `n` lines as JSON (a line that is not JSON becomes a string),
+  /// waiting up to `timeout`; fewer if the stream ended or time ran out.
+  std::vector<json> events(std::size_t n, std::chrono::milliseconds timeout = 3000ms) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, timeout, [&] { return lines.size() >= n || ended; });
+    std::vector<json> out;
+    for (std::size_t i = 0; i < std::min(n, lines.size()); ++i) {
+      json j = json::parse(lines[i], nullptr, false);
+      out.push_back(j.is_discarded() ? json(lines[i]) : j);
+    }
+    return out;
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return lines.size();
+  }
+  bool wait_end(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return ended; });
+  }
+};
+
+std::vector<std::string> types_of(const std::vector<json>& events) {
+  std::vector<std::string> types;
+  for (auto& e : events)
+    types.push_back(e.is_object() ? e["type"].get<std::string>() : "<" + e.dump() + ">");
+  return types;
+}
+
+using strings = std::vector<std::string>;
+
+} // namespace
+
+TEST_CASE("watch: ADDED, MODIFIED, DELETED in order with their resourceVersions; resume; timeoutSeconds") {
+  fixture_server s;
+  auto c = s.client();
+  auto l1 = parse(c->Post(leases, lease_body("l1").dump(), json_type));
+  // No resourceVersion: the current objects as ADDED first, as the real API.
+  watch_reader from_now(s.server.port(), leases + "?watch=true&timeoutSeconds=5");
+  auto first = from_now.events(1);
+  REQUIRE(first.size() == 1);
+  CHECK(first[0] == json{{"type", "ADDED"}, {"object", l1}});
+  // From l1's resourceVersion: only what follows.
+  watch_reader resumed(s.server.port(), leases + "?watch=1&resourceVersion=" + rv_of(l1) + "&timeoutSeconds=5");
+  auto l1b = parse(c->Put(leases + "/l1", lease_body("l1", rv_of(l1), "b").dump(), json_type));
+  auto l2 = parse(c->Post(leases, lease_body("l2").dump(), json_type));
+  auto deleted = parse(c->Delete(leases + "/l1"));
+  CHECK(deleted["status"] == "Success");
+  auto events = resumed.events(3);
+  REQUIRE(types_of(events) == strings{"MODIFIED", "ADDED", "DELETED"});
+  CHECK(events[0]["object"] == l1b);
+  CHECK(events[1]["object"] == l2);
+  CHECK(events[2]["object"]["metadata"]["name"] == "l1");
+  CHECK(rv_number(events[2]["object"]) > rv_number(l2));   // the deletion's own resourceVersion
+  CHECK(types_of(from_now.events(4)) == strings{"ADDED", "MODIFIED", "ADDED", "DELETED"});
+  // Resuming from the MODIFIED event's version replays the rest, in order.
+  watch_reader replay(s.server.port(), leases + "?watch=1&resourceVersion=" + rv_of(l1b) + "&timeoutSeconds=1");
+  CHECK(types_of(replay.events(2)) == strings{"ADDED", "DELETED"});
+  // timeoutSeconds ends the stream cleanly (a complete chunked response).
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(replay.wait_end(3000ms));
+  CHECK(std::chrono::steady_clock::now() - t0 < 1500ms);
+  CHECK(replay.error == httplib::Error::Success);
+  CHECK(replay.status == 200);
+  CHECK(replay.count() == 2);
+  // Bad parameters are 400, and watches are counted as their own verb.
+  expect_status(c->Get(leases + "?watch=maybe"), 400, "BadRequest");
+  expect_status(c->Get(leases + "?watch=1&resourceVersion=abc"), 400, "BadRequest");
+  CHECK(s.stats()["total"]["by_verb"]["watch"] == 4);   // 3 streams and the bad resourceVersion
+}
+
+TEST_CASE("watch: fieldSelector and labelSelector, with selector transitions") {
+  fixture_server s;
+  auto c = s.client();
+  watch_reader by_name(s.server.port(), leases + "?watch=1&fieldSelector=metadata.name%3Dwanted&timeoutSeconds=5");
+  watch_reader by_label(s.server.port(), "/apis/coordination.k8s.io/v1/leases?watch=1&labelSelector=team%3Dx&timeoutSeconds=5");
+  std::this_thread::sleep_for(100ms);
+  parse(c->Post(leases, lease_body("other").dump(), json_type));
+  auto wanted = parse(c->Post(leases, lease_body("wanted").dump(), json_type));
+  json labelled = wanted;
+  labelled["metadata"]["labels"] = {{"team", "x"}};
+  labelled = parse(c->Put(leases + "/wanted", labelled.dump(), json_type));
+  json unlabelled = labelled;
+  unlabelled["metadata"]["labels"] = {{"team", "y"}};
+  parse(c->Put(leases + "/wanted", unlabelled.dump(), json_type));
+  auto named = by_name.events(3);
+  CHECK(types_of(named) == strings{"ADDED", "MODIFIED", "MODIFIED"});
+  for (auto& e : named)
+    CHECK(e["object"]["metadata"]["name"] == "wanted");
+  // Entering the selector is ADDED, leaving it DELETED, as the real API.
+  auto labels = by_label.events(2);
+  CHECK(types_of(labels) == strings{"ADDED", "DELETED"});
+  CHECK(labels[0]["object"] == labelled);
+  std::this_thread::sleep_for(100ms);
+  CHECK(by_name.count() == 3);
+  CHECK(by_label.count() == 2);
+}
+
+TEST_CASE("watch: a resourceVersion older than the kept history is 410 Expired; bookmarks") {
+  leasehold::api_server_options opts;
+  opts.watch_history = 5;
+  fixture_server s(opts);
+  auto c = s.client();
+  auto lease = parse(c->Post(leases, lease_body("l1").dump(), json_type));
+  std::string old_rv = rv_of(lease);
+  for (int i = 0; i < 6; ++i)
+    lease = parse(c->Put(leases + "/l1", lease_body("l1", rv_of(lease)).dump(), json_type));
+  watch_reader expired(s.server.port(), leases + "?watch=1&resourceVersion=" + old_rv);
+  auto events = expired.events(1);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0]["type"] == "ERROR");
+  CHECK(events[0]["object"]["kind"] == "Status");
+  CHECK(events[0]["object"]["code"] == 410);
+  CHECK(events[0]["object"]["reason"] == "Expired");
+  CHECK(events[0]["object"]["message"].get<std::string>().rfind("too old resource version: " + old_rv, 0) == 0);
+  REQUIRE(expired.wait_end(2000ms));   // then the stream ends
+  CHECK(expired.error == httplib::Error::Success);
+
+  s.control({{"watch", {{"bookmark_ms", 100}}}});
+  watch_reader marked(s.server.port(), leases + "?watch=1&allowWatchBookmarks=true&resourceVersion=" + rv_of(lease) + "&timeoutSeconds=5");
+  auto marks = marked.events(2);
+  REQUIRE(types_of(marks) == strings{"BOOKMARK", "BOOKMARK"});
+  CHECK(marks[0]["object"] == json{{"kind", "Lease"}, {"apiVersion", "coordination.k8s.io/v1"},
+                                   {"metadata", {{"resourceVersion", rv_of(lease)}}}});
+  parse(c->Post("/api/v1/namespaces/ns1/configmaps", json{{"metadata", {{"name", "cm"}}}}.dump(), json_type));
+  // A bookmark after an unrelated change carries the newer version.
+  auto later = marked.events(4);
+  REQUIRE(later.size() == 4);
+  CHECK(rv_number(later[3]["object"]) == rv_number(lease) + 1);
+  // Without allowWatchBookmarks: none.
+  watch_reader plain(s.server.port(), leases + "?watch=1&resourceVersion=" + rv_of(lease) + "&timeoutSeconds=1");
+  REQUIRE(plain.wait_end(3000ms));
+  CHECK(plain.count() == 0);
+}
+
+TEST_CASE("watch faults: close after N ms (end or reset), hang, malformed line, ERROR event") {
+  fixture_server s;
+  auto c = s.client();
+  auto lease = parse(c->Post(leases, lease_body("l1").dump(), json_type));
+  const std::string from = leases + "?watch=1&resourceVersion=" + rv_of(lease);
+  auto renew = [&] { lease = parse(c->Put(leases + "/l1", lease_body("l1", rv_of(lease)).dump(), json_type)); };
+
+  SUBCASE("close_after_ms ends every stream cleanly") {
+    s.control({{"watch", {{"close_after_ms", 300}}}});
+    auto t0 = std::chrono::steady_clock::now();
+    watch_reader w(s.server.port(), from);
+    REQUIRE(w.wait_end(3000ms));
+    auto took = std::chrono::steady_clock::now() - t0;
+    CHECK(took >= 250ms);
+    CHECK(took < 1500ms);
+    CHECK(w.error == httplib::Error::Success);
+  }
+  SUBCASE("close reset drops the connection mid-stream") {
+    s.control({{"watch", {{"close_after_ms", 300}, {"close", "reset"}}}});
+    watch_reader w(s.server.port(), from);
+    REQUIRE(w.wait_end(3000ms));
+    CHECK(w.error != httplib::Error::Success);
+  }
+  SUBCASE("hang holds events back; lifting it delivers them") {
+    watch_reader w(s.server.port(), from + "&allowWatchBookmarks=1");
+    std::this_thread::sleep_for(100ms);
+    s.control({{"watch", {{"hang", true}, {"bookmark_ms", 50}}}});
+    renew();
+    std::this_thread::sleep_for(300ms);
+    CHECK(w.count() == 0);
+    CHECK(!w.wait_end(10ms));
+    s.control({{"watch", {{"hang", false}}}});
+    auto events = w.events(1);
+    REQUIRE(events.size() == 1);
+    CHECK(events[0]["type"] == "MODIFIED");
+    CHECK(events[0]["object"] == lease);
+  }
+  SUBCASE("malformed_lines puts one bad line before the next event") {
+    watch_reader w(s.server.port(), from + "&timeoutSeconds=5");
+    std::this_thread::sleep_for(100ms);
+    s.control({{"watch", {{"malformed_lines", 1}}}});
+    renew();
+    renew();
+    auto events = w.events(3);
+    REQUIRE(events.size() == 3);
+    CHECK(events[0].is_string());
+    CHECK(events[1]["type"] == "MODIFIED");
+    CHECK(events[2]["type"] == "MODIFIED");
+    CHECK(s.control(json::object())["watch"]["malformed_lines"] == 0);
+  }
+  SUBCASE("error_events sends an ERROR Status, then ends that stream only") {
+    watch_reader w(s.server.port(), from + "&timeoutSeconds=5");
+    std::this_thread::sleep_for(100ms);
+    s.control({{"watch", {{"error_events", 1}, {"error_status", 500}}}});
+    auto events = w.events(1);
+    REQUIRE(events.size() == 1);
+    CHECK(events[0]["type"] == "ERROR");
+    CHECK(events[0]["object"]["code"] == 500);
+    CHECK(events[0]["object"]["reason"] == "InternalError");
+    REQUIRE(w.wait_end(2000ms));
+    watch_reader next(s.server.port(), from + "&timeoutSeconds=5");
+    renew();
+    CHECK(types_of(next.events(1)) == strings{"MODIFIED"});
+  }
+  SUBCASE("bad watch fault fields are rejected; recover clears them") {
+    httplib::Client control("127.0.0.1", s.server.control_port());
+    CHECK(control.Post("/_leasehold/faults", R"({"watch":{"close":"later"}})", json_type)->status == 400);
+    CHECK(control.Post("/_leasehold/faults", R"({"watch":{"nope":1}})", json_type)->status == 400);
+    CHECK(control.Post("/_leasehold/faults", R"({"watch":{"close_after_ms":-1}})", json_type)->status == 400);
+    s.control({{"watch", {{"hang", true}}}});
+    CHECK(s.control({{"mode", "recover"}})["watch"]["hang"] == false);
+  }
+  // stop() ends open streams at once.
+  watch_reader open(s.server.port(), from);
+  std::this_thread::sleep_for(100ms);
+  auto t0 = std::chrono::steady_clock::now();
+  s.server.stop();
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+}
+
+TEST_CASE("watch: streams beyond worker_threads - 16 get 429, requests still served") {
+  leasehold::api_server_options opts;
+  opts.worker_threads = 20;
+  fixture_server s(opts);
+  std::vector<std::unique_ptr<watch_reader>> open;
+  for (int i = 0; i < 4; ++i)
+    open.push_back(std::make_unique<watch_reader>(s.server.port(), leases + "?watch=1&timeoutSeconds=5"));
+  std::this_thread::sleep_for(300ms);
+  auto refused = s.client()->Get(leases + "?watch=1&timeoutSeconds=5");
+  expect_status(refused, 429, "TooManyRequests");
+  CHECK(refused->get_header_value("Retry-After") == "1");
+  CHECK(s.client()->Get(leases)->status == 200);
+}
+
+TEST_CASE("PATCH: merge, JSON and strategic merge patches; conflicts; bad patches") {
+  fixture_server s;
+  auto c = s.client();
+  auto lease = parse(c->Post(leases, lease_body("l1").dump(), json_type));
+  auto merge = c->Patch(leases + "/l1", R"({"spec":{"holderIdentity":"m","leaseTransitions":null},"metadata":{"labels":{"a":"1"}}})",
+                        "application/merge-patch+json");
+  REQUIRE(merge);
+  CHECK(merge->status == 200);
+  auto merged = json::parse(merge->body);
+  CHECK(merged["spec"]["holderIdentity"] == "m");
+  CHECK(!merged["spec"].contains("leaseTransitions"));
+  CHECK(merged["spec"]["leaseDurationSeconds"] == 15);
+  CHECK(merged["metadata"]["labels"] == json{{"a", "1"}});
+  CHECK(merged["metadata"]["uid"] == lease["metadata"]["uid"]);
+  CHECK(rv_number(merged) > rv_number(lease));
+
+  auto jp = parse(c->Patch(leases + "/l1", R"([{"op":"test","path":"/spec/holderIdentity","value":"m"},
+                                               {"op":"replace","path":"/spec/holderIdentity","value":"j"}])",
+                           "application/json-patch+json"));
+  CHECK(jp["spec"]["holderIdentity"] == "j");
+  auto sp = parse(c->Patch(leases + "/l1", R"({"metadata":{"annotations":{"n":"v"}},"spec":{"holderIdentity":"s"}})",
+                           "application/strategic-merge-patch+json"));
+  CHECK(sp["spec"]["holderIdentity"] == "s");
+  CHECK(sp["metadata"]["labels"] == json{{"a", "1"}});
+  CHECK(sp["metadata"]["annotations"] == json{{"n", "v"}});
+  CHECK(parse(c->Get(leases + "/l1")) == sp);
+
+  // A resourceVersion in the patch is a precondition, as the real API.
+  json stale = {{"metadata", {{"resourceVersion", rv_of(lease)}}}, {"spec", {{"holderIdentity", "x"}}}};
+  expect_status(c->Patch(leases + "/l1", stale.dump(), "application/merge-patch+json"), 409, "Conflict");
+  json current = {{"metadata", {{"resourceVersion", rv_of(sp)}}}, {"spec", {{"holderIdentity", "x"}}}};
+  CHECK(c->Patch(leases + "/l1", current.dump(), "application/merge-patch+json")->status == 200);
+  // Bad patches change nothing.
+  auto before = parse(c->Get(leases + "/l1"));
+  expect_status(c->Patch(leases + "/l1", R"([{"op":"test","path":"/spec/holderIdentity","value":"nope"}])",
+                         "application/json-patch+json"), 422, "Invalid");
+  expect_status(c->Patch(leases + "/l1", R"({"op":"add"})", "application/json-patch+json"), 400, "BadRequest");
+  expect_status(c->Patch(leases + "/l1", R"({"spec":{"leaseDurationSeconds":0}})", "application/merge-patch+json"),
+                422, "Invalid");
+  expect_status(c->Patch(leases + "/l1", "{", "application/merge-patch+json"), 400, "BadRequest");
+  expect_status(c->Patch(leases + "/l1", "{}", "text/plain"), 415, "UnsupportedMediaType");
+  expect_status(c->Patch(leases + "/missing", "{}", "application/merge-patch+json"), 404, "NotFound");
+  CHECK(parse(c->Get(leases + "/l1")) == before);
+}
+
+TEST_CASE("DELETE preconditions: resourceVersion and uid") {
+  fixture_server s;
+  auto c = s.client();
+  auto lease = parse(c->Post(leases, lease_body("l1").dump(), json_type));
+  auto pre = [](const char* field, const json& value) {
+    return json{{"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"preconditions", {{field, value}}}}.dump();
+  };
+  auto wrong_uid = expect_status(c->Delete(leases + "/l1", pre("uid", "00000000-0000-4000-8000-000000000000"), json_type),
+                                 409, "Conflict");
+  CHECK(wrong_uid["message"].get<std::string>().find("Precondition failed: uid") != std::string::npos);
+  expect_status(c->Delete(leases + "/l1", pre("resourceVersion", "1" + rv_of(lease)), json_type), 409, "Conflict");
+  CHECK(c->Get(leases + "/l1")->status == 200);
+  auto ok = parse(c->Delete(leases + "/l1", json{{"preconditions", {{"uid", lease["metadata"]["uid"]},
+                                                                    {"resourceVersion", rv_of(lease)}}}}.dump(), json_type));
+  CHECK(ok["status"] == "Success");
+  CHECK(ok["details"]["uid"] == lease["metadata"]["uid"]);
+  CHECK(c->Get(leases + "/l1")->status == 404);
+}
+
+TEST_CASE("list: limit and continue, label and field selectors, resourceVersion") {
+  fixture_server s;
+  auto c = s.client();
+  const char* teams[] = {"a", "b", "a", "", "c"};
+  for (int i = 0; i < 5; ++i) {
+    json body = lease_body("l" + std::to_string(i));
+    if (*teams[i] != '\0')
+      body["metadata"]["labels"] = {{"team", teams[i]}};
+    REQUIRE(c->Post(leases, body.dump(), json_type)->status == 201);
+  }
+  REQUIRE(c->Post("/apis/coordination.k8s.io/v1/namespaces/ns2/leases", lease_body("l0").dump(), json_type)->status == 201);
+  // Pages of two, in name order, following continue tokens to the end.
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = parse(c->Get(leases + "?limit=2" + (token.empty() ? "" : "&continue=" + token)));
+    CHECK(page["items"].size() <= 2);
+    for (auto& item : page["items"])
+      names.push_back(item["metadata"]["name"]);
+    token = page["metadata"].value("continue", "");
+    ++pages;
+  } while (!token.empty() && pages < 10);
+  CHECK(pages == 3);
+  CHECK(names == strings{"l0", "l1", "l2", "l3", "l4"});
+  expect_status(c->Get(leases + "?limit=2&continue=garbage"), 400, "BadRequest");
+
+  auto names_for = [&](const std::string& query) {
+    strings out;
+    auto list = c->Get("/apis/coordination.k8s.io/v1/" + query);
+    REQUIRE(list);
+    REQUIRE_MESSAGE(list->status == 200, list->body);
+    json body = json::parse(list->body);
+    for (auto& item : body["items"])
+      out.push_back(item["metadata"]["namespace"].get<std::string>() + "/" + item["metadata"]["name"].get<std::string>());
+    return out;
+  };
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=team%3Da") == strings{"ns1/l0", "ns1/l2"});
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=team!%3Da") == strings{"ns1/l1", "ns1/l3", "ns1/l4"});
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=team%20in%20(b%2Cc)") == strings{"ns1/l1", "ns1/l4"});
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=team%20notin%20(a)") == strings{"ns1/l1", "ns1/l3", "ns1/l4"});
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=team") == strings{"ns1/l0", "ns1/l1", "ns1/l2", "ns1/l4"});
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=!team") == strings{"ns1/l3"});
+  CHECK(names_for("namespaces/ns1/leases?labelSelector=team%3Da%2Cteam!%3Db") == strings{"ns1/l0", "ns1/l2"});
+  CHECK(names_for("leases?fieldSelector=metadata.name%3Dl0") == strings{"ns1/l0", "ns2/l0"});
+  CHECK(names_for("leases?fieldSelector=metadata.namespace%3Dns2") == strings{"ns2/l0"});
+  CHECK(names_for("leases?fieldSelector=metadata.name%3Dl0%2Cmetadata.namespace!%3Dns1") == strings{"ns2/l0"});
+  CHECK(names_for("leases?labelSelector=team%3Da&limit=1").size() == 1);
+  CHECK(names_for("namespaces/ns1/leases?resourceVersion=0").size() == 5);
+  expect_status(c->Get(leases + "?fieldSelector=spec.holderIdentity%3Da"), 400, "BadRequest");
+  expect_status(c->Get(leases + "?labelSelector=team%20in%20b"), 400, "BadRequest");
+}
+
+TEST_CASE("Table responses for kubectl get; OpenAPI v3 documents") {
+  fixture_server s;
+  auto c = s.client();
+  REQUIRE(c->Post(leases, lease_body("l1", "", "holder-x").dump(), json_type)->status == 201);
+  httplib::Headers table = {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"}};
+  auto list = parse(c->Get(leases, table));
+  CHECK(list["kind"] == "Table");
+  CHECK(list["apiVersion"] == "meta.k8s.io/v1");
+  strings columns;
+  for (auto& col : list["columnDefinitions"])
+    columns.push_back(col["name"]);
+  CHECK(columns == strings{"Name", "Holder", "Age"});
+  REQUIRE(list["rows"].size() == 1);
+  CHECK(list["rows"][0]["cells"][0] == "l1");
+  CHECK(list["rows"][0]["cells"][1] == "holder-x");
+  std::string age = list["rows"][0]["cells"][2];
+  CHECK((age == "0s" || age == "1s" || age == "2s"));
+  CHECK(list["rows"][0]["object"]["kind"] == "PartialObjectMetadata");
+  CHECK(list["rows"][0]["object"]["metadata"]["name"] == "l1");
+  auto one = parse(c->Get(leases + "/l1", table));
+  CHECK(one["kind"] == "Table");
+  CHECK(one["rows"].size() == 1);
+  auto cms = parse(c->Get("/api/v1/namespaces/ns1/configmaps", table));
+  CHECK(cms["columnDefinitions"][1]["name"] == "Data");
+  CHECK(parse(c->Get(leases))["kind"] == "LeaseList");   // plain JSON without the Accept
+
+  auto index = parse(c->Get("/openapi/v3"));
+  std::string url = index["paths"]["apis/coordination.k8s.io/v1"]["serverRelativeURL"];
+  CHECK(url.rfind("/openapi/v3/apis/coordination.k8s.io/v1?hash=", 0) == 0);
+  CHECK(index["paths"].contains("api/v1"));
+  auto doc = parse(c->Get(url));
+  CHECK(doc["components"]["schemas"].contains("io.k8s.api.coordination.v1.Lease"));
+  auto patch = doc["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]["patch"];
+  CHECK(patch["x-kubernetes-group-version-kind"]["kind"] == "Lease");
+  bool field_validation = false;
+  for (auto& p : patch["parameters"])
+    field_validation = field_validation || p["name"] == "fieldValidation";
+  CHECK(field_validation);
+  expect_status(c->Get("/openapi/v3/apis/example.com/v1"), 404, "NotFound");
 }
