@@ -151,9 +151,11 @@ private:
   void get_then_decide(time_point started) {
     call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       if (r.ok()) {
+        answered();
         observe(*r.value);
         decide(*r.value, started);
       } else if (r.kind() == error_kind::not_found) {
+        answered();
         absent(started);
       } else {
         failed(r.error);
@@ -265,10 +267,8 @@ private:
 
   void succeeded(const lease_spec& written, time_point started) {
     in_flight_ = false;
-    if (last_error_.kind != error_kind::none) {
-      emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
-      last_error_ = api_error{};
-    }
+    answered();
+    last_error_ = api_error{};
     held_ = written;
     mem_.own_term = written;
     report_memory();
@@ -354,9 +354,20 @@ private:
   }
 
   void note_error(const api_error& err) {
-    if (err.kind != last_error_.kind)
+    if (!error_outstanding_ || err.kind != last_error_.kind)
       emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
     last_error_ = err;
+    error_outstanding_ = true;
+  }
+
+  /// The API answered a request (a record, a write, or "no such lease"):
+  /// an outstanding error is over, for a follower's GET as for a renew.
+  /// last_error_ stays for the reason of a later lost renew deadline.
+  void answered() {
+    if (!error_outstanding_)
+      return;
+    error_outstanding_ = false;
+    emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
   }
 
   api_error late_reply(caf::timespan took) const {
@@ -658,6 +669,7 @@ private:
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
   std::optional<caf::response_promise> release_rp_;
   api_error last_error_;
+  bool error_outstanding_ = false;   // an api_error was emitted and no answer came since
 };
 
 } // namespace

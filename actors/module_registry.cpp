@@ -69,6 +69,25 @@ std::vector<std::string> validate(const module_config& cfg, const module_registr
   return errs;
 }
 
+std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
+                                           caf::timespan module_stop_timeout) {
+  auto ms = [](caf::timespan d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+  };
+  std::vector<std::string> errs;
+  for (size_t i = 0; i < cfg.modules.size(); ++i) {
+    auto& m = cfg.modules[i];
+    auto* t = reg.find(m.type);
+    if (t == nullptr || !t->stop_time)
+      continue;
+    if (auto b = t->stop_time(m.settings); b && b->value >= module_stop_timeout)
+      errs.push_back("modules[" + std::to_string(i) + "].settings." + b->field + ": " + ms(b->value)
+                     + " must be below timings.module_stop_timeout (" + ms(module_stop_timeout)
+                     + "), when the module is killed anyway");
+  }
+  return errs;
+}
+
 std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
                                        module_config& out) {
   std::vector<std::string> errs;

@@ -36,11 +36,21 @@ using module_factory = std::function<caf::actor(caf::actor_system&, const module
 /// relative to settings (e.g. "interval_ms: must be > 0"); empty when valid.
 using module_validator = std::function<std::vector<std::string>(const nlohmann::json& settings)>;
 
+/// A settings field that bounds how long the module takes to stop (exec's
+/// grace_ms): it must stay below module_stop_timeout, when the supervisor
+/// kills the module anyway, so the setting is never cut short silently.
+struct stop_bound {
+  std::string field;                // settings field, e.g. "grace_ms"
+  caf::timespan value{0};
+};
+using stop_bound_reader = std::function<std::optional<stop_bound>(const nlohmann::json& settings)>;
+
 struct module_type {
   std::string type;
   bool default_leader_only = true;
   module_factory factory;
   module_validator validate;        // optional
+  stop_bound_reader stop_time;      // optional (valid settings only)
 };
 
 class module_registry {
@@ -77,6 +87,12 @@ struct module_config {
 /// empty names, module settings errors. Each error names its path, e.g.
 /// `modules[1].type: unknown module type "tickr" (known: exec, ticker)`.
 std::vector<std::string> validate(const module_config& cfg, const module_registry& reg);
+
+/// Errors for every module whose stop_time is not below `module_stop_timeout`
+/// (the limit named in the message), e.g. "modules[0].settings.grace_ms:
+/// 5000ms must be below timings.module_stop_timeout (4000ms)".
+std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
+                                           caf::timespan module_stop_timeout);
 
 /// Parses the "modules" array of a JSON config (shape in README). Errors name
 /// the JSON path; the registry supplies default leader_only per type.

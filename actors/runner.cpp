@@ -451,6 +451,10 @@ private:
     st.identity = opt_.identity;
     st.lease = opt_.lease;
     st.holder = holder_;
+    if (memory_.record)
+      st.holder_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           clock().now() - memory_.observed_at)
+                           .count();
     st.term = term_;
     st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
     st.elector = elector_;

@@ -73,6 +73,10 @@ struct runner_status {
   std::string identity;
   lease_key lease;
   std::string holder;          // last known holder ("" unknown / released)
+  /// Time since this replica last saw a new version of the lease (a read or
+  /// its own write; a live holder renews every retry_period), ms; -1: never.
+  /// Older than lease_duration: `holder` is no longer known to hold it.
+  std::int64_t holder_age_ms = -1;
   std::int64_t term = -1;      // current term when leading, else last seen
   bool electing = false;       // an elector is alive (or a respawn is pending)
   bool healthy = true;         // false: an every-replica module failed, or the lease watchdog

@@ -26,6 +26,29 @@ parsed<exec_settings> parse_exec_settings(const nlohmann::json& settings) {
   return out;
 }
 
+std::string command_error(const exec_settings& s) {
+  if (s.command.empty())
+    return "";
+  auto& file = s.command.front();
+  auto runnable = [](const std::string& path) { return access(path.c_str(), X_OK) == 0; };
+  if (file.find('/') != std::string::npos) {
+    auto path = file.front() == '/' || !s.workdir ? file : *s.workdir + "/" + file;
+    return runnable(path) ? "" : "\"" + path + "\" is not an executable file";
+  }
+  const char* env_path = std::getenv("PATH");
+  std::string dirs = env_path != nullptr ? env_path : "/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    auto end = dirs.find(':', start);
+    if (end == std::string::npos)
+      end = dirs.size();
+    auto dir = dirs.substr(start, end - start);
+    if (runnable((dir.empty() ? "." : dir) + "/" + file))
+      return "";
+    start = end + 1;
+  }
+  return "\"" + file + "\" not found on PATH (" + dirs + ")";
+}
+
 namespace {
 
 // Private messages: the watcher reports the exit of child `generation`; the
@@ -282,7 +305,18 @@ module_type exec_module() {
   t.factory = [](caf::actor_system& sys, const module_context& ctx) {
     return sys.spawn<caf::detached>(exec, ctx, parse_exec_settings(ctx.settings).value);
   };
-  t.validate = [](const nlohmann::json& s) { return parse_exec_settings(s).errors; };
+  // Validation also finds the command: a missing binary is a config error
+  // no restart can fix. (The module itself still reports one that vanishes.)
+  t.validate = [](const nlohmann::json& s) {
+    auto p = parse_exec_settings(s);
+    if (p.errors.empty())
+      if (auto e = command_error(p.value); !e.empty())
+        p.errors.push_back("command: " + e);
+    return p.errors;
+  };
+  t.stop_time = [](const nlohmann::json& s) -> std::optional<stop_bound> {
+    return stop_bound{"grace_ms", std::chrono::milliseconds(parse_exec_settings(s).value.grace_ms)};
+  };
   return t;
 }
 

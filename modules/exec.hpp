@@ -3,6 +3,9 @@
 // settings: {"command": [argv...] (required, non-empty array of strings),
 //            "env": {K: V} (optional), "grace_ms": int >= 0 (default 2000),
 //            "workdir": string (optional)}
+// Validation (not parsing) rejects a command not found on $PATH, and the
+// agent rejects grace_ms >= timings.module_stop_timeout (the supervisor
+// kills the module then): no setting is ever cut short silently.
 //
 // The command runs in its own process group under a fence keeper
 // (fence_keeper.hpp, child_process.hpp) with stdin from /dev/null; each
@@ -55,6 +58,11 @@ struct exec_settings {
 };
 
 parsed<exec_settings> parse_exec_settings(const nlohmann::json& settings);
+
+/// Why the command cannot be started ("" when it can): a name without "/"
+/// not found on $PATH, or a path (relative to workdir) that is not an
+/// executable file. Part of the type's validation, not of parsing.
+std::string command_error(const exec_settings& s);
 
 /// The "exec" module type (leader-only by default; may run on every replica).
 module_type exec_module();

@@ -49,6 +49,11 @@ std::optional<endpoint> parse_server_url(const std::string& url, std::string& er
   }
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
+  if (authority.find('@') != std::string::npos) {   // the URL itself is not echoed: a password
+    err = "server URL: user information (\"user:password@\") is not supported; put credentials "
+          "in a kubeconfig";
+    return std::nullopt;
+  }
   if (slash != std::string::npos) {
     ep.prefix = rest.substr(slash);
     while (!ep.prefix.empty() && ep.prefix.back() == '/')
@@ -93,6 +98,16 @@ std::optional<endpoint> parse_server_url(const std::string& url, std::string& er
   }
   return ep;
 }
+
+} // namespace
+
+std::string server_url_error(const std::string& url) {
+  std::string err;
+  parse_server_url(url, err);
+  return err;
+}
+
+namespace {
 
 /// A file private to this process (mode 0600), removed on destruction.
 class private_temp_file {

@@ -44,6 +44,12 @@ struct connection_config {
 /// timeouts above it so the transport's `timeout` reply arrives first.
 std::chrono::milliseconds max_request_time(const connection_config& cfg);
 
+/// Why `url` cannot be connection_config::server ("" when it can), the
+/// client's own check: not http(s)://, no host, user information
+/// ("user:pw@"), or a port that is not a number in 1-65535 ("18o8o"). No
+/// retry fixes any of these: the agent reports them at start-up.
+std::string server_url_error(const std::string& url);
+
 std::string lease_path(const lease_key& k);             // .../namespaces/{ns}/leases/{name}
 std::string leases_path(const std::string& ns);         // .../namespaces/{ns}/leases
 std::string events_path(const std::string& ns);         // /api/v1/namespaces/{ns}/events

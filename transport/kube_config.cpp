@@ -180,6 +180,10 @@ kube_config_result read_kubeconfig(kubeconfig_reader& rd, const YAML::Node& root
     rd.fail(cluster_at + "server", "missing");
     return failure(rd.error());
   }
+  if (auto error = server_url_error(cfg.server); !error.empty()) {
+    rd.fail(cluster_at + "server", error);
+    return failure(rd.error());
+  }
   if (!user_name.empty()) {
     if (!rd.find_named(root, "users", "user", user_name, ctx_at + "user", user, user_at) ||
         !rd.str(user, "token", user_at, cfg.token) ||
@@ -309,8 +313,8 @@ kube_config_result load_kubeconfig(const std::string& path, const std::string& c
 }
 
 kube_config_result server_config(const std::string& url) {
-  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
-    return failure("--server " + url + ": expected an http:// or https:// URL");
+  if (auto error = server_url_error(url); !error.empty())
+    return failure("--server: " + error);   // names the URL (not one with a password)
   kube_config_result r;
   r.config = connection_config{};
   r.config->server = url;

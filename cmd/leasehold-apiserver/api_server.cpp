@@ -26,6 +26,7 @@
 #include "cmd/leasehold-apiserver/resources.hpp"
 #include "cmd/leasehold-apiserver/selectors.hpp"
 #include "transport/lease.hpp"
+#include "transport/listen.hpp"
 
 namespace leasehold {
 
@@ -110,14 +111,13 @@ public:
     join();
   }
 
-  /// Binds host:port (0: any free port) and starts accepting; "" on success.
-  std::string start(const std::string& host, int port) {
-    if (port == 0)
-      port_ = server_->bind_to_any_port(host);
-    else
-      port_ = server_->bind_to_port(host, port) ? port : -1;
+  /// Binds host:port (0: any free port) exclusively and starts accepting;
+  /// "" on success, else the error naming `setting` (the flag of the port).
+  std::string start(const std::string& host, int port, const std::string& setting) {
+    std::string error;
+    port_ = bind_exclusive(*server_, host, port, setting, error);
     if (port_ <= 0)
-      return "cannot listen on " + host + ":" + std::to_string(port);
+      return error;
     thread_ = std::thread([this] {
       server_->listen_after_bind();
       finished_ = true;
@@ -351,7 +351,7 @@ struct local_api_server::impl {
     if (!server)
       return error;
     auto l = std::make_unique<listener>(std::move(server));
-    error = l->start(opts.host, wanted_port);
+    error = l->start(opts.host, wanted_port, main ? "--port" : "--control-port");
     if (error.empty())
       out = std::move(l);
     return error;

@@ -11,71 +11,33 @@
 #include <mutex>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "cmd/leasehold-apiserver/api_server.hpp"
-
-namespace {
-
-const char* usage =
-  "usage: leasehold-apiserver [--host H] [--port N] [--control-port N] [--snapshot FILE]\n"
-  "                           [--tls-cert FILE --tls-key FILE] [--log-requests]\n"
-  "  --host H          listen address (default 127.0.0.1)\n"
-  "  --port N          Kubernetes API port (0, the default: a free port)\n"
-  "  --control-port N  /_leasehold/* control port, never faulted (0: a free port)\n"
-  "  --snapshot FILE   load objects from FILE at start, save them after changes\n"
-  "  --tls-cert FILE   serve HTTPS on the API port (with --tls-key)\n"
-  "  --log-requests    one JSON log line per API request on stderr\n";
-
-bool parse_port(const std::string& text, int& out) {
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < 0 || v > 65535)
-    return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-/// Fills opts from argv; returns an error text, "help", or "".
-std::string parse_args(int argc, char** argv, leasehold::api_server_options& opts) {
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h")
-      return "help";
-    if (flag == "--log-requests") {
-      opts.log_requests = true;
-      continue;
-    }
-    if (i + 1 >= argc)
-      return flag + ": missing value";
-    std::string value = argv[++i];
-    if (flag == "--host")
-      opts.host = value;
-    else if (flag == "--port" && parse_port(value, opts.port))
-      continue;
-    else if (flag == "--control-port" && parse_port(value, opts.control_port))
-      continue;
-    else if (flag == "--snapshot")
-      opts.snapshot_file = value;
-    else if (flag == "--tls-cert")
-      opts.tls_cert_file = value;
-    else if (flag == "--tls-key")
-      opts.tls_key_file = value;
-    else
-      return flag + " " + value + ": unknown flag or bad value";
-  }
-  if (opts.tls_cert_file.empty() != opts.tls_key_file.empty())
-    return "--tls-cert and --tls-key go together";
-  return "";
-}
-
-} // namespace
 
 int main(int argc, char** argv) {
   leasehold::api_server_options opts;
-  if (auto error = parse_args(argc, argv, opts); !error.empty()) {
-    bool help = error == "help";
-    (help ? std::cout : std::cerr) << (help ? "" : "leasehold-apiserver: " + error + "\n") << usage;
-    return help ? 0 : 2;
-  }
+  CLI::App app{"leasehold-apiserver: a local Kubernetes API server for Leases, Events and "
+               "ConfigMaps, with fault injection on a control port"};
+  app.set_version_flag("--version", "leasehold-apiserver " LEASEHOLD_VERSION);
+  app.add_option("--host", opts.host, "Listen address")->capture_default_str();
+  app.add_option("--port", opts.port, "Kubernetes API port (0: a free port)")
+    ->check(CLI::Range(0, 65535))
+    ->capture_default_str();
+  app.add_option("--control-port", opts.control_port,
+                 "/_leasehold/* control port, never faulted (0: a free port)")
+    ->check(CLI::Range(0, 65535))
+    ->capture_default_str();
+  app.add_option("--snapshot", opts.snapshot_file,
+                 "Load objects from FILE at start, save them after changes");
+  auto* cert = app.add_option("--tls-cert", opts.tls_cert_file,
+                              "Serve HTTPS on the API port with this certificate (with --tls-key)");
+  auto* key = app.add_option("--tls-key", opts.tls_key_file, "Private key for --tls-cert");
+  cert->needs(key);
+  key->needs(cert);
+  app.add_flag("--log-requests", opts.log_requests, "One JSON log line per API request on stderr");
+  CLI11_PARSE(app, argc, argv);
+
   static std::mutex log_mutex;
   opts.log = [](const nlohmann::json& line) {
     std::lock_guard<std::mutex> lock(log_mutex);

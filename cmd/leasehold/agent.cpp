@@ -1,7 +1,9 @@
 #include "cmd/leasehold/agent.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <ostream>
 #include <thread>
@@ -47,14 +49,14 @@ ojson errors_json(const std::vector<std::string>& errs) {
 class config_reloader {
 public:
   config_reloader(caf::actor_system& sys, caf::actor runner, const module_registry& reg,
-                  const run_options& opts, agent_config running, json_logger& log)
-    : sys_(sys), runner_(std::move(runner)), reg_(reg), opts_(opts),
+                  const run_options& opts, config_environment env, agent_config running,
+                  json_logger& log)
+    : sys_(sys), runner_(std::move(runner)), reg_(reg), opts_(opts), env_(std::move(env)),
       running_(std::move(running)), log_(log) {}
 
   void on_change(const std::string& content) {
     agent_config next;
-    auto errs = parse_config(content, reg_, opts_.overrides, config_environment::from_process(),
-                             next);
+    auto errs = parse_config(content, reg_, opts_.overrides, env_, next);
     if (!errs.empty()) {
       log_.log(log_level::error, "config file rejected, the running config stays",
                {{"path", opts_.config_path}, {"errors", errors_json(errs)}});
@@ -84,6 +86,7 @@ private:
   caf::actor runner_;
   const module_registry& reg_;
   const run_options& opts_;
+  config_environment env_;   // the start's: the default identity stays
   agent_config running_;
   json_logger& log_;
 };
@@ -98,65 +101,96 @@ void exit_by(std::chrono::steady_clock::time_point deadline, json_logger& log) {
   }).detach();
 }
 
-struct connection_setup {
+/// A file the run appends to: it exists and is writable, or its directory is.
+std::string writable_error(const std::string& path) {
+  if (access(path.c_str(), F_OK) == 0)
+    return access(path.c_str(), W_OK) == 0 ? "" : "not writable";
+  auto slash = path.rfind('/');
+  auto dir = slash == std::string::npos ? std::string(".") : path.substr(0, slash + 1);
+  return access(dir.c_str(), W_OK) == 0 ? "" : "directory " + dir + " does not exist or is not writable";
+}
+
+/// The agent's process-wide settings as `run` uses them: the config (file,
+/// flags, environment, defaults), the connection to the API server with
+/// every file it names checked, the namespace the run uses, the journal.
+/// `validate` prints the same; there is no other copy of these steps.
+struct resolved_run {
+  agent_config cfg;
   connection_config conn;
-  std::string ns;
   std::vector<std::string> errors;
 };
 
-connection_setup load_connection(const agent_config& cfg) {
-  connection_setup out;
+resolved_run resolve_run(const run_options& opts, const config_environment& env,
+                         const module_registry& reg) {
+  resolved_run out;
+  out.errors = load_config(opts.config_path, reg, opts.overrides, env, out.cfg);
+  if (!out.errors.empty())
+    return out;
+  auto& cfg = out.cfg;
   auto r = load_connection_config(cfg.server, cfg.kubeconfig);
   if (!r.ok()) {
     out.errors.push_back(r.error);
-    return out;
+  } else {
+    out.conn = *r.config;
+    out.errors = check_connection_files(out.conn);
+    if (cfg.ns_defaulted && !r.ns.empty())
+      cfg.ns = r.ns;
   }
-  out.conn = *r.config;
-  out.ns = r.ns;
-  out.errors = check_connection_files(out.conn);
+  if (!cfg.journal.empty())
+    if (auto e = writable_error(cfg.journal); !e.empty())
+      out.errors.push_back("journal: " + cfg.journal + ": " + e);
+  out.conn.identity = cfg.identity;
   return out;
+}
+
+/// Set when the API rejects the lease itself as invalid (422/400): no retry
+/// can fix that, so the agent stops and exits 1.
+std::atomic<bool> rejected_by_api{false};
+
+event_sink fatal_on_invalid(json_logger& log) {
+  return [&log](const runtime_event& e) {
+    if (e.type != event_type::api_error || e.error.kind != error_kind::invalid
+        || rejected_by_api.exchange(true))
+      return;
+    log.log(log_level::error, "the API server rejects the lease as invalid: fix the config",
+            {{"error", e.error.describe()}});
+    kill(getpid(), SIGTERM);   // the signal thread starts the ordinary shutdown
+  };
 }
 
 } // namespace
 
 int validate_file(const run_options& opts, std::ostream& out, std::ostream& err) {
   auto modules = make_builtin_modules();
-  agent_config cfg;
-  auto errs = load_config(opts.config_path, *modules.registry, opts.overrides,
-                          config_environment::from_process(), cfg);
-  for (auto& e : errs)
+  auto name = opts.config_path.empty() ? std::string("(no config file)") : opts.config_path;
+  auto r = resolve_run(opts, config_environment::from_process(), *modules.registry);
+  for (auto& e : r.errors)
     err << e << '\n';
-  if (!errs.empty()) {
-    err << opts.config_path << ": " << errs.size() << (errs.size() == 1 ? " error" : " errors")
-        << '\n';
+  if (!r.errors.empty()) {
+    err << name << ": " << r.errors.size() << (r.errors.size() == 1 ? " error" : " errors") << '\n';
     return 1;
   }
-  out << opts.config_path << ": ok (" << cfg.modules.modules.size() << " modules, lease "
-      << cfg.ns << "/" << cfg.lease_name << ", identity " << cfg.identity << ")\n";
+  out << name << ": ok (" << r.cfg.modules.modules.size() << " modules, lease " << r.cfg.ns << "/"
+      << r.cfg.lease_name << ", identity " << r.cfg.identity << ", server " << r.conn.server
+      << ")\n";
   return 0;
 }
 
 int run(const run_options& opts) {
   auto env = config_environment::from_process();
   auto modules = make_builtin_modules();
-  agent_config cfg;
-  auto errs = load_config(opts.config_path, *modules.registry, opts.overrides, env, cfg);
-  if (!errs.empty()) {
-    json_logger boot(log_level::info, env.pod_name.empty() ? env.hostname : env.pod_name, "");
-    for (auto& e : errs)
+  auto resolved = resolve_run(opts, env, *modules.registry);
+  auto& cfg = resolved.cfg;
+  if (!resolved.errors.empty()) {
+    json_logger boot(log_level::info, cfg.identity.empty() ? default_identity(env) : cfg.identity,
+                     "");
+    for (auto& e : resolved.errors)
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;
   }
-  auto conn = load_connection(cfg);
-  if (cfg.ns_defaulted && !conn.ns.empty())
-    cfg.ns = conn.ns;
   lease_key lease{cfg.ns, cfg.lease_name};
   json_logger log(*parse_log_level(cfg.log_level), cfg.identity, lease.to_string());
-  if (!conn.errors.empty()) {
-    for (auto& e : conn.errors)
-      log.log(log_level::error, "cannot connect to the API server", {{"error", e}});
-    return 1;
-  }
+  auto& conn = resolved.conn;
 
   std::unique_ptr<journal> jrn;
   if (!cfg.journal.empty()) {
@@ -191,8 +225,7 @@ int run(const run_options& opts) {
     return 1;
   }
 
-  conn.conn.identity = cfg.identity;
-  auto event_conn = conn.conn;
+  auto event_conn = conn;
   event_conn.user_agent = "leasehold-events/" LEASEHOLD_VERSION;
   event_poster_options poster_opts;
   poster_opts.request_timeout
@@ -201,7 +234,7 @@ int run(const run_options& opts) {
   auto poster = spawn_event_poster(sys, spawn_http_transport(sys, event_conn), poster_opts);
 
   std::vector<event_sink> sinks{log.sink(), counters.sink(), api.sink(),
-                                event_poster_sink(poster, lease)};
+                                event_poster_sink(poster, lease), fatal_on_invalid(log)};
   if (jrn)
     sinks.push_back(jrn->sink());
   runner_options ropts;
@@ -209,7 +242,7 @@ int run(const run_options& opts) {
   ropts.lease = lease;
   ropts.timings = cfg.timings;
   ropts.watch = cfg.watch;
-  ropts.transport = spawn_http_transport(sys, bounded_by(conn.conn, cfg.timings));
+  ropts.transport = spawn_http_transport(sys, bounded_by(conn, cfg.timings));
   ropts.registry = modules.registry;
   ropts.modules = cfg.modules;
   ropts.events = fan_out(std::move(sinks));
@@ -225,7 +258,7 @@ int run(const run_options& opts) {
   health.serve();
   log.log(log_level::info, "agent started",
           {{"version", LEASEHOLD_VERSION},
-           {"server", conn.conn.server},
+           {"server", conn.server},
            {"health_addr", cfg.health_addr.substr(0, cfg.health_addr.rfind(':') + 1)
                              + std::to_string(health_port)},
            {"modules", cfg.modules.modules.size()},
@@ -234,7 +267,7 @@ int run(const run_options& opts) {
            {"retry_period_ms", to_ms(cfg.timings.retry_period)},
            {"module_stop_timeout_ms", to_ms(cfg.timings.module_stop_timeout)}});
 
-  config_reloader reloader(sys, runner, *modules.registry, opts, cfg, log);
+  config_reloader reloader(sys, runner, *modules.registry, opts, env, cfg, log);
   std::unique_ptr<config_watcher> watcher;
   if (auto text = read_text_file(opts.config_path))
     watcher = std::make_unique<config_watcher>(
@@ -264,7 +297,7 @@ int run(const run_options& opts) {
   caf::anon_send_exit(ropts.transport, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
   log.log(log_level::info, "stopped");
-  return 0;
+  return rejected_by_api ? 1 : 0;
 }
 
 } // namespace leasehold::agent

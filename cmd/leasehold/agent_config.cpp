@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <random>
 #include <set>
 
 #include "transport/kube_config.hpp"
@@ -93,6 +94,27 @@ void parse_timings(const json& j, const config_overrides& over, election_timings
   }
 }
 
+/// Why `name` is not a name the API accepts ("" when it is): a lowercase
+/// RFC 1123 subdomain (or label: no dots), at most `max` characters. The API
+/// answers 422 to anything else, on every retry.
+std::string dns1123_error(const std::string& name, std::size_t max, bool label = false) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  std::string rule = std::string("must be a lowercase RFC 1123 ") + (label ? "label" : "subdomain")
+                     + " (a-z, 0-9, '-'" + (label ? "" : ", '.'")
+                     + ", starting and ending with a letter or digit, at most "
+                     + std::to_string(max) + " characters)";
+  if (name.empty())
+    return "must not be empty; " + rule;
+  bool ok = name.size() <= max && alnum(name.front()) && alnum(name.back());
+  for (std::size_t i = 0; ok && i < name.size(); ++i) {
+    char c = name[i];
+    bool dot_ok = !label && c == '.' && name[i - 1] != '.' && name[i - 1] != '-'
+                  && alnum(name[i + 1]);
+    ok = alnum(c) || c == '-' || dot_ok;
+  }
+  return ok ? std::string{} : rule + " (is \"" + name + "\")";
+}
+
 bool valid_log_level(const std::string& s) {
   return s == "debug" || s == "info" || s == "warn" || s == "error";
 }
@@ -168,8 +190,20 @@ std::vector<std::string> agent_config::restart_fields_changed(const agent_config
   return out;
 }
 
+std::string default_identity(const config_environment& env) {
+  if (!env.pod_name.empty())
+    return env.pod_name;
+  if (env.process_suffix.empty())
+    return env.hostname;
+  return env.hostname + "_" + env.process_suffix;
+}
+
 config_environment config_environment::from_process() {
   config_environment env;
+  std::random_device rd;
+  std::uniform_int_distribution<unsigned> nibble(0, 15);
+  for (int i = 0; i < 12; ++i)
+    env.process_suffix.push_back("0123456789abcdef"[nibble(rd)]);
   if (auto* v = std::getenv("POD_NAME"))
     env.pod_name = v;
   if (auto* v = std::getenv("POD_NAMESPACE"))
@@ -214,7 +248,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
   }
   // Defaults that depend on where we run.
   if (cfg.identity.empty())
-    cfg.identity = !env.pod_name.empty() ? env.pod_name : env.hostname;
+    cfg.identity = default_identity(env);
   if (cfg.ns.empty()) {
     if (!env.pod_namespace.empty()) cfg.ns = env.pod_namespace;
     else if (!env.service_account_namespace.empty()) cfg.ns = env.service_account_namespace;
@@ -237,19 +271,24 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   if (cfg.identity.empty())
     errs.push_back("identity: must not be empty (set it, POD_NAME or the hostname)");
-  if (cfg.lease_name.empty())
-    errs.push_back("lease_name: must not be empty");
+  if (auto e = dns1123_error(cfg.lease_name, 253); !e.empty())
+    errs.push_back("lease_name: " + e);
+  if (auto e = dns1123_error(cfg.ns, 63, /*label*/ true); !e.empty())
+    errs.push_back("namespace: " + e);
   if (!valid_log_level(cfg.log_level))
     errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level
                    + "\")");
   if (!valid_host_port(cfg.health_addr))
     errs.push_back("health_addr: must be host:port (is \"" + cfg.health_addr + "\")");
-  if (!cfg.server.empty() && cfg.server.rfind("http://", 0) != 0
-      && cfg.server.rfind("https://", 0) != 0)
-    errs.push_back("server: must start with http:// or https:// (is \"" + cfg.server + "\")");
+  if (!cfg.server.empty())
+    if (auto e = server_url_error(cfg.server); !e.empty())
+      errs.push_back("server: " + e);
 
   if (auto it = doc.find("modules"); it != doc.end()) {
-    for (auto& e : parse_modules(*it, reg, cfg.modules))
+    auto module_errs = parse_modules(*it, reg, cfg.modules);
+    if (module_errs.empty())
+      module_errs = check_stop_bounds(cfg.modules, reg, cfg.timings.module_stop_timeout);
+    for (auto& e : module_errs)
       errs.push_back(e);
   }
   if (errs.empty())
@@ -260,6 +299,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 std::vector<std::string> load_config(const std::string& path, const module_registry& reg,
                                      const config_overrides& over,
                                      const config_environment& env, agent_config& out) {
+  if (path.empty())
+    return parse_config("{}", reg, over, env, out);   // no file: defaults and flags
   auto text = read_text_file(path);
   if (!text)
     return {path + ": cannot read the config file"};

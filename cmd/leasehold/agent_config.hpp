@@ -60,8 +60,16 @@ struct config_environment {
   std::string pod_namespace;            // $POD_NAMESPACE
   std::string hostname;
   std::string service_account_namespace;  // the in-cluster namespace file, trimmed
+  /// Differs per process (12 random hex digits): the default identity is
+  /// "<hostname>_<suffix>", as client-go users' hostname_uuid, so that two
+  /// agents on one host never share an identity by accident.
+  std::string process_suffix;
+  /// Read once per process; a reload reuses it (the identity stays).
   static config_environment from_process();
 };
+
+/// $POD_NAME, else "<hostname>_<process_suffix>".
+std::string default_identity(const config_environment& env);
 
 /// Parses a config document (JSON text). Errors name their JSON path;
 /// unknown fields are errors. Overrides are applied, then defaults, then
@@ -71,6 +79,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
                                       const config_environment& env, agent_config& out);
 
 /// Reads and parses a file; a read failure is one error naming the file.
+/// An empty `path`: no file (defaults, environment and overrides only).
 std::vector<std::string> load_config(const std::string& path, const module_registry& reg,
                                      const config_overrides& over,
                                      const config_environment& env, agent_config& out);

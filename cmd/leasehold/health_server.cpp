@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include "cmd/leasehold/clock.hpp"
+#include "transport/listen.hpp"
+
 namespace leasehold::agent {
 
 namespace {
@@ -19,7 +22,32 @@ void reply_probe(httplib::Response& res, const probe_result& p) {
 
 } // namespace
 
-nlohmann::json status_json(const runner_status& st) {
+nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration) {
+  auto limit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(lease_duration).count();
+  if (!st)
+    return {{"holder", "unknown"}, {"holder_observed_at", nullptr}, {"holder_age_ms", -1},
+            {"holder_unknown_reason", "the runner did not answer"}};
+  nlohmann::json out;
+  if (st->holder_age_ms < 0) {
+    out = {{"holder", "unknown"}, {"holder_observed_at", nullptr},
+           {"holder_unknown_reason", "the lease has not been read yet"}};
+  } else {
+    auto seen = std::chrono::system_clock::now() - std::chrono::milliseconds(st->holder_age_ms);
+    out = {{"holder", st->holder}, {"holder_observed_at", rfc3339_ms(seen)}};
+    if (st->holder_age_ms > limit_ms) {
+      out["holder"] = "unknown";
+      out["last_observed_holder"] = st->holder;
+      out["holder_unknown_reason"] = "no new version of the lease seen for "
+                                     + std::to_string(st->holder_age_ms)
+                                     + "ms, longer than lease_duration ("
+                                     + std::to_string(limit_ms) + "ms)";
+    }
+  }
+  out["holder_age_ms"] = st->holder_age_ms;
+  return out;
+}
+
+nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
   nlohmann::json modules = nlohmann::json::array();
   for (auto& m : st.modules)
     modules.push_back({{"name", m.name},
@@ -27,17 +55,18 @@ nlohmann::json status_json(const runner_status& st) {
                        {"leader_only", m.leader_only},
                        {"state", to_string(m.state)},
                        {"restarts", m.restarts}});
-  return {{"state", to_string(st.state)},
-          {"identity", st.identity},
-          {"lease", st.lease.to_string()},
-          {"holder", st.holder},
-          {"term", st.term},
+  nlohmann::json out = {{"state", to_string(st.state)},
+                        {"identity", st.identity},
+                        {"lease", st.lease.to_string()}};
+  out.update(holder_json(st, lease_duration));
+  out.update(nlohmann::json{{"term", st.term},
           {"electing", st.electing},
           {"healthy", st.healthy},
           {"terms_won", st.terms_won},
           {"terms_lost", st.terms_lost},
           {"ms_since_renew", st.ms_since_renew},
-          {"modules", modules}};
+          {"modules", modules}});
+  return out;
 }
 
 health_server::health_server(health_sources src)
@@ -57,16 +86,27 @@ health_server::health_server(health_sources src)
     if (!st)
       reply_json(res, 503, {{"error", "runner did not answer"}});
     else
-      reply_json(res, 200, status_json(*st));
+      reply_json(res, 200, status_json(*st, src_.timings.lease_duration));
   });
   // Last: whatever path a leader_endpoint module publishes at.
   s.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = src_.leader ? src_.leader(req.path) : std::nullopt;
-    if (!body)
+    if (!body) {
       reply_json(res, 404, {{"error", "not found (no leader_endpoint module serves " + req.path
                                         + ")"}});
-    else
-      res.set_content(*body, json_type);
+      return;
+    }
+    // The module's view, with when the holder was observed (or "unknown").
+    auto view = nlohmann::json::parse(*body, nullptr, false);
+    auto holder = holder_json(src_.status(), src_.timings.lease_duration);
+    view["leader"] = holder["holder"];
+    view["observed_at"] = holder["holder_observed_at"];
+    view["age_ms"] = holder["holder_age_ms"];
+    if (holder.contains("holder_unknown_reason")) {
+      view["unknown_reason"] = holder["holder_unknown_reason"];
+      view["last_observed_leader"] = holder.value("last_observed_holder", "");
+    }
+    reply_json(res, 200, view);
   });
 }
 
@@ -84,16 +124,7 @@ int health_server::bind(const std::string& addr) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   int port = std::atoi(addr.substr(colon + 1).c_str());
-  int bound = port;
-  if (port == 0)
-    bound = server_->bind_to_any_port(host);
-  else if (!server_->bind_to_port(host, port))
-    bound = -1;
-  if (bound <= 0) {
-    error_ = "health address " + addr + ": cannot listen (in use or not a local address)";
-    return -1;
-  }
-  return bound;
+  return bind_exclusive(*server_, host, port, "health_addr (--health-addr)", error_);
 }
 
 void health_server::serve() {

@@ -2,9 +2,10 @@
 //   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp)
 //   /readyz       200 once electing (or idle) and the API has answered; else 503
 //   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
-//   /debug/state  the runner's status as JSON
+//   /debug/state  the runner's status as JSON (holder with observed_at, age)
 //   /leader       the leader_endpoint module's view (at the module's
-//                 configured path); 404 when no such module runs
+//                 configured path) with observed_at and age_ms, "leader":
+//                 "unknown" when stale (holder_json); 404 when no such module runs
 // Handlers ask the runner for its status with a blocking request: fine on
 // these threads, which are not CAF scheduler threads.
 #pragma once
@@ -38,7 +39,14 @@ struct health_sources {
   election_timings timings;
 };
 
-nlohmann::json status_json(const runner_status& st);
+/// The holder as this replica knows it: `holder`, `holder_observed_at`
+/// (RFC 3339: when a new version of the lease was last seen) and
+/// `holder_age_ms`; `holder` is "unknown" (with `holder_unknown_reason` and
+/// `last_observed_holder`) when that is older than `lease_duration`, the
+/// lease was never read, or the runner does not answer.
+nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration);
+/// /debug/state: the runner's status with holder_json's fields.
+nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
 
 class health_server {
 public:

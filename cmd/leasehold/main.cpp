@@ -1,10 +1,12 @@
 // leasehold: runs leader-only modules under a Kubernetes Lease.
-//   leasehold run --config FILE [flags]
-//   leasehold validate --config FILE
-//   leasehold version
+//   leasehold run [--config FILE] [flags]
+//   leasehold validate [--config FILE] [flags]
+//   leasehold version | leasehold --version
 //   leasehold fence check [--file F] [--margin-ms N] [--quiet]
 //   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -56,17 +58,19 @@ int main(int argc, char** argv) {
 
   CLI::App app{"leasehold: runs leader-only modules under a Kubernetes Lease"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "leasehold " LEASEHOLD_VERSION);
 
   run_options run_opts;
   auto* run = app.add_subcommand("run", "Run the agent until SIGTERM/SIGINT");
-  run->add_option("--config", run_opts.config_path, "JSON config file (watched for changes)")
-    ->required();
+  run->add_option("--config", run_opts.config_path,
+                  "JSON config file, watched for changes (default: none; defaults and flags)");
   add_override_flags(*run, run_opts);
 
   run_options validate_opts;
-  auto* validate = app.add_subcommand("validate",
-                                      "Check a config file; print every error with its JSON path");
-  validate->add_option("--config", validate_opts.config_path, "JSON config file")->required();
+  auto* validate = app.add_subcommand(
+    "validate", "Check a config (and every file the run opens); print every error with its JSON path");
+  validate->add_option("--config", validate_opts.config_path,
+                       "JSON config file (default: none; defaults and flags)");
   add_override_flags(*validate, validate_opts);
 
   auto* version = app.add_subcommand("version", "Print the version");
@@ -89,6 +93,19 @@ int main(int argc, char** argv) {
                      "Run a command under a fence keeper (used by the exec module; see "
                      "modules/fence_keeper.hpp)");
 
+  // CLI11 would only say "A subcommand is required" or "not expected".
+  std::vector<std::string> commands;
+  for (auto* sub : app.get_subcommands(std::function<bool(CLI::App*)>([](CLI::App*) { return true; })))
+    commands.push_back(sub->get_name());
+  if (argc >= 2 && argv[1][0] != '-'
+      && std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+    std::string valid;
+    for (auto& c : commands)
+      valid += (valid.empty() ? "" : ", ") + c;
+    std::cerr << "leasehold: unknown command \"" << argv[1] << "\" (valid: " << valid
+              << "; see leasehold --help)\n";
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
 
   if (*run)

@@ -1,4 +1,8 @@
 // `leasehold validate`, `version`, `--help` and start-up errors, as processes.
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <doctest/doctest.h>
 
 #include <yaml-cpp/yaml.h>
@@ -8,37 +12,13 @@
 using namespace leasehold::test;
 using nlohmann::json;
 
-namespace {
-
-std::string leasehold_bin() {
-  return build_root() + "/cmd/leasehold/leasehold";
-}
-
-struct result {
-  int code = -1;
-  std::string out, err;
-};
-
-result run_cli(const temp_dir& dir, std::vector<std::string> args,
-               std::chrono::milliseconds timeout = 10s) {
-  args.insert(args.begin(), leasehold_bin());
-  child c(args, dir.file("cli.out"), dir.file("cli.err"));
-  auto code = c.wait(timeout);
-  result r;
-  r.code = code.value_or(-1);
-  r.out = read_file(dir.file("cli.out"));
-  r.err = read_file(dir.file("cli.err"));
-  std::remove(dir.file("cli.err").c_str());
-  return r;
-}
-
-} // namespace
 
 TEST_CASE("validate accepts a good config") {
   temp_dir dir;
   write_file(dir.file("ok.json"), short_config().dump());
-  auto r = run_cli(dir, {"validate", "--config", dir.file("ok.json")});
-  CHECK(r.code == 0);
+  auto r = run_cli(dir, {"validate", "--config", dir.file("ok.json"), "--server",
+                         "http://127.0.0.1:9"});
+  CHECK_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find(": ok (2 modules") != std::string::npos);
 }
 
@@ -139,6 +119,128 @@ TEST_CASE("the config shipped in deploy/configmap.yaml validates") {
   temp_dir dir;
   auto cm = YAML::LoadFile(source_root() + "/deploy/configmap.yaml");
   write_file(dir.file("config.json"), cm["data"]["config.json"].as<std::string>());
-  auto r = run_cli(dir, {"validate", "--config", dir.file("config.json")});
+  // The connection is the cluster's (in-cluster files); here a plain URL.
+  auto r = run_cli(dir, {"validate", "--config", dir.file("config.json"), "--server",
+                         "http://127.0.0.1:9"});
   CHECK_MESSAGE(r.code == 0, r.err);
+}
+
+TEST_CASE("--version, version, an unknown command, run without --config") {
+  temp_dir dir;
+  auto v = run_cli(dir, {"version"});
+  auto flag = run_cli(dir, {"--version"});
+  CHECK(v.code == 0);
+  CHECK(flag.code == 0);
+  CHECK(v.out == "leasehold " LEASEHOLD_VERSION "\n");
+  CHECK(flag.out == v.out);
+
+  auto bogus = run_cli(dir, {"bogus"});
+  CHECK(bogus.code == 2);
+  CHECK_MESSAGE(bogus.err.find("unknown command \"bogus\" (valid: run, validate, version, fence, "
+                               "fence-keeper") != std::string::npos, bogus.err);
+
+  // The README: every field is optional, --config too (defaults and flags).
+  auto val = run_cli(dir, {"validate", "--server", "http://127.0.0.1:9", "--identity", "x",
+                           "--namespace", "ns1"});
+  CHECK_MESSAGE(val.code == 0, val.err);
+  CHECK(val.out.find("(no config file): ok (0 modules, lease ns1/leasehold, identity x") == 0);
+  child run({build_root() + "/cmd/leasehold/leasehold", "run", "--server", "http://127.0.0.1:9",
+             "--health-addr", "127.0.0.1:0"},
+            dir.file("run.out"), dir.file("run.err"));
+  CHECK(wait_until([&] { return read_file(dir.file("run.err")).find("agent started")
+                                != std::string::npos; }, 5s));
+  run.signal(SIGTERM);
+  CHECK(run.wait(3s) == std::optional<int>(0));
+}
+
+TEST_CASE("leasehold-apiserver parses its flags with CLI11") {
+  temp_dir dir;
+  auto bin = build_root() + "/cmd/leasehold-apiserver/leasehold-apiserver";
+  auto help = run_program(dir, {bin, "--help"});
+  CHECK(help.code == 0);
+  for (auto f : {"--host", "--port", "--control-port", "--snapshot", "--tls-cert", "--tls-key",
+                 "--log-requests", "--version", "--help"})
+    CHECK_MESSAGE(help.out.find(f) != std::string::npos, f);
+  auto bogus = run_program(dir, {bin, "--bogus"});
+  CHECK(bogus.code != 0);
+  CHECK_MESSAGE(bogus.err.find("--bogus") != std::string::npos, bogus.err);
+  auto port = run_program(dir, {bin, "--port", "18o8o"});
+  CHECK(port.code != 0);
+  CHECK_MESSAGE(port.err.find("--port") != std::string::npos, port.err);
+  auto v = run_program(dir, {bin, "--version"});
+  CHECK(v.out == "leasehold-apiserver " LEASEHOLD_VERSION "\n");
+}
+
+TEST_CASE("the default identity is unique per process; an explicit one is kept") {
+  temp_dir dir;
+  unsetenv("POD_NAME");
+  auto identity = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"validate", "--server", "http://127.0.0.1:9"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run_cli(dir, args);
+    auto at = r.out.find("identity ");
+    REQUIRE_MESSAGE(at != std::string::npos, r.err);
+    return r.out.substr(at + 9, r.out.find(',', at) - at - 9);
+  };
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  auto a = identity({});
+  auto b = identity({});
+  CHECK(a != b);
+  CHECK(a.rfind(std::string(host) + "_", 0) == 0);
+  CHECK(a.size() == std::string(host).size() + 13);
+  CHECK(identity({"--identity", "mine"}) == "mine");
+
+  // Two agents on one host with no identity: both run, exactly one leads.
+  api_server api(dir);
+  write_file(dir.file("c.json"), short_config().dump());
+  std::vector<std::unique_ptr<child>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(std::make_unique<child>(
+      std::vector<std::string>{build_root() + "/cmd/leasehold/leasehold", "run", "--config",
+                               dir.file("c.json"), "--server", api.url(), "--health-addr",
+                               "127.0.0.1:0"},
+      dir.file("a" + std::to_string(i) + ".out"), dir.file("a" + std::to_string(i) + ".err")));
+  auto became_leader = [&](int i) {
+    return read_file(dir.file("a" + std::to_string(i) + ".err")).find("became leader")
+           != std::string::npos;
+  };
+  REQUIRE(wait_until([&] { return became_leader(0) || became_leader(1); }, 8s));
+  std::this_thread::sleep_for(1500ms);   // lease 2 s: a wrongly shared identity shows by now
+  CHECK(became_leader(0) != became_leader(1));
+  for (auto& c : agents) {
+    c->signal(SIGTERM);
+    CHECK(c->wait(3s) == std::optional<int>(0));
+  }
+}
+
+TEST_CASE("a busy port is a start-up error naming the port and the setting") {
+  temp_dir dir;
+  api_server api(dir);
+  write_file(dir.file("c.json"), short_config().dump());
+  agent first(dir, "first", dir.file("c.json"), {"--server", api.url()});
+  int port = first.health_port();
+  REQUIRE(port > 0);
+  auto second = run_cli(dir, {"run", "--config", dir.file("c.json"), "--server", api.url(),
+                              "--health-addr", "127.0.0.1:" + std::to_string(port)},
+                        5s);
+  CHECK(second.code == 1);
+  CHECK_MESSAGE(second.err.find("127.0.0.1:" + std::to_string(port)) != std::string::npos,
+                second.err);
+  CHECK(second.err.find("in use") != std::string::npos);
+  CHECK(second.err.find("health_addr") != std::string::npos);
+  CHECK(http_get(port, "/healthz").status == 200);   // the first one still answers
+
+  auto bin = build_root() + "/cmd/leasehold-apiserver/leasehold-apiserver";
+  auto busy = run_program(dir, {bin, "--port", std::to_string(api.port())}, 5s);
+  CHECK(busy.code == 1);
+  CHECK_MESSAGE(busy.err.find("127.0.0.1:" + std::to_string(api.port())) != std::string::npos,
+                busy.err);
+  CHECK(busy.err.find("--port") != std::string::npos);
+  auto busy_control = run_program(dir, {bin, "--control-port", std::to_string(api.control_port())},
+                                  5s);
+  CHECK(busy_control.code == 1);
+  CHECK(busy_control.err.find("--control-port") != std::string::npos);
+  first.process().signal(SIGTERM);
+  CHECK(first.process().wait(3s) == std::optional<int>(0));
 }

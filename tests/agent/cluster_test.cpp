@@ -72,9 +72,17 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
     CHECK(prometheus_violations(fm.body).empty());
     CHECK(fm.body.find("\nleasehold_is_leader 0\n") != std::string::npos);
 
+    // The holder comes with when it was observed: a live leader renews
+    // every retry period (300 ms), so the follower's view is fresh.
+    CHECK(st["holder_age_ms"].get<long>() >= 0);
+    CHECK(st["holder_age_ms"].get<long>() < 1000);
+    CHECK(st["holder_observed_at"].is_string());
     auto l = http_get(follower.health_port(), "/leader");
     REQUIRE(l.status == 200);
-    CHECK(json::parse(l.body)["leader"] == leader.identity());
+    auto lj = json::parse(l.body);
+    CHECK(lj["leader"] == leader.identity());
+    CHECK(lj["age_ms"].get<long>() < 1000);
+    CHECK(lj["observed_at"].is_string());
     CHECK(http_get(follower.health_port(), "/nothing-here").status == 404);
   }
 
@@ -119,5 +127,32 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
     CHECK(took < 1900ms);
     auto journal = read_file(leader.journal_file());
     CHECK(journal.find("\"event\":\"lease_released\"") != std::string::npos);
+    // The other replica's view: itself, freshly observed.
+    auto st = agent_state(follower);
+    CHECK(st["holder"] == follower.identity());
+    CHECK(st["holder_age_ms"].get<long>() < 1000);
+    CHECK(json::parse(http_get(follower.health_port(), "/leader").body)["leader"]
+          == follower.identity());
+  }
+
+  SUBCASE("an API outage longer than lease_duration: the holder is unknown, and says why") {
+    REQUIRE(api.fault({{"mode", "down"}}));
+    auto down = std::chrono::steady_clock::now();
+    // Still known just after the outage began (observed < lease_duration 2 s ago).
+    CHECK(agent_state(follower)["holder"] == leader.identity());
+    CHECK(wait_until([&] { return agent_state(follower)["holder"] == "unknown"; }, 4s));
+    auto after = std::chrono::steady_clock::now() - down;
+    CHECK(after >= 1400ms);   // not before lease_duration (2 s) minus a poll and margin
+    auto st = agent_state(follower);
+    CHECK(st["last_observed_holder"] == leader.identity());
+    CHECK(st["holder_age_ms"].get<long>() > 2000);
+    CHECK(st["holder_unknown_reason"].get<std::string>().find("lease_duration (2000ms)")
+          != std::string::npos);
+    auto lj = json::parse(http_get(follower.health_port(), "/leader").body);
+    CHECK(lj["leader"] == "unknown");
+    CHECK(lj["last_observed_leader"] == leader.identity());
+    REQUIRE(api.fault({{"mode", "recover"}}));
+    CHECK(wait_until([&] { auto h = agent_state(follower)["holder"];
+                           return h.is_string() && h != "unknown"; }, 5s));
   }
 }

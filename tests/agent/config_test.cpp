@@ -90,7 +90,7 @@ TEST_CASE("every error names its JSON path") {
   CHECK(has(errs, "timings.retry_period: invalid duration \"2x\""));
   CHECK(has(errs, "colour: unknown field"));
   CHECK(has(errs, "timings.lease_time: unknown field"));
-  CHECK(has(errs, "server: must start with http:// or https://"));
+  CHECK(has(errs, "server: server \"ftp://x\": expected http:// or https:// URL"));
   CHECK(has(errs, "modules[0].type: unknown module type \"tickr\""));
   CHECK(has(errs, "health_addr: must be a string"));
 }
@@ -323,4 +323,41 @@ TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {
   st.electing = false;
   api.record(err);
   CHECK(readiness(st, api.get()).ok);                   // idle: nothing to elect for
+}
+
+TEST_CASE("default identity: POD_NAME, else hostname plus the process suffix") {
+  auto env = test_env();
+  env.process_suffix = "0123456789ab";
+  CHECK(default_identity(env) == "host-1_0123456789ab");
+  env.pod_name = "pod-7";
+  CHECK(default_identity(env) == "pod-7");
+  auto a = config_environment::from_process();
+  auto b = config_environment::from_process();
+  CHECK(a.process_suffix.size() == 12);
+  CHECK(a.process_suffix != b.process_suffix);
+}
+
+TEST_CASE("names the API would reject with 422 are config errors") {
+  for (const std::string bad : {std::string("My_Lease"), std::string("-x"), std::string("x-"),
+                                std::string("a..b"), std::string("UPPER"), std::string(254, 'a')}) {
+    CAPTURE(bad);
+    auto doc = test::short_config();
+    doc["lease_name"] = bad;
+    agent_config cfg;
+    auto errs = parse(doc, cfg);
+    REQUIRE(errs.size() == 1);
+    CHECK(errs[0].rfind("lease_name: must be a lowercase RFC 1123 subdomain", 0) == 0);
+  }
+  for (auto good : {"a", "agent-test", "a.b-c.d9"}) {
+    auto doc = test::short_config();
+    doc["lease_name"] = good;
+    agent_config cfg;
+    CHECK(parse(doc, cfg).empty());
+  }
+  auto doc = test::short_config();
+  doc["namespace"] = "a.b";   // a label: no dots
+  agent_config cfg;
+  auto errs = parse(doc, cfg);
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].rfind("namespace: must be a lowercase RFC 1123 label", 0) == 0);
 }

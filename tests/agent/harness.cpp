@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -238,6 +239,26 @@ http_reply to_reply(const httplib::Result& res) {
 }
 
 } // namespace
+
+cli_result run_program(const temp_dir& dir, std::vector<std::string> argv,
+                       std::chrono::milliseconds timeout) {
+  cli_result r;
+  {
+    child c(argv, dir.file("cli.out"), dir.file("cli.err"));
+    r.code = c.wait(timeout).value_or(-1);
+  }
+  r.out = read_file(dir.file("cli.out"));
+  r.err = read_file(dir.file("cli.err"));
+  std::remove(dir.file("cli.out").c_str());
+  std::remove(dir.file("cli.err").c_str());
+  return r;
+}
+
+cli_result run_cli(const temp_dir& dir, std::vector<std::string> args,
+                   std::chrono::milliseconds timeout) {
+  args.insert(args.begin(), build_root() + "/cmd/leasehold/leasehold");
+  return run_program(dir, std::move(args), timeout);
+}
 
 http_reply http_get(int port, const std::string& path) {
   httplib::Client cli("127.0.0.1", port);

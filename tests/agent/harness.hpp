@@ -105,6 +105,19 @@ private:
   int health_port_ = 0;
 };
 
+/// One run of a program to its end: exit code (-1: still running after
+/// the timeout, then killed), stdout and stderr.
+struct cli_result {
+  int code = -1;
+  std::string out, err;
+};
+/// `leasehold ARGS` (in `dir`'s files cli.out / cli.err).
+cli_result run_cli(const temp_dir& dir, std::vector<std::string> args,
+                   std::chrono::milliseconds timeout = 10s);
+/// Any program (argv[0] a path).
+cli_result run_program(const temp_dir& dir, std::vector<std::string> argv,
+                       std::chrono::milliseconds timeout = 10s);
+
 struct http_reply {
   int status = 0;       // 0: no answer
   std::string body;

@@ -2,6 +2,7 @@
 // a leader runs again once the API is back.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -105,6 +106,45 @@ TEST_CASE("a 6 s API outage: modules stop, no repeated log lines, a leader again
     CHECK_MESSAGE(api_failures <= 6, x->identity() << ": " << api_failures);
   }
   for (auto* x : {&a, &b}) {
+    x->process().signal(SIGTERM);
+    CHECK(x->process().wait(3s) == std::optional<int>(0));
+  }
+}
+
+TEST_CASE("after a 1.5 s API outage every replica, followers too, is ready again") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = dir.file("config.json");
+  write_file(config, short_config().dump());
+  std::vector<std::string> args{"--server", api.url()};
+  agent a(dir, "agent-a", config, args);
+  agent b(dir, "agent-b", config, args);
+  agent c(dir, "agent-c", config, args);
+  std::vector<agent*> all{&a, &b, &c};
+  auto ready = [](agent& x) { return http_get(x.health_port(), "/readyz").status == 200; };
+  REQUIRE(wait_until([&] {
+    return std::all_of(all.begin(), all.end(), [&](agent* x) { return ready(*x); });
+  }, 10s));
+
+  REQUIRE(api.fault({{"mode", "down"}}));
+  auto down = std::chrono::steady_clock::now();
+  // Every replica reports the outage after one failed poll (retry 300 ms + jitter).
+  CHECK(wait_until([&] {
+    return std::none_of(all.begin(), all.end(), [&](agent* x) { return ready(*x); });
+  }, 1400ms));
+  std::this_thread::sleep_until(down + 1500ms);
+  REQUIRE(api.fault({{"mode", "recover"}}));
+  auto back = std::chrono::steady_clock::now();
+
+  // The first successful call clears readiness: a follower polls every
+  // retry_period (300 ms, jitter to 360 ms); allow 1.5 s.
+  for (auto* x : all)
+    CHECK_MESSAGE(wait_until([&] { return ready(*x); }, 1500ms),
+                  x->identity() << " still not ready: " << http_get(x->health_port(), "/readyz").body);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now()
+                                                                    - back);
+  MESSAGE("all ready " << took.count() << " ms after the API came back");
+  for (auto* x : all) {
     x->process().signal(SIGTERM);
     CHECK(x->process().wait(3s) == std::optional<int>(0));
   }
