@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "transport/lease.hpp"
+
 namespace leasehold::agent {
 
 namespace {
@@ -20,13 +22,35 @@ void reply_probe(httplib::Response& res, const probe_result& p) {
 } // namespace
 
 nlohmann::json status_json(const runner_status& st) {
+  auto ms = [](caf::timespan d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  auto until = [&](caf::timespan d) {   // wall time d from now
+    return format_log_time(std::chrono::system_clock::now()
+                           + std::chrono::duration_cast<std::chrono::system_clock::duration>(d));
+  };
   nlohmann::json modules = nlohmann::json::array();
-  for (auto& m : st.modules)
-    modules.push_back({{"name", m.name},
-                       {"type", m.type},
-                       {"leader_only", m.leader_only},
-                       {"state", to_string(m.state)},
-                       {"restarts", m.restarts}});
+  for (auto& m : st.modules) {
+    nlohmann::json j{{"name", m.name},
+                     {"type", m.type},
+                     {"leader_only", m.leader_only},
+                     {"state", to_string(m.state)},
+                     {"restarts", m.restarts},
+                     {"restarts_in_window", m.restarts_in_window},
+                     {"restart_policy", {{"max_restarts", m.max_restarts},
+                                         {"within_ms", ms(m.within)}}},
+                     {"backing_off_until", nullptr}};
+    if (m.restart_in.count() >= 0)   // waiting for its next restart
+      j["backing_off_until"] = until(m.restart_in);
+    else if (m.leader_only && m.name == st.handover_module && st.handover_backoff.count() >= 0)
+      j["backing_off_until"] = until(st.handover_backoff);   // until this replica competes again
+    modules.push_back(std::move(j));
+  }
+  nlohmann::json handover = nullptr;
+  if (st.handover_backoff.count() >= 0)
+    handover = {{"module", st.handover_module},
+                {"backing_off_ms", ms(st.handover_backoff)},
+                {"backing_off_until", until(st.handover_backoff)}};
   return {{"state", to_string(st.state)},
           {"identity", st.identity},
           {"lease", st.lease.to_string()},
@@ -37,14 +61,18 @@ nlohmann::json status_json(const runner_status& st) {
           {"terms_won", st.terms_won},
           {"terms_lost", st.terms_lost},
           {"ms_since_renew", st.ms_since_renew},
+          {"handover", handover},
           {"modules", modules}};
 }
 
 health_server::health_server(health_sources src)
   : src_(std::move(src)), server_(std::make_unique<httplib::Server>()) {
   auto& s = *server_;
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+  s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
     reply_probe(res, liveness(src_.status(), src_.timings));
+  });
+  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    reply_probe(res, health(src_.status(), src_.timings));
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     reply_probe(res, readiness(src_.status(), src_.api->get()));
