@@ -645,7 +645,7 @@ private:
       err.reason = "no reply within " + std::to_string(to_ms(timeout())) + "ms";
     } else {
       err.kind = error_kind::other;
-      err.reason = "transport: " + system().render(e);
+      err.reason = "transport: " + describe_exit(e, system()).words;
     }
     return err;
   }

@@ -36,6 +36,38 @@ const module_spec* module_config::find(const std::string& name) const {
 }
 
 namespace {
+/// `restart: {"max_restarts": N >= 0, "within_ms": T > 0}`, both optional
+/// (defaults: restart_policy's); errors name the JSON path.
+void parse_restart(const nlohmann::json& j, const std::string& path, restart_policy& out,
+                   std::vector<std::string>& errs) {
+  if (!j.is_object()) {
+    errs.push_back(path + ": must be an object {\"max_restarts\": N, \"within_ms\": T}");
+    return;
+  }
+  auto integer = [&](const char* key, std::int64_t min, std::int64_t max, auto& dst) {
+    auto it = j.find(key);
+    if (it == j.end())
+      return false;
+    if (!it->is_number_integer() || it->template get<std::int64_t>() < min
+        || it->template get<std::int64_t>() > max) {
+      errs.push_back(path + "." + key + ": must be an integer in [" + std::to_string(min) + ", "
+                     + std::to_string(max) + "]");
+      return false;
+    }
+    dst = it->template get<std::int64_t>();
+    return true;
+  };
+  std::int64_t n = out.max_restarts;
+  if (integer("max_restarts", 0, 1000, n))
+    out.max_restarts = static_cast<int>(n);
+  std::int64_t ms = 0;
+  if (integer("within_ms", 1, 24LL * 3600 * 1000, ms))
+    out.within = std::chrono::milliseconds(ms);
+  for (auto& kv : j.items())
+    if (kv.key() != "max_restarts" && kv.key() != "within_ms")
+      errs.push_back(path + "." + kv.key() + ": unknown field (known: max_restarts, within_ms)");
+}
+
 std::string known_types(const module_registry& reg) {
   std::string s;
   for (auto& t : reg.types())
@@ -131,9 +163,18 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
     boolean("enabled", m.enabled);
     if (auto it = j.find("settings"); it != j.end())
       m.settings = *it;
+    if (auto it = j.find("restart"); it != j.end()) {
+      auto before = errs.size();
+      restart_policy p;
+      parse_restart(*it, path + ".restart", p, errs);
+      if (errs.size() == before)
+        m.restart = p;
+      else
+        ok = false;
+    }
     for (auto& kv : j.items())
       if (kv.key() != "type" && kv.key() != "name" && kv.key() != "leader_only"
-          && kv.key() != "enabled" && kv.key() != "settings")
+          && kv.key() != "enabled" && kv.key() != "settings" && kv.key() != "restart")
         errs.push_back(path + "." + kv.key() + ": unknown field");
     if (ok)
       out.modules.push_back(std::move(m));

@@ -63,6 +63,18 @@ private:
   std::map<std::string, module_type> types_;
 };
 
+/// A module's restart intensity, as OTP's supervisor: a module that crashes
+/// more than `max_restarts` times within `within` is not restarted again
+/// (`failed`); a leader-only one then makes its replica hand over leadership.
+struct restart_policy {
+  int max_restarts = 3;
+  caf::timespan within = std::chrono::seconds(30);
+  bool operator==(const restart_policy& o) const {
+    return max_restarts == o.max_restarts && within == o.within;
+  }
+  bool operator!=(const restart_policy& o) const { return !(*this == o); }
+};
+
 /// One configured module instance.
 struct module_spec {
   std::string name;
@@ -70,10 +82,13 @@ struct module_spec {
   bool leader_only = true;
   bool enabled = true;
   nlohmann::json settings = nlohmann::json::object();
+  /// `restart: {max_restarts, within_ms}`; unset: the runner's default
+  /// (runner_options::supervision).
+  std::optional<restart_policy> restart;
 
   bool operator==(const module_spec& o) const {
     return name == o.name && type == o.type && leader_only == o.leader_only
-           && enabled == o.enabled && settings == o.settings;
+           && enabled == o.enabled && settings == o.settings && restart == o.restart;
   }
 };
 

@@ -4,6 +4,20 @@
 
 namespace leasehold {
 
+bool add_restart(std::deque<caf::actor_clock::time_point>& times,
+                 caf::actor_clock::time_point now, const restart_policy& p) {
+  while (!times.empty() && now - times.front() > p.within)
+    times.pop_front();
+  times.push_back(now);
+  return static_cast<int>(times.size()) <= p.max_restarts;
+}
+
+restart_policy module_supervisor::policy(const slot& s) const {
+  if (s.spec.restart)
+    return *s.spec.restart;
+  return restart_policy{opt_.supervision.intensity, opt_.supervision.period};
+}
+
 module_supervisor::module_supervisor(caf::event_based_actor* self, const runner_options& opt,
                                      event_emitter emit, hooks h)
   : self_(self), opt_(opt), emit_(std::move(emit)), hooks_(std::move(h)) {
@@ -14,7 +28,7 @@ void module_supervisor::configure(const module_config& cfg) {
   for (auto& spec : cfg.modules) {
     auto old = slots_.find(spec.name);
     if (old == slots_.end()) {
-      slot s;
+      slot s(opt_.supervision);
       s.spec = spec;
       s.state = spec.enabled ? module_state::stopped : module_state::disabled;
       next.emplace(spec.name, std::move(s));
@@ -177,10 +191,12 @@ bool module_supervisor::on_down(const caf::down_msg& dm) {
   auto st = std::find_if(stopping_.begin(), stopping_.end(),
                          [&](const stopping_module& s) { return s.actor.address() == dm.source; });
   if (st != stopping_.end()) {
+    auto how = describe_exit(dm.reason, self_->system());
     emit_(event_type::module_stopped, [&](runtime_event& ev) {
       ev.module = st->name;
       ev.leader_only = st->leader_only;
-      ev.reason = self_->system().render(dm.reason);
+      ev.reason = how.words;
+      ev.code = how.code;
     });
     stopping_.erase(st);
     hooks_.stopped();
@@ -190,42 +206,42 @@ bool module_supervisor::on_down(const caf::down_msg& dm) {
     auto& s = kv.second;
     if (s.actor && s.actor.address() == dm.source) {
       s.actor = nullptr;
-      crashed(s, dm.reason ? self_->system().render(dm.reason) : "exited");
+      auto how = describe_exit(dm.reason, self_->system());
+      crashed(s, how.words, how.code);
       return true;
     }
   }
   return false;
 }
 
-void module_supervisor::crashed(slot& s, const std::string& reason) {
+void module_supervisor::crashed(slot& s, const std::string& reason, const std::string& code) {
   auto now = self_->clock().now();
-  auto& policy = opt_.supervision;
   emit_(event_type::module_crashed, [&](runtime_event& ev) {
     ev.module = s.spec.name;
     ev.leader_only = s.spec.leader_only;
     ev.reason = reason;
+    ev.code = code;
   });
-  while (!s.restart_times.empty() && now - s.restart_times.front() > policy.period)
-    s.restart_times.pop_front();
-  if (static_cast<int>(s.restart_times.size()) >= policy.intensity) {
+  auto p = policy(s);
+  if (!add_restart(s.restart_times, now, p)) {
     s.state = module_state::failed;
     emit_(event_type::module_failed, [&](runtime_event& ev) {
       ev.module = s.spec.name;
       ev.leader_only = s.spec.leader_only;
-      ev.reason = "more than " + std::to_string(policy.intensity) + " restarts within "
-                  + std::to_string(
-                    std::chrono::duration_cast<std::chrono::seconds>(policy.period).count())
-                  + "s";
+      ev.reason = "crashed more than " + std::to_string(p.max_restarts) + " times within "
+                  + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.within)
+                                     .count())
+                  + "ms";
     });
     if (s.spec.leader_only)
       hooks_.leader_only_failed(s.spec.name);
     return;
   }
-  s.restart_times.push_back(now);
   ++s.restarts;
-  auto shift = std::min<int>(static_cast<int>(s.restart_times.size()) - 1, 20);
-  caf::timespan delay = std::min<caf::timespan>(policy.restart_backoff_min * (1LL << shift),
-                                                policy.restart_backoff_max);
+  if (s.restart_times.size() == 1)
+    s.delays.reset();   // the first restart in the window: the shortest delay again
+  auto delay = s.delays.next(0.5);
+  s.restart_at = now + delay;
   s.state = module_state::restarting;
   ++s.generation;
   emit_(event_type::module_restarting, [&](runtime_event& ev) {
@@ -251,9 +267,19 @@ void module_supervisor::on_restart(const std::string& name, std::uint64_t genera
 
 std::vector<module_status> module_supervisor::status() const {
   std::vector<module_status> out;
+  auto now = self_->clock().now();
   for (auto& name : order_) {
     auto& s = slots_.at(name);
-    out.push_back(module_status{s.spec.name, s.spec.type, s.spec.leader_only, s.state, s.restarts});
+    module_status m{s.spec.name, s.spec.type, s.spec.leader_only, s.state, s.restarts};
+    auto p = policy(s);
+    m.max_restarts = p.max_restarts;
+    m.within = p.within;
+    for (auto& t : s.restart_times)
+      if (now - t <= p.within)
+        ++m.restarts_in_window;
+    if (s.state == module_state::restarting)
+      m.restart_in = std::max(caf::timespan{0}, s.restart_at - now);
+    out.push_back(std::move(m));
   }
   for (auto& s : stopping_)
     for (auto& m : out)

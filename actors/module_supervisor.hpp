@@ -6,8 +6,11 @@
 // - stop (OTP shutdown spec): exit message (user_shutdown) now, kill at
 //   module_stop_timeout; stops go out in reverse start order, all at once, so
 //   a step-down never takes longer than one timeout.
-// - crash: restart with exponential backoff, unless the module restarted
-//   more than `intensity` times within `period`: then it is `failed`.
+// - crash: restart after a capped exponential delay (timings' `backoff`),
+//   unless the module crashed more than its restart_policy's `max_restarts`
+//   times within `within` (add_restart, as OTP's supervisor): then it is
+//   `failed`; a failed leader-only module makes the runner hand over
+//   leadership (hooks::leader_only_failed).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,12 @@
 #include "actors/runner.hpp"
 
 namespace leasehold {
+
+/// OTP supervisor's add_restart: notes a restart at `now` in `times`,
+/// forgetting those older than `p.within`; false when this restart is more
+/// than `p.max_restarts` within the window (the supervisor gives up).
+bool add_restart(std::deque<caf::actor_clock::time_point>& times,
+                 caf::actor_clock::time_point now, const restart_policy& p);
 
 class module_supervisor {
 public:
@@ -78,10 +87,14 @@ public:
 
 private:
   struct slot {
+    explicit slot(const supervision_policy& p)
+      : delays(p.restart_backoff_min, p.restart_backoff_max, 0.0) {}
     module_spec spec;
     caf::actor actor;                            // the running instance, if any
     module_state state = module_state::stopped;
-    std::deque<caf::actor_clock::time_point> restart_times;   // within policy.period
+    std::deque<caf::actor_clock::time_point> restart_times;   // within its policy's window
+    backoff delays;                              // restart delay; reset when the window empties
+    caf::actor_clock::time_point restart_at{};   // state restarting: when
     int restarts = 0;
     std::uint64_t generation = 0;                // bumps on spawn/stop: stale restarts are void
   };
@@ -93,10 +106,12 @@ private:
     bool killed = false;
   };
 
+  restart_policy policy(const slot& s) const;
   bool may_run(const slot& s, const std::optional<fencing_token>& fence) const;
   void spawn(slot& s, const std::optional<fencing_token>& fence);
   void stop(slot& s, const std::string& reason);
-  void crashed(slot& s, const std::string& reason);
+  /// `reason` in words; `code` the raw exit code, if any.
+  void crashed(slot& s, const std::string& reason, const std::string& code = {});
 
   caf::event_based_actor* self_;
   const runner_options& opt_;

@@ -1,5 +1,7 @@
 #include "actors/observer.hpp"
 
+#include <caf/all.hpp>
+
 namespace leasehold {
 
 const char* to_string(event_type t) {
@@ -19,6 +21,7 @@ const char* to_string(event_type t) {
     case event_type::module_crashed: return "module_crashed";
     case event_type::module_restarting: return "module_restarting";
     case event_type::module_failed: return "module_failed";
+    case event_type::leadership_handed_over: return "leadership_handed_over";
     case event_type::config_applied: return "config_applied";
     case event_type::config_rejected: return "config_rejected";
     case event_type::state_changed: return "state_changed";
@@ -37,6 +40,32 @@ event_sink fan_out(std::vector<event_sink> sinks) {
       if (s)
         s(ev);
   };
+}
+
+exit_description describe_exit(const caf::error& e, caf::actor_system& sys) {
+  if (!e)
+    return {"exited normally", {}};
+  exit_description d{{}, sys.render(e)};
+  if (e.category() == caf::atom("exit")) {
+    switch (static_cast<caf::exit_reason>(e.code())) {
+      case caf::exit_reason::normal: d.words = "exited normally"; break;
+      case caf::exit_reason::user_shutdown: d.words = "stopped on request"; break;
+      case caf::exit_reason::kill: d.words = "killed"; break;
+      case caf::exit_reason::unhandled_exception: d.words = "threw an exception"; break;
+      case caf::exit_reason::unknown: d.words = "ended for an unknown reason"; break;
+      default: d.words = "ended unexpectedly"; break;
+    }
+    return d;
+  }
+  // An error the actor chose (caf::make_error(code, "text")): its own text.
+  auto& ctx = e.context();
+  for (size_t i = 0; i < ctx.size(); ++i)
+    if (ctx.match_element<std::string>(i)) {
+      d.words = ctx.get_as<std::string>(i);
+      return d;
+    }
+  d.words = "failed";
+  return d;
 }
 
 } // namespace leasehold

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+
 #include "transport/api_result.hpp"
 
 namespace leasehold {
@@ -31,6 +34,7 @@ enum class event_type {
   module_crashed,    // module, reason
   module_restarting, // module, delay
   module_failed,     // module: over its restart intensity
+  leadership_handed_over, // module, term, value: backoff ms before competing again
   config_applied,
   config_rejected,   // detail: errors
   state_changed,     // detail: new runner state
@@ -52,7 +56,8 @@ struct runtime_event {
   std::string holder;
   std::string module;
   bool leader_only = false;
-  std::string reason;
+  std::string reason;       // what happened, in words
+  std::string code;         // the raw exit code behind `reason` (CAF's rendering), if any
   std::string detail;
   api_error error;          // for api_error
   double value = 0;         // latency_ms, delay_ms, ...
@@ -88,6 +93,14 @@ private:
   std::string identity_;
   std::string lease_;
 };
+
+/// How an actor ended: `words` for a `reason` field (no CAF names), `code`
+/// the raw CAF error as CAF renders it (its own field).
+struct exit_description {
+  std::string words;
+  std::string code;
+};
+exit_description describe_exit(const caf::error& e, caf::actor_system& sys);
 
 /// Fans one event out to several sinks.
 event_sink fan_out(std::vector<event_sink> sinks);

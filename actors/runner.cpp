@@ -46,6 +46,8 @@ public:
       opt_(std::move(opts)),
       rng_(opt_.seed != 0 ? opt_.seed : std::random_device{}()),
       backoff_(opt_.timings.backoff_min, opt_.timings.backoff_max, opt_.timings.backoff_jitter),
+      handover_backoff_(opt_.supervision.handover_backoff_min,
+                        opt_.supervision.handover_backoff_max, opt_.timings.backoff_jitter),
       emit(opt_.events, opt_.identity, opt_.lease.to_string()),
       modules_(this, opt_, emit,
                {[this] { on_module_stopped(); },
@@ -140,6 +142,12 @@ private:
   // -- configuration ---------------------------------------------------------
 
   void apply(const module_config& cfg) {
+    if (!(cfg.modules == cfg_.modules)) {
+      // An operator changed the modules (perhaps fixed the crashing one):
+      // compete again at the next respawn.
+      handover_backoff_.reset();
+      compete_after_.reset();
+    }
     modules_.configure(cfg);
     cfg_ = cfg;
     emit(event_type::config_applied, [&](runtime_event& ev) {
@@ -198,6 +206,8 @@ private:
     holder_ = opt_.identity;
     last_renew_ = clock().now();
     term_started_ = last_renew_;
+    module_failed_this_term_ = false;
+    compete_after_.reset();
     ++terms_won_;
     set_state(runner_state::leader);
     emit(event_type::term_acquired, [&](runtime_event& ev) {
@@ -211,16 +221,21 @@ private:
   }
 
   /// The elector ended (lost term, crash, kill): same thing for the runner.
-  void elector_gone(const std::string& reason) {
+  /// `reason` in words; `code` the raw exit code of a crashed elector.
+  void elector_gone(const std::string& reason, const std::string& code = {}) {
     detach_elector();
     if (state_ == runner_state::leader) {
       ++terms_lost_;
       emit(event_type::term_lost, [&](runtime_event& ev) {
         ev.term = term_;
         ev.reason = reason;
+        ev.code = code;
       });
-      if (clock().now() - term_started_ >= opt_.timings.lease_duration)
+      if (clock().now() - term_started_ >= opt_.timings.lease_duration) {
         backoff_.reset();   // a stable term: the next respawn is quick again
+        if (!module_failed_this_term_)
+          handover_backoff_.reset();
+      }
       begin_stepdown(reason);
     } else if (state_ == runner_state::follower) {
       schedule_respawn();
@@ -236,6 +251,8 @@ private:
     }
     std::uniform_real_distribution<double> u(0.0, 1.0);
     auto delay = backoff_.next(u(rng_));
+    if (compete_after_)   // handed over for a crash-looping module: wait longer
+      delay = std::max(delay, *compete_after_ - clock().now());
     set_state(runner_state::follower);
     delayed_send(this, delay, respawn_atom::value, respawn_seq_);
   }
@@ -379,18 +396,31 @@ private:
     opt_.on_fatal(reason);
   }
 
+  /// A leader-only module crashed more often than its restart policy
+  /// allows: hand leadership over to a healthy replica through the one
+  /// step-down path (modules down, then release) and compete again only
+  /// after the handover backoff.
   void on_leader_only_failed(const std::string& name) {
     if (state_ != runner_state::leader)
       return;
-    // Let a healthy replica lead: step down, release, compete again after backoff.
+    module_failed_this_term_ = true;
     std::uniform_real_distribution<double> u(0.0, 1.0);
-    backoff_.next(u(rng_));
+    auto delay = handover_backoff_.next(u(rng_));
+    compete_after_ = clock().now() + delay;
+    handover_module_ = name;
+    emit(event_type::leadership_handed_over, [&](runtime_event& ev) {
+      ev.module = name;
+      ev.leader_only = true;
+      ev.term = term_;
+      ev.value = std::chrono::duration<double, std::milli>(delay).count();
+    });
     begin_stepdown("module " + name + " is crash-looping");
   }
 
   void on_down(const caf::down_msg& dm) {
     if (elector_ && dm.source == elector_.address()) {
-      elector_gone("elector terminated: " + system().render(dm.reason));
+      auto how = describe_exit(dm.reason, system());
+      elector_gone("elector ended: " + how.words, how.code);
       return;
     }
     if (modules_.on_down(dm))
@@ -465,12 +495,20 @@ private:
         = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew_).count();
     st.modules = modules_.status();
     st.healthy = modules_.healthy();
+    if (compete_after_ && *compete_after_ > clock().now()) {
+      st.handover_backoff = *compete_after_ - clock().now();
+      st.handover_module = handover_module_;
+    }
     return st;
   }
 
   runner_options opt_;
   std::mt19937_64 rng_;
   backoff backoff_;
+  backoff handover_backoff_;                // after handing over for a crash-looping module
+  std::optional<time_point> compete_after_; // no elector before this (handover backoff)
+  std::string handover_module_;
+  bool module_failed_this_term_ = false;
   event_emitter emit;
   module_supervisor modules_;
   module_config cfg_;

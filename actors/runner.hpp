@@ -24,10 +24,19 @@ namespace leasehold {
 
 /// Restart policy of the module supervisor (one_for_one).
 struct supervision_policy {
-  int intensity = 3;                                      // more than this many restarts...
-  caf::timespan period = std::chrono::seconds(30);        // ...within this window: give up
+  /// The default restart_policy of a module that sets none: more than
+  /// `intensity` restarts within `period` and it is not restarted again.
+  int intensity = 3;
+  caf::timespan period = std::chrono::seconds(30);
+  /// Delay before each restart: capped exponential (class backoff).
   caf::timespan restart_backoff_min = std::chrono::milliseconds(500);
   caf::timespan restart_backoff_max = std::chrono::seconds(10);
+  /// A leader-only module over its intensity makes the replica hand over
+  /// leadership (step down, release) and not compete again for a capped
+  /// exponential delay between these (reset by a module config change or a
+  /// term of lease_duration with no module failure).
+  caf::timespan handover_backoff_min = std::chrono::seconds(10);
+  caf::timespan handover_backoff_max = std::chrono::minutes(5);
 };
 
 struct runner_options {
@@ -66,6 +75,10 @@ struct module_status {
   bool leader_only = false;
   module_state state = module_state::stopped;
   int restarts = 0;        // total restarts since start
+  int restarts_in_window = 0;                  // restarts within `within` now
+  int max_restarts = 0;                        // its restart_policy
+  caf::timespan within{0};
+  caf::timespan restart_in{-1};                // state restarting: time to the restart, else < 0
 };
 
 struct runner_status {
@@ -84,6 +97,10 @@ struct runner_status {
   std::int64_t terms_lost = 0;
   /// Time since the last successful renew while leading (ms), -1 otherwise.
   std::int64_t ms_since_renew = -1;
+  /// A leader-only module crash-looped: leadership was handed over and this
+  /// replica does not compete again for this long (< 0: not backing off).
+  caf::timespan handover_backoff{-1};
+  std::string handover_module;   // the module that crash-looped (while backing off)
   std::vector<module_status> modules;
   caf::actor elector;          // the current elector, if any (diagnostics, supervision tests)
 };

@@ -29,8 +29,9 @@ int days_in_month(int y, int m) {
   return m == 2 && is_leap(y) ? 29 : days[m - 1];
 }
 
-/// Formats `2006-01-02T15:04:05Z`, with `.000000` before the Z when `micros`.
-std::string format_rfc3339(wall_time t, bool micros) {
+/// Formats `2006-01-02T15:04:05Z` in UTC with `digits` (0, 3 or 6) fraction
+/// digits before the Z.
+std::string format_rfc3339(wall_time t, int digits) {
   auto us = t.time_since_epoch().count();
   auto secs = us / 1000000;
   auto frac = us % 1000000;
@@ -42,13 +43,14 @@ std::string format_rfc3339(wall_time t, bool micros) {
   std::tm tm{};
   gmtime_r(&tt, &tm);
   char buf[48];
-  if (micros)
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<long>(frac));
+  int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  if (digits == 6)
+    std::snprintf(buf + n, sizeof buf - n, ".%06ldZ", static_cast<long>(frac));
+  else if (digits == 3)
+    std::snprintf(buf + n, sizeof buf - n, ".%03ldZ", static_cast<long>(frac / 1000));
   else
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    std::snprintf(buf + n, sizeof buf - n, "Z");
   return buf;
 }
 
@@ -173,7 +175,11 @@ json& object_at(json& parent, const char* key) {
 } // namespace
 
 std::string format_micro_time(wall_time t) {
-  return format_rfc3339(t, true);
+  return format_rfc3339(t, 6);
+}
+
+std::string format_log_time(wall_clock::time_point t) {
+  return format_rfc3339(std::chrono::floor<std::chrono::microseconds>(t), 3);
 }
 
 std::optional<wall_time> parse_micro_time(const std::string& text) {
@@ -356,7 +362,7 @@ nlohmann::json to_json_value(const kube_event& e) {
                    {"name", e.involved.name}};
   if (!e.involved_uid.empty())
     involved["uid"] = e.involved_uid;
-  const auto seconds = format_rfc3339(e.time, false);
+  const auto seconds = format_rfc3339(e.time, 0);
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
           {"metadata", {{"generateName", e.involved.name + "."}, {"namespace", e.involved.ns}}},

@@ -311,8 +311,7 @@ struct local_api_server::impl {
   void log(const std::string& msg, json fields = json::object()) {
     if (!opts.log)
       return;
-    fields["ts"] = format_micro_time(
-      std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()));
+    fields["time"] = format_log_time(std::chrono::system_clock::now());
     fields["msg"] = msg;
     opts.log(fields);
   }

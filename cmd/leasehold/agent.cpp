@@ -60,6 +60,7 @@ public:
     if (!errs.empty()) {
       log_.log(log_level::error, "config file rejected, the running config stays",
                {{"path", opts_.config_path}, {"errors", errors_json(errs)}});
+      rejected_ = true;
       return;
     }
     if (next.ns_defaulted)
@@ -68,20 +69,32 @@ public:
     if (!changed.empty())
       log_.log(log_level::warn, "config fields changed that only take effect after a restart",
                {{"path", opts_.config_path}, {"fields", errors_json(changed)}});
-    if (next.modules.modules == running_.modules.modules)
+    if (next.modules.modules == running_.modules.modules) {
+      accepted();
       return;
+    }
     auto result = apply_config(sys_, runner_, next.modules);
     if (!result.accepted) {
       log_.log(log_level::error, "config file rejected by the runner, the running config stays",
                {{"path", opts_.config_path}, {"errors", errors_json(result.errors)}});
+      rejected_ = true;
       return;
     }
     running_.modules = next.modules;
+    accepted();
     log_.log(log_level::info, "config file reloaded",
              {{"path", opts_.config_path}, {"modules", running_.modules.modules.size()}});
   }
 
 private:
+  /// A good file after a rejected one: said once.
+  void accepted() {
+    if (!rejected_)
+      return;
+    rejected_ = false;
+    log_.log(log_level::info, "config accepted", {{"path", opts_.config_path}});
+  }
+
   caf::actor_system& sys_;
   caf::actor runner_;
   const module_registry& reg_;
@@ -89,6 +102,7 @@ private:
   config_environment env_;   // the start's: the default identity stays
   agent_config running_;
   json_logger& log_;
+  bool rejected_ = false;   // the last file read was rejected
 };
 
 /// After the first signal the process ends by `deadline` whatever happens

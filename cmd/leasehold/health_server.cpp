@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "cmd/leasehold/clock.hpp"
+#include "transport/lease.hpp"
 #include "transport/listen.hpp"
 
 namespace leasehold::agent {
@@ -33,7 +34,7 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
            {"holder_unknown_reason", "the lease has not been read yet"}};
   } else {
     auto seen = std::chrono::system_clock::now() - std::chrono::milliseconds(st->holder_age_ms);
-    out = {{"holder", st->holder}, {"holder_observed_at", rfc3339_ms(seen)}};
+    out = {{"holder", st->holder}, {"holder_observed_at", format_log_time(seen)}};
     if (st->holder_age_ms > limit_ms) {
       out["holder"] = "unknown";
       out["last_observed_holder"] = st->holder;
@@ -48,13 +49,35 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
 }
 
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
+  auto ms = [](caf::timespan d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  auto until = [&](caf::timespan d) {   // wall time d from now
+    return format_log_time(std::chrono::system_clock::now()
+                           + std::chrono::duration_cast<std::chrono::system_clock::duration>(d));
+  };
   nlohmann::json modules = nlohmann::json::array();
-  for (auto& m : st.modules)
-    modules.push_back({{"name", m.name},
-                       {"type", m.type},
-                       {"leader_only", m.leader_only},
-                       {"state", to_string(m.state)},
-                       {"restarts", m.restarts}});
+  for (auto& m : st.modules) {
+    nlohmann::json j{{"name", m.name},
+                     {"type", m.type},
+                     {"leader_only", m.leader_only},
+                     {"state", to_string(m.state)},
+                     {"restarts", m.restarts},
+                     {"restarts_in_window", m.restarts_in_window},
+                     {"restart_policy", {{"max_restarts", m.max_restarts},
+                                         {"within_ms", ms(m.within)}}},
+                     {"backing_off_until", nullptr}};
+    if (m.restart_in.count() >= 0)   // waiting for its next restart
+      j["backing_off_until"] = until(m.restart_in);
+    else if (m.leader_only && m.name == st.handover_module && st.handover_backoff.count() >= 0)
+      j["backing_off_until"] = until(st.handover_backoff);   // until this replica competes again
+    modules.push_back(std::move(j));
+  }
+  nlohmann::json handover = nullptr;
+  if (st.handover_backoff.count() >= 0)
+    handover = {{"module", st.handover_module},
+                {"backing_off_ms", ms(st.handover_backoff)},
+                {"backing_off_until", until(st.handover_backoff)}};
   nlohmann::json out = {{"state", to_string(st.state)},
                         {"identity", st.identity},
                         {"lease", st.lease.to_string()}};
@@ -65,6 +88,7 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
           {"terms_won", st.terms_won},
           {"terms_lost", st.terms_lost},
           {"ms_since_renew", st.ms_since_renew},
+          {"handover", handover},
           {"modules", modules}});
   return out;
 }
@@ -72,8 +96,11 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
 health_server::health_server(health_sources src)
   : src_(std::move(src)), server_(std::make_unique<httplib::Server>()) {
   auto& s = *server_;
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+  s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
     reply_probe(res, liveness(src_.status(), src_.timings));
+  });
+  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    reply_probe(res, health(src_.status(), src_.timings));
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     reply_probe(res, readiness(src_.status(), src_.api->get()));

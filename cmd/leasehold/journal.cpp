@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/leasehold/clock.hpp"
+#include "transport/lease.hpp"
 
 namespace leasehold::agent {
 
@@ -40,7 +41,7 @@ void journal::on_event(const runtime_event& e) {
     return;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["mono_ns"] = monotonic_ns();
-  j["wall"] = rfc3339_ms(e.wall);
+  j["wall"] = format_log_time(e.wall);
   j["identity"] = identity_;
   j["event"] = *name;
   j["term"] = e.term;

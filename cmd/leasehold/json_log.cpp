@@ -1,6 +1,6 @@
 #include "cmd/leasehold/json_log.hpp"
 
-#include "cmd/leasehold/clock.hpp"
+#include "transport/lease.hpp"
 
 namespace leasehold::agent {
 
@@ -47,6 +47,8 @@ std::optional<log_record> describe(const runtime_event& e) {
   auto with_reason = [&] {
     if (!e.reason.empty())
       r.fields["reason"] = e.reason;
+    if (!e.code.empty())
+      r.fields["code"] = e.code;
   };
   switch (e.type) {
     case event_type::renewed:
@@ -76,7 +78,8 @@ std::optional<log_record> describe(const runtime_event& e) {
       r.fields["attempt"] = e.value;
       break;
     case event_type::api_error:
-      r.level = log_level::warn;
+      // A 409 is how a normal race (two replicas writing one record) ends.
+      r.level = e.error.kind == error_kind::conflict ? log_level::debug : log_level::warn;
       r.msg = "API request failed";
       r.fields["error_kind"] = to_string(e.error.kind);
       r.fields["error"] = e.error.describe();
@@ -143,6 +146,13 @@ std::optional<log_record> describe(const runtime_event& e) {
       with_module();
       with_reason();
       break;
+    case event_type::leadership_handed_over:
+      r.level = log_level::warn;
+      r.msg = "handing over leadership: a leader-only module is crash-looping";
+      with_module();
+      with_term();
+      r.fields["backoff_ms"] = e.value;
+      break;
     case event_type::config_applied:
       r.msg = "config applied";
       break;
@@ -159,6 +169,12 @@ std::optional<log_record> describe(const runtime_event& e) {
     case event_type::module_output:
       r.msg = "module output";
       r.fields["module"] = e.module;
+      if (e.reason == "stdout" || e.reason == "stderr") {
+        // The child's own words: never to be taken for the module's reports
+        // about it (started, exited, killed), which have no stream.
+        r.msg = "child output";
+        r.fields["stream"] = e.reason;
+      }
       r.fields["line"] = e.detail;
       if (e.reason == "fence_kill") {
         r.level = log_level::warn;
@@ -189,8 +205,10 @@ std::optional<log_level> parse_log_level(const std::string& s) {
   return std::nullopt;
 }
 
-json_logger::json_logger(log_level min, std::string identity, std::string lease, std::FILE* out)
-  : min_(min), identity_(std::move(identity)), lease_(std::move(lease)), out_(out) {}
+json_logger::json_logger(log_level min, std::string identity, std::string lease, std::FILE* out,
+                         std::chrono::steady_clock::duration summary_every)
+  : min_(min), identity_(std::move(identity)), lease_(std::move(lease)), out_(out),
+    summary_every_(summary_every) {}
 
 void json_logger::set_level(log_level min) {
   std::lock_guard<std::mutex> guard(mtx_);
@@ -208,6 +226,8 @@ event_sink json_logger::sink() {
 void json_logger::on_event(const runtime_event& e) {
   if (is_state_change(e.type)) {
     std::lock_guard<std::mutex> guard(mtx_);
+    for (auto& kv : seen_)
+      summarize(kv.second, std::chrono::steady_clock::now());
     seen_.clear();
   }
   if (auto r = describe(e))
@@ -221,15 +241,44 @@ void json_logger::write(log_level level, const std::string& msg, const ojson& fi
   if (level < min_)
     return;
   if (suppress_repeats) {
+    auto now = std::chrono::steady_clock::now();
     auto key = std::string(to_string(level)) + '\n' + msg + '\n' + fields.dump();
-    if (!seen_.insert(key).second)
+    auto it = seen_.find(key);
+    if (it != seen_.end()) {
+      ++it->second.suppressed;
+      if (now - it->second.since >= summary_every_)
+        summarize(it->second, now);
       return;
-    if (seen_.size() > max_remembered_lines)
+    }
+    if (seen_.size() >= max_remembered_lines) {
+      for (auto& kv : seen_)
+        summarize(kv.second, now);
       seen_.clear();
+    }
+    seen_.emplace(key, repeat{level, msg, fields, 0, now});
   }
+  emit(level, msg, fields);
+}
+
+void json_logger::summarize(repeat& r, std::chrono::steady_clock::time_point now) {
+  if (r.suppressed > 0) {
+    auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - r.since).count();
+    auto fields = r.fields;
+    fields["repeated"] = r.suppressed;
+    fields["repeated_in_s"] = secs;
+    emit(r.level,
+         r.msg + " … repeated " + std::to_string(r.suppressed) + " times in "
+           + std::to_string(secs) + " s",
+         fields);
+  }
+  r.suppressed = 0;
+  r.since = now;
+}
+
+void json_logger::emit(log_level level, const std::string& msg, const ojson& fields) {
   ojson line = ojson::object();
   line["level"] = to_string(level);
-  line["time"] = rfc3339_ms(std::chrono::system_clock::now());
+  line["time"] = format_log_time(std::chrono::system_clock::now());
   line["msg"] = msg;
   if (!identity_.empty())
     line["identity"] = identity_;

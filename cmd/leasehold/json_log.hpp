@@ -1,15 +1,19 @@
 // JSON logs on stderr, one object per line:
 //   {"level":"info","time":"...Z","msg":"became leader","identity":"a","lease":"ns/x","term":3}
 // The logger is an event_sink for runtime events and takes the agent's own
-// messages. It drops an exact repeat of (level, msg, fields) until the next
-// state change, so an outage that the runtime reports again and again (one
-// report per elector respawn) logs each distinct line once.
+// messages. An exact repeat of (level, msg, fields) is not written again
+// until the next state change, but counted: the count is written as
+// "<msg> … repeated N times in S s" (fields `repeated`, `repeated_in_s`) at
+// the next state change or once `summary_every` has passed since the line
+// (or its last summary), so an outage reported once per elector respawn
+// logs one line, and a restart loop still shows how often it happened.
 #pragma once
 
 #include <cstdio>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <chrono>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,7 +30,8 @@ class json_logger {
 public:
   /// `out` is not owned (stderr by default). `identity` and `lease` are put
   /// on every line.
-  json_logger(log_level min, std::string identity, std::string lease, std::FILE* out = stderr);
+  json_logger(log_level min, std::string identity, std::string lease, std::FILE* out = stderr,
+              std::chrono::steady_clock::duration summary_every = std::chrono::seconds(60));
 
   /// Thread-safe. `fields` is a JSON object (may be empty).
   void log(log_level level, const std::string& msg,
@@ -39,6 +44,15 @@ public:
   void set_level(log_level min);
 
 private:
+  struct repeat {
+    log_level level;
+    std::string msg;
+    nlohmann::ordered_json fields;
+    int suppressed = 0;                          // repeats not written since `since`
+    std::chrono::steady_clock::time_point since;
+  };
+  void summarize(repeat& r, std::chrono::steady_clock::time_point now);
+  void emit(log_level level, const std::string& msg, const nlohmann::ordered_json& fields);
   void write(log_level level, const std::string& msg, const nlohmann::ordered_json& fields,
              bool suppress_repeats);
   void on_event(const runtime_event& e);
@@ -48,7 +62,8 @@ private:
   std::string identity_;
   std::string lease_;
   std::FILE* out_;
-  std::set<std::string> seen_;   // (level, msg, fields) logged in this state
+  std::chrono::steady_clock::duration summary_every_;
+  std::map<std::string, repeat> seen_;   // (level, msg, fields) logged in this state
 };
 
 } // namespace leasehold::agent

@@ -56,12 +56,41 @@ probe_result liveness(const std::optional<runner_status>& st, const election_tim
   if (st->state == runner_state::leader && st->ms_since_renew > limit_ms)
     return fail("lease watchdog: leading but the last renewal was " + std::to_string(st->ms_since_renew)
                 + "ms ago (limit lease_duration + grace = " + std::to_string(limit_ms) + "ms)");
-  for (auto& m : st->modules)
-    if (!m.leader_only && m.state == module_state::failed)
-      return fail("module " + m.name + " failed (over its restart intensity)");
-  if (!st->healthy)
+  if (st->state == runner_state::stopped)
+    return fail("runner stopped");
+  if (st->state != runner_state::idle && !st->electing)
+    return fail("election not running (state " + std::string(to_string(st->state)) + ")");
+  return pass();
+}
+
+probe_result module_health(const runner_status& st) {
+  auto ms = [](caf::timespan d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  for (auto& m : st.modules) {
+    if (m.state != module_state::failed)
+      continue;
+    auto why = "module " + m.name + " is crash-looping: crashed more than "
+               + std::to_string(m.max_restarts) + " times within " + ms(m.within) + "ms";
+    if (m.leader_only && m.name == st.handover_module)
+      why += "; leadership handed over, competing again in " + ms(st.handover_backoff) + "ms";
+    else if (m.leader_only)
+      why += "; it runs again in this replica's next term";
+    else
+      why += "; not restarted again";
+    return fail(why);
+  }
+  if (st.handover_backoff.count() >= 0)
+    return fail("module " + st.handover_module + " crash-looped; leadership handed over, competing "
+                "again in " + ms(st.handover_backoff) + "ms");
+  if (!st.healthy)
     return fail("runner reports unhealthy");
   return pass();
+}
+
+probe_result health(const std::optional<runner_status>& st, const election_timings& t) {
+  auto live = liveness(st, t);
+  return live.ok ? module_health(*st) : live;
 }
 
 probe_result readiness(const std::optional<runner_status>& st, const api_health::view& api) {
@@ -77,7 +106,7 @@ probe_result readiness(const std::optional<runner_status>& st, const api_health:
     return fail("API error outstanding: " + api.error_kind);
   if (!api.answered && st->holder.empty())
     return fail("the API has not answered yet");
-  return pass();
+  return module_health(*st);
 }
 
 } // namespace leasehold::agent

@@ -1,9 +1,16 @@
-// Liveness and readiness decisions (the HTTP server only serves them).
-//   liveness:  fails when the runner believes it leads but has not renewed
-//              for lease_duration + grace (watchdog), when it reports itself
-//              unhealthy (an every-replica module failed), or does not answer.
-//   readiness: the runner is electing (or idle with nothing to elect for) and
-//              the API has answered at least once with no error outstanding.
+// Health decisions (the HTTP server only serves them).
+//   liveness (/livez): the process is alive and election runs: fails when the
+//              runner does not answer, has stopped, is not electing although
+//              not idle, or believes it leads but has not renewed for
+//              lease_duration + grace (watchdog). A crash-looping module
+//              does not fail it (a restart of the process would not fix it).
+//   module_health: fails while a module is over its restart intensity
+//              (failed) or the replica backs off after handing over
+//              leadership for a crash-looping leader-only module.
+//   health (/healthz): liveness, then module_health.
+//   readiness (/readyz): the runner is electing (or idle with nothing to
+//              elect for), the API has answered at least once with no error
+//              outstanding, and module_health.
 #pragma once
 
 #include <mutex>
@@ -44,6 +51,8 @@ private:
 caf::timespan watchdog_grace(const election_timings& t);
 
 probe_result liveness(const std::optional<runner_status>& st, const election_timings& t);
+probe_result module_health(const runner_status& st);
+probe_result health(const std::optional<runner_status>& st, const election_timings& t);
 probe_result readiness(const std::optional<runner_status>& st, const api_health::view& api);
 
 } // namespace leasehold::agent

@@ -114,6 +114,12 @@ scenario generate(std::uint64_t seed) {
   sc.supervision.period = d.span(5s, 30s);
   sc.supervision.restart_backoff_min = d.span(50ms, 500ms);
   sc.supervision.restart_backoff_max = d.span(1s, 5s);
+  // A crash loop drawn in a chaos window may end in a handover; the quiet
+  // window's liveness bound allows one elector backoff cap, so the handover
+  // backoff is drawn from the same range here (no draw of its own: every
+  // seed keeps its scenario). docs/safety.md states the real cost.
+  sc.supervision.handover_backoff_min = sc.timings.backoff_min;
+  sc.supervision.handover_backoff_max = sc.timings.backoff_max;
   auto rt = sc.timings.effective_request_timeout();
   sc.base_latency = d.span(0ms, std::min<caf::timespan>(rt / 4, 400ms));
   sc.precreated_lease = d.unit() < 0.7;
