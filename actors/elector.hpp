@@ -40,6 +40,7 @@ struct elector_options {
   event_sink events;
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
+  backend_traits backend;  // etcd: the store judges expiry (docs/safety.md)
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).

@@ -230,12 +230,6 @@ api_error transport_error(const std::string& verb, const std::string& path, http
   return err;
 }
 
-struct http_reply {
-  int status = 0;
-  std::string body;
-  std::string retry_after;
-};
-
 template <class T, class F>
 api_result<T> never_throw(const std::string& verb, const std::string& path, F&& f) {
   try {
@@ -413,14 +407,14 @@ struct kube_client::impl {
     return true;
   }
 
-  api_result<http_reply> exchange(const std::string& verb, const std::string& path,
-                                  const std::string* body) {
+  api_result<http_response> exchange(const std::string& verb, const std::string& path,
+                                     const std::string* body, const http_headers& extra = {}) {
     std::lock_guard<std::mutex> guard(mtx);
     if (setup_error.kind != error_kind::none) {
       auto err = setup_error;
       err.verb = verb;
       err.path = path;
-      return api_result<http_reply>::failure(err);
+      return api_result<http_response>::failure(err);
     }
     httplib::Request req;
     req.method = verb;
@@ -428,11 +422,13 @@ struct kube_client::impl {
     req.headers = {{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}};
     std::string token, err_text;
     if (!bearer_token(token, err_text))
-      return api_result<http_reply>::failure({error_kind::other, 0, verb, path, err_text, 0});
+      return api_result<http_response>::failure({error_kind::other, 0, verb, path, err_text, 0});
     if (!token.empty())
       req.headers.emplace("Authorization", "Bearer " + token);
     if (!cfg.identity.empty())
       req.headers.emplace("X-Leasehold-Identity", cfg.identity);
+    for (auto& h : extra)
+      req.headers.emplace(h.first, h.second);
     if (body) {
       req.body = *body;
       req.headers.emplace("Content-Type", "application/json");
@@ -446,10 +442,10 @@ struct kube_client::impl {
     auto res = http->send(req);
     if (!res) {
       auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
-      return api_result<http_reply>::failure(
+      return api_result<http_response>::failure(
         transport_error(verb, path, res.error(), got_headers, elapsed, cfg));
     }
-    return api_result<http_reply>::success(
+    return api_result<http_response>::success(
       {res->status, std::move(res->body), res->get_header_value("Retry-After")});
   }
 
@@ -501,6 +497,13 @@ api_result<bool> kube_client::create_event(const kube_event& e) {
         "POST", path, reply.value->status, reply.value->body, reply.value->retry_after));
     return api_result<bool>::success(true);
   });
+}
+
+api_result<http_response> kube_client::send(const std::string& verb, const std::string& path,
+                                            const std::string* body,
+                                            const http_headers& headers) {
+  return never_throw<http_response>(verb, path,
+                                    [&] { return impl_->exchange(verb, path, body, headers); });
 }
 
 const connection_config& kube_client::config() const {

@@ -147,7 +147,12 @@ int run(const run_options& opts) {
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;
   }
-  auto conn = load_connection(cfg);
+  bool on_etcd = cfg.backend == "etcd";
+  connection_setup conn;
+  if (!on_etcd)
+    conn = load_connection(cfg);
+  else
+    conn.errors = check_connection_files(cfg.etcd.http);
   if (cfg.ns_defaulted && !conn.ns.empty())
     cfg.ns = conn.ns;
   lease_key lease{cfg.ns, cfg.lease_name};
@@ -198,7 +203,11 @@ int run(const run_options& opts) {
   poster_opts.request_timeout
     = std::chrono::duration_cast<caf::timespan>(max_request_time(event_conn))
       + std::chrono::milliseconds(500);
-  auto poster = spawn_event_poster(sys, spawn_http_transport(sys, event_conn), poster_opts);
+  // etcd keeps no Events: the poster then talks to an etcd transport, whose
+  // post_event is a no-op.
+  auto poster = spawn_event_poster(sys, on_etcd ? spawn_etcd_transport(sys, cfg.etcd)
+                                                 : spawn_http_transport(sys, event_conn),
+                                   poster_opts);
 
   std::vector<event_sink> sinks{log.sink(), counters.sink(), api.sink(),
                                 event_poster_sink(poster, lease)};
@@ -208,7 +217,10 @@ int run(const run_options& opts) {
   ropts.identity = cfg.identity;
   ropts.lease = lease;
   ropts.timings = cfg.timings;
-  ropts.transport = spawn_http_transport(sys, bounded_by(conn.conn, cfg.timings));
+  if (on_etcd)
+    use_etcd(sys, ropts, cfg.etcd);
+  else
+    ropts.transport = spawn_http_transport(sys, bounded_by(conn.conn, cfg.timings));
   ropts.registry = modules.registry;
   ropts.modules = cfg.modules;
   ropts.events = fan_out(std::move(sinks));
@@ -224,7 +236,8 @@ int run(const run_options& opts) {
   health.serve();
   log.log(log_level::info, "agent started",
           {{"version", LEASEHOLD_VERSION},
-           {"server", conn.conn.server},
+           {"backend", cfg.backend},
+           {"server", on_etcd ? cfg.etcd.endpoints.front() : conn.conn.server},
            {"health_addr", cfg.health_addr.substr(0, cfg.health_addr.rfind(':') + 1)
                              + std::to_string(health_port)},
            {"modules", cfg.modules.modules.size()},
