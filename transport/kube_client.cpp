@@ -434,19 +434,33 @@ struct kube_client::impl {
       req.headers.emplace("Content-Type", "application/json");
     }
     bool got_headers = false;
-    req.response_handler = [&got_headers](const httplib::Response&) {
+    bool declares_trailer = false;
+    int status = 0;
+    req.response_handler = [&](const httplib::Response& r) {
       got_headers = true;
+      status = r.status;
+      declares_trailer = r.has_header("Trailer");
+      return true;
+    };
+    // The body as it streams in: cpp-httplib 0.11 fails a chunked body that
+    // ends in trailers (every error reply of etcd's gRPC gateway) after the
+    // body itself was read.
+    std::string received;
+    req.content_receiver = [&received](const char* data, size_t n, uint64_t, uint64_t) {
+      received.append(data, n);
       return true;
     };
     auto start = steady::now();
     auto res = http->send(req);
+    if (!res && res.error() == httplib::Error::Read && got_headers && declares_trailer)
+      return api_result<http_response>::success({status, std::move(received), ""});
     if (!res) {
       auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
       return api_result<http_response>::failure(
         transport_error(verb, path, res.error(), got_headers, elapsed, cfg));
     }
     return api_result<http_response>::success(
-      {res->status, std::move(res->body), res->get_header_value("Retry-After")});
+      {res->status, std::move(received), res->get_header_value("Retry-After")});
   }
 
   api_result<lease> lease_call(const std::string& verb, const std::string& path,
