@@ -193,7 +193,13 @@ private:
   /// another replica with it, and that replica needs this long to notice and
   /// stop its work (see succeeded()).
   void absent(time_point started) {
-    if (!leading_ && mem_.record && held_by_other(*mem_.record)) {
+    if (opt_.backend.server_expiry && leading_) {
+      // The store deleted the record: its TTL ran out (or it was revoked).
+      // The term is over; putting it back would be a new record.
+      lose("lease " + opt_.lease.to_string() + " was deleted by the store");
+      return;
+    }
+    if (!opt_.backend.server_expiry && !leading_ && mem_.record && held_by_other(*mem_.record)) {
       // The last holder we saw may still be running and about to put its
       // record back: leave it that chance until it would have expired.
       done_attempt();
@@ -217,7 +223,7 @@ private:
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
-             if (create_new)
+             if (create_new && !opt_.backend.server_expiry)
                mem_.created_at = started;
              observe(*r.value);
              succeeded(r.value->spec, started);
@@ -260,7 +266,7 @@ private:
       return false;
     if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
       return false;   // a term this replica held and ended: its modules are down
-    return !expired(rec);
+    return opt_.backend.server_expiry || !expired(rec);
   }
 
   // -- outcomes ------------------------------------------------------------

@@ -50,6 +50,7 @@ struct elector_options {
   /// sends nothing until the lease could expire. While the watch is down the
   /// elector polls every retry_period, as without it.
   bool watch = true;
+  backend_traits backend;  // etcd: the store judges expiry (docs/safety.md)
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).

@@ -174,6 +174,7 @@ private:
     eo.lease = opt_.lease;
     eo.timings = opt_.timings;
     eo.transport = opt_.transport;
+    eo.backend = opt_.backend;
     eo.runner = caf::actor_cast<caf::actor>(this);
     eo.events = opt_.events;
     eo.seed = rng_();

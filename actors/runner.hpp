@@ -45,6 +45,7 @@ struct runner_options {
   election_timings timings;
   supervision_policy supervision;
   lease_transport_actor transport;
+  backend_traits backend;               // the transport's store (etcd: server_expiry)
   std::shared_ptr<const module_registry> registry;
   module_config modules;                // initial config (validated by spawn_runner)
   event_sink events;                    // optional; thread-safe, non-blocking

@@ -13,6 +13,14 @@ connection_config bounded_by(connection_config c, const election_timings& t) {
   return c;
 }
 
+void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg) {
+  cfg.http = bounded_by(std::move(cfg.http), o.timings);
+  if (cfg.http.identity.empty())
+    cfg.http.identity = o.identity;
+  o.transport = spawn_etcd_transport(sys, std::move(cfg));
+  o.backend.server_expiry = true;
+}
+
 void tune_for_idle(caf::actor_system_config& cfg) {
   cfg.set("work-stealing.aggressive-poll-attempts", size_t{1});
   cfg.set("work-stealing.moderate-poll-attempts", size_t{2});

@@ -245,12 +245,6 @@ api_error transport_error(const std::string& verb, const std::string& path, http
   return err;
 }
 
-struct http_reply {
-  int status = 0;
-  std::string body;
-  std::string retry_after;
-};
-
 template <class T, class F>
 api_result<T> never_throw(const std::string& verb, const std::string& path, F&& f) {
   try {
@@ -428,30 +422,46 @@ struct kube_client::impl {
     return true;
   }
 
-  api_result<http_reply> exchange(const std::string& verb, const std::string& path,
-                                  const std::string* body) {
+  api_result<http_response> exchange(const std::string& verb, const std::string& path,
+                                     const std::string* body, const http_headers& extra = {}) {
     std::lock_guard<std::mutex> guard(mtx);
     httplib::Request req;
     if (auto err = prepare(req, verb, path))
-      return api_result<http_reply>::failure(*err);
+      return api_result<http_response>::failure(*err);
+    for (auto& h : extra)
+      req.headers.emplace(h.first, h.second);
     if (body) {
       req.body = *body;
       req.headers.emplace("Content-Type", "application/json");
     }
     bool got_headers = false;
-    req.response_handler = [&got_headers](const httplib::Response&) {
+    bool declares_trailer = false;
+    int status = 0;
+    req.response_handler = [&](const httplib::Response& r) {
       got_headers = true;
+      status = r.status;
+      declares_trailer = r.has_header("Trailer");
+      return true;
+    };
+    // The body as it streams in: cpp-httplib 0.11 fails a chunked body that
+    // ends in trailers (every error reply of etcd's gRPC gateway) after the
+    // body itself was read.
+    std::string received;
+    req.content_receiver = [&received](const char* data, size_t n, uint64_t, uint64_t) {
+      received.append(data, n);
       return true;
     };
     auto start = steady::now();
     auto res = http->send(req);
+    if (!res && res.error() == httplib::Error::Read && got_headers && declares_trailer)
+      return api_result<http_response>::success({status, std::move(received), ""});
     if (!res) {
       auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
-      return api_result<http_reply>::failure(
+      return api_result<http_response>::failure(
         transport_error(verb, path, res.error(), got_headers, elapsed, cfg));
     }
-    return api_result<http_reply>::success(
-      {res->status, std::move(res->body), res->get_header_value("Retry-After")});
+    return api_result<http_response>::success(
+      {res->status, std::move(received), res->get_header_value("Retry-After")});
   }
 
   /// A request without a body, with the headers every request carries.
@@ -576,6 +586,13 @@ api_error kube_client::stream(const std::string& path, std::chrono::milliseconds
 void kube_client::stop() {
   if (impl_->http)
     impl_->http->stop();
+}
+
+api_result<http_response> kube_client::send(const std::string& verb, const std::string& path,
+                                            const std::string* body,
+                                            const http_headers& headers) {
+  return never_throw<http_response>(verb, path,
+                                    [&] { return impl_->exchange(verb, path, body, headers); });
 }
 
 const connection_config& kube_client::config() const {

@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "transport/api_result.hpp"
 #include "transport/lease.hpp"
@@ -54,6 +56,15 @@ std::string lease_path(const lease_key& k);             // .../namespaces/{ns}/l
 std::string leases_path(const std::string& ns);         // .../namespaces/{ns}/leases
 std::string events_path(const std::string& ns);         // /api/v1/namespaces/{ns}/events
 
+/// A complete HTTP response (any status).
+struct http_response {
+  int status = 0;
+  std::string body;
+  std::string retry_after;
+};
+
+using http_headers = std::vector<std::pair<std::string, std::string>>;
+
 class kube_client {
 public:
   explicit kube_client(connection_config cfg);
@@ -65,6 +76,12 @@ public:
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
   api_result<bool> create_event(const kube_event& e);
+  /// One request to `path` on this server with the client's TLS, timeouts
+  /// and identity header, plus `headers`; transport failures classified as
+  /// for the Lease calls, any HTTP status returned as is. Other JSON APIs
+  /// over the same connection code (the etcd gateway) use it.
+  api_result<http_response> send(const std::string& verb, const std::string& path,
+                                 const std::string* body, const http_headers& headers = {});
 
   /// A streaming GET (a watch): `on_open` once the server answered 200,
   /// then `on_data` for every chunk until the server ends the stream,

@@ -233,6 +233,21 @@ std::string trim_whitespace(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+std::string encode_base64(const std::string& in) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    unsigned n = static_cast<unsigned>(static_cast<unsigned char>(in[i])) << 16;
+    if (i + 1 < in.size()) n |= static_cast<unsigned>(static_cast<unsigned char>(in[i + 1])) << 8;
+    if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
+    out += alphabet[n >> 18 & 63];
+    out += alphabet[n >> 12 & 63];
+    out += i + 1 < in.size() ? alphabet[n >> 6 & 63] : '=';
+    out += i + 2 < in.size() ? alphabet[n & 63] : '=';
+  }
+  return out;
+}
+
 std::optional<std::string> decode_base64(const std::string& text) {
   auto value = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';

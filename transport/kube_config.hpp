@@ -52,5 +52,7 @@ std::optional<std::string> read_text_file(const std::string& path);
 std::string trim_whitespace(const std::string& s);
 /// Standard base64 (padding required, whitespace ignored); nullopt when invalid.
 std::optional<std::string> decode_base64(const std::string& text);
+/// Standard base64 with padding.
+std::string encode_base64(const std::string& bytes);
 
 } // namespace leasehold

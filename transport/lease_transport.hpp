@@ -1,7 +1,7 @@
 // The lease transport: the one interface electors talk to, by message.
 //
 // A backend (HTTP to a Kubernetes API server, a simulated store in scripted
-// tests, later a watch cache or etcd) is an actor with this typed interface.
+// tests, etcd) is an actor with this typed interface.
 // Electors `request(...)` it with a timeout; a reply is always an
 // api_result (errors are values), a timeout arrives as sec::request_timeout.
 #pragma once
@@ -69,5 +69,15 @@ using lease_transport_actor = caf::typed_actor<
   caf::replies_to<update_lease_atom, lease>::with<lease_reply>,
   caf::replies_to<post_event_atom, kube_event>::with<event_reply>,
   caf::reacts_to<watch_lease_atom, lease_watch_request>>;
+
+/// What an elector must know about the store behind a transport.
+struct backend_traits {
+  /// The store itself ends a term when its TTL runs out (etcd: the key dies
+  /// with its lease). Followers then never judge expiry by their clock:
+  /// only an absent record lets them acquire; a leader whose record is gone
+  /// has lost its term; a created record starts its term at once.
+  /// false (Kubernetes): expiry judged by each follower's own clock.
+  bool server_expiry = false;
+};
 
 } // namespace leasehold

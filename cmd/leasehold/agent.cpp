@@ -141,8 +141,9 @@ resolved_run resolve_run(const run_options& opts, const config_environment& env,
   if (!out.errors.empty())
     return out;
   auto& cfg = out.cfg;
-  auto r = load_connection_config(cfg.server, cfg.kubeconfig);
-  if (!r.ok()) {
+  if (cfg.backend == "etcd") {
+    out.errors = check_connection_files(cfg.etcd.http);
+  } else if (auto r = load_connection_config(cfg.server, cfg.kubeconfig); !r.ok()) {
     out.errors.push_back(r.error);
   } else {
     out.conn = *r.config;
@@ -185,7 +186,8 @@ int validate_file(const run_options& opts, std::ostream& out, std::ostream& err)
     return 1;
   }
   out << name << ": ok (" << r.cfg.modules.modules.size() << " modules, lease " << r.cfg.ns << "/"
-      << r.cfg.lease_name << ", identity " << r.cfg.identity << ", server " << r.conn.server
+      << r.cfg.lease_name << ", identity " << r.cfg.identity << ", "
+      << (r.cfg.backend == "etcd" ? "etcd " + r.cfg.etcd.endpoints.front() : "server " + r.conn.server)
       << ")\n";
   return 0;
 }
@@ -202,6 +204,7 @@ int run(const run_options& opts) {
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;
   }
+  bool on_etcd = cfg.backend == "etcd";
   lease_key lease{cfg.ns, cfg.lease_name};
   json_logger log(*parse_log_level(cfg.log_level), cfg.identity, lease.to_string());
   auto& conn = resolved.conn;
@@ -245,7 +248,11 @@ int run(const run_options& opts) {
   poster_opts.request_timeout
     = std::chrono::duration_cast<caf::timespan>(max_request_time(event_conn))
       + std::chrono::milliseconds(500);
-  auto poster = spawn_event_poster(sys, spawn_http_transport(sys, event_conn), poster_opts);
+  // etcd keeps no Events: the poster then talks to an etcd transport, whose
+  // post_event is a no-op.
+  auto poster = spawn_event_poster(sys, on_etcd ? spawn_etcd_transport(sys, cfg.etcd)
+                                                 : spawn_http_transport(sys, event_conn),
+                                   poster_opts);
 
   std::vector<event_sink> sinks{log.sink(), counters.sink(), api.sink(),
                                 event_poster_sink(poster, lease), fatal_on_invalid(log)};
@@ -256,7 +263,10 @@ int run(const run_options& opts) {
   ropts.lease = lease;
   ropts.timings = cfg.timings;
   ropts.watch = cfg.watch;
-  ropts.transport = spawn_http_transport(sys, bounded_by(conn, cfg.timings));
+  if (on_etcd)
+    use_etcd(sys, ropts, cfg.etcd);
+  else
+    ropts.transport = spawn_http_transport(sys, bounded_by(conn, cfg.timings));
   ropts.registry = modules.registry;
   ropts.modules = cfg.modules;
   ropts.events = fan_out(std::move(sinks));
@@ -272,7 +282,8 @@ int run(const run_options& opts) {
   health.serve();
   log.log(log_level::info, "agent started",
           {{"version", LEASEHOLD_VERSION},
-           {"server", conn.server},
+           {"backend", cfg.backend},
+           {"server", on_etcd ? cfg.etcd.endpoints.front() : conn.server},
            {"health_addr", cfg.health_addr.substr(0, cfg.health_addr.rfind(':') + 1)
                              + std::to_string(health_port)},
            {"modules", cfg.modules.modules.size()},

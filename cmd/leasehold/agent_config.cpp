@@ -115,6 +115,61 @@ std::string dns1123_error(const std::string& name, std::size_t max, bool label =
   return ok ? std::string{} : rule + " (is \"" + name + "\")";
 }
 
+/// One string field of the `etcd` object.
+struct etcd_string_field {
+  const char* key;
+  std::string* (*member)(etcd_config&);
+};
+
+const etcd_string_field etcd_string_fields[] = {
+  {"prefix", [](etcd_config& c) { return &c.prefix; }},
+  {"username", [](etcd_config& c) { return &c.username; }},
+  {"password", [](etcd_config& c) { return &c.password; }},
+  {"ca_file", [](etcd_config& c) { return &c.http.ca_file; }},
+  {"cert_file", [](etcd_config& c) { return &c.http.client_cert_file; }},
+  {"key_file", [](etcd_config& c) { return &c.http.client_key_file; }},
+};
+
+void parse_etcd(const json& j, etcd_config& out, std::vector<std::string>& errs) {
+  if (!j.is_object()) {
+    errs.push_back("etcd: must be an object");
+    return;
+  }
+  for (auto& kv : j.items()) {
+    if (kv.key() == "endpoints") {
+      if (!kv.value().is_array()) {
+        errs.push_back("etcd.endpoints: must be an array of URLs");
+        continue;
+      }
+      out.endpoints.clear();
+      for (size_t i = 0; i < kv.value().size(); ++i) {
+        auto& e = kv.value()[i];
+        if (!e.is_string())
+          errs.push_back("etcd.endpoints[" + std::to_string(i) + "]: must be a string");
+        else
+          out.endpoints.push_back(e.get<std::string>());
+      }
+      continue;
+    }
+    const etcd_string_field* field = nullptr;
+    for (auto& f : etcd_string_fields)
+      field = kv.key() == f.key ? &f : field;
+    if (!field)
+      errs.push_back("etcd." + kv.key() + ": unknown field");
+    else if (!kv.value().is_string())
+      errs.push_back("etcd." + kv.key() + ": must be a string");
+    else
+      *field->member(out) = kv.value().get<std::string>();
+  }
+}
+
+bool same_etcd(etcd_config fa, etcd_config fb) {
+  for (auto& f : etcd_string_fields)
+    if (*f.member(fa) != *f.member(fb))
+      return false;
+  return fa.endpoints == fb.endpoints;
+}
+
 bool valid_log_level(const std::string& s) {
   return s == "debug" || s == "info" || s == "warn" || s == "error";
 }
@@ -187,6 +242,10 @@ std::vector<std::string> agent_config::restart_fields_changed(const agent_config
       out.push_back(std::string("timings.") + f.key);
   if (watch != o.watch)
     out.push_back("watch");
+  if (backend != o.backend)
+    out.push_back("backend");
+  if (!same_etcd(etcd, o.etcd))
+    out.push_back("etcd");
   return out;
 }
 
@@ -230,7 +289,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
-       "health_addr", "journal", "log_level", "watch", "modules"};
+       "health_addr", "journal", "log_level", "watch", "modules", "backend", "etcd"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field");
@@ -283,6 +342,32 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
   if (!cfg.server.empty())
     if (auto e = server_url_error(cfg.server); !e.empty())
       errs.push_back("server: " + e);
+
+  if (auto it = doc.find("backend"); it != doc.end()) {
+    if (!it->is_string())
+      errs.push_back("backend: must be a string");
+    else
+      cfg.backend = it->get<std::string>();
+  }
+  if (over.backend)
+    cfg.backend = *over.backend;
+  if (cfg.backend != "kubernetes" && cfg.backend != "etcd")
+    errs.push_back("backend: must be kubernetes or etcd (is \"" + cfg.backend + "\")");
+  if (auto it = doc.find("etcd"); it != doc.end())
+    parse_etcd(*it, cfg.etcd, errs);
+  if (over.etcd_endpoints) {
+    cfg.etcd.endpoints.clear();
+    std::string list = *over.etcd_endpoints;
+    for (size_t start = 0; start <= list.size();) {
+      auto comma = std::min(list.find(',', start), list.size());
+      if (comma > start)
+        cfg.etcd.endpoints.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  if (cfg.backend == "etcd")
+    for (auto& e : validate(cfg.etcd))
+      errs.push_back(e);
 
   if (auto it = doc.find("modules"); it != doc.end()) {
     auto module_errs = parse_modules(*it, reg, cfg.modules);

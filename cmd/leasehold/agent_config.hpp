@@ -11,6 +11,7 @@
 
 #include "actors/module_registry.hpp"
 #include "actors/timings.hpp"
+#include "transport/etcd_transport.hpp"
 
 namespace leasehold::agent {
 
@@ -40,6 +41,8 @@ struct agent_config {
   std::string log_level = "info";
   bool watch = true;                // followers watch the Lease (false: they poll)
   module_config modules;
+  std::string backend = "kubernetes";   // "kubernetes" | "etcd"
+  etcd_config etcd;                     // used when backend is "etcd"
 
   /// The fields that need a restart to change (everything but modules).
   /// Returns the JSON names of those that differ.
@@ -52,6 +55,7 @@ struct config_overrides {
   std::optional<std::string> identity, ns, lease_name, server, kubeconfig;
   std::optional<std::string> lease_duration, renew_deadline, retry_period, module_stop_timeout;
   std::optional<std::string> health_addr, journal, log_level;
+  std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
 };
 
 /// Where defaults come from; injectable for tests.

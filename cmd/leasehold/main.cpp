@@ -44,6 +44,9 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
   opt("--health-addr", v.health_addr, "host:port of the health/metrics server (default 127.0.0.1:8080)");
   opt("--journal", v.journal, "Append a JSON-lines journal of leadership and module events to FILE");
   opt("--log-level", v.log_level, "debug, info, warn or error (default info)");
+  opt("--backend", v.backend, "Lease store: kubernetes (default) or etcd");
+  opt("--etcd-endpoints", v.etcd_endpoints,
+      "Comma-separated etcd endpoints, e.g. http://127.0.0.1:2379,http://127.0.0.1:22379");
 }
 
 } // namespace

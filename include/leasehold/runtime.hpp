@@ -5,6 +5,7 @@
 //   reg->add({"mywork", /*leader_only*/ true, factory, validator});
 //   leasehold::runner_options o;  o.identity = ...; o.lease = {"ns", "name"};
 //   o.transport = leasehold::spawn_http_transport(sys, conn);  o.registry = reg;
+//     (or, for etcd: leasehold::use_etcd(sys, o, etcd_cfg);)
 //   o.modules.modules = {{"mywork", "mywork"}};
 //   auto r = leasehold::spawn_runner(sys, o);      // r.errors if invalid
 //   leasehold::subscribe(sys, r.runner, my_actor);  // gets leadership_changed
@@ -30,6 +31,7 @@
 #include "actors/observer.hpp"
 #include "actors/runner.hpp"
 #include "actors/timings.hpp"
+#include "transport/etcd_transport.hpp"
 #include "transport/http_transport.hpp"
 #include "transport/lease_transport.hpp"
 
@@ -39,6 +41,11 @@ namespace leasehold {
 /// request ends within the elector's request timeout: a request the elector
 /// gave up on never delays the next one in the transport's queue.
 connection_config bounded_by(connection_config c, const election_timings& t);
+
+/// Picks etcd as the lease store: an etcd transport (its HTTP timeouts
+/// bounded as above) and the backend traits that go with it (the store
+/// judges expiry). Instead of setting o.transport to an HTTP transport.
+void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg);
 
 /// Scheduler settings for a mostly idle agent: CAF 0.17's work-stealing
 /// workers poll hard after each message by default; this trades at most

@@ -95,6 +95,60 @@ TEST_CASE("every error names its JSON path") {
   CHECK(has(errs, "health_addr: must be a string"));
 }
 
+TEST_CASE("backend and etcd settings: defaults, parsing, errors with their JSON paths") {
+  agent_config cfg;
+  REQUIRE(parse(test::short_config(), cfg).empty());
+  CHECK(cfg.backend == "kubernetes");
+
+  json doc = test::short_config();
+  doc["backend"] = "etcd";
+  doc["etcd"] = {{"endpoints", {"http://127.0.0.1:2379", "https://10.0.0.2:2379"}},
+                 {"prefix", "/lh"}, {"ca_file", "/ca.pem"}, {"cert_file", "/c.pem"},
+                 {"key_file", "/k.pem"}, {"username", "u"}, {"password", "p"}};
+  auto errs = parse(doc, cfg);
+  CHECK(has(errs, "etcd.endpoints[0]: ca_file is set but the endpoint is http://"));
+  doc["etcd"]["endpoints"] = {"https://127.0.0.1:2379", "https://10.0.0.2:2379"};
+  errs = parse(doc, cfg);
+  REQUIRE_MESSAGE(errs.empty(), joined(errs));
+  CHECK(cfg.backend == "etcd");
+  CHECK(cfg.etcd.endpoints.size() == 2);
+  CHECK(cfg.etcd.prefix == "/lh");
+  CHECK(cfg.etcd.http.client_cert_file == "/c.pem");
+  CHECK(cfg.etcd.username == "u");
+
+  config_overrides over;
+  over.etcd_endpoints = "http://127.0.0.1:1,http://127.0.0.1:2";
+  doc["etcd"].erase("ca_file");
+  REQUIRE(parse(doc, cfg, over).empty());
+  CHECK(cfg.etcd.endpoints == std::vector<std::string>{"http://127.0.0.1:1", "http://127.0.0.1:2"});
+
+  json bad = test::short_config();
+  bad["backend"] = "zookeeper";
+  bad["etcd"] = {{"endpoints", {"tcp://x", 5}}, {"prefix", "lh"}, {"cert_file", "/c.pem"},
+                 {"username", "u"}, {"colour", "x"}, {"password", 1}};
+  errs = parse(bad, cfg);
+  CHECK(has(errs, "backend: must be kubernetes or etcd (is \"zookeeper\")"));
+  CHECK(has(errs, "etcd.endpoints[1]: must be a string"));
+  CHECK(has(errs, "etcd.colour: unknown field"));
+  CHECK(has(errs, "etcd.password: must be a string"));
+  bad["backend"] = "etcd";
+  errs = parse(bad, cfg);
+  CHECK(has(errs, "etcd.endpoints[0]: must start with http:// or https://"));
+  CHECK(has(errs, "etcd.prefix: must start with /"));
+  CHECK(has(errs, "etcd.cert_file, etcd.key_file: must be set together"));
+  CHECK(has(errs, "etcd.username, etcd.password: must be set together"));
+  bad["etcd"] = {{"endpoints", json::array()}};
+  CHECK(has(parse(bad, cfg), "etcd.endpoints: must list at least one endpoint"));
+  bad["etcd"] = "http://x";
+  CHECK(has(parse(bad, cfg), "etcd: must be an object"));
+
+  agent_config a, b;
+  REQUIRE(parse(doc, a, over).empty());
+  b = a;
+  b.etcd.prefix = "/other";
+  CHECK(a.restart_fields_changed(b) == std::vector<std::string>{"etcd"});
+}
+
 TEST_CASE("bad timing relations and module settings are errors") {
   agent_config cfg;
   json doc = test::short_config();

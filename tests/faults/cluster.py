@@ -139,6 +139,10 @@ class ApiServer:
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
+    def agent_config(self, agent):
+        """The agent's config fields that point it at this store."""
+        return {"server": agent.relay.url if agent.relay else self.url}
+
     def control(self, path, body=None):
         return http_json(f"http://127.0.0.1:{self.control_port}/_leasehold/{path}", body)
 
@@ -294,9 +298,9 @@ class Agent:
         """Writes the config atomically (the agent polls the file and must never see half of it)."""
         self.modules_enabled = modules_enabled
         c = self.cluster
-        server = self.relay.url if self.relay else c.server.url
         cfg = {"identity": self.identity, "namespace": "default", "lease_name": c.lease_name,
-               "server": server, "timings": c.timings.config(), "health_addr": "127.0.0.1:0",
+               **c.server.agent_config(self), "timings": c.timings.config(),
+               "health_addr": "127.0.0.1:0",
                "journal": self.journal, "log_level": "info",
                "modules": self.modules(modules_enabled)}
         tmp = self.config_path + ".tmp"
@@ -385,13 +389,13 @@ class Agent:
 
 class Cluster:
     def __init__(self, replicas=3, timings=None, tick_ms=100, name="cluster", relays=False,
-                 lease_name="leasehold-faults", agent_class=Agent):
+                 lease_name="leasehold-faults", agent_class=Agent, store=ApiServer):
         self.timings = timings or Timings()
         self.tick_ms = tick_ms
         self.lease_name = lease_name
         self.relays = relays
         self.workdir = tempfile.mkdtemp(prefix=f"leasehold-{name}-")
-        self.server = ApiServer(self.workdir)
+        self.server = store(self.workdir)   # the lease store: start(), stop(), agent_config()
         self.journal_paths = []
         self.ended = {}   # identity -> mono_ns its process ended
         self.agents = [agent_class(self, f"agent-{i + 1}") for i in range(replicas)]

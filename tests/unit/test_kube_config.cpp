@@ -9,20 +9,7 @@ using namespace leasehold;
 
 namespace {
 
-std::string base64(const std::string& in) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    unsigned n = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
-    if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
-    out += alphabet[n >> 18 & 63];
-    out += alphabet[n >> 12 & 63];
-    out += i + 1 < in.size() ? alphabet[n >> 6 & 63] : '=';
-    out += i + 2 < in.size() ? alphabet[n & 63] : '=';
-  }
-  return out;
-}
+std::string base64(const std::string& in) { return encode_base64(in); }
 
 /// A kubeconfig with one context `ctx` → cluster `c` and user `u`.
 std::string kubeconfig(const std::string& cluster, const std::string& user,

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""The etcd backend under faults, on a real 3-member etcd cluster: one meson
+test per case (`etcd-<name>`).
+
+usage: run_etcd.py NAME      run one case
+       run_etcd.py --list    print the case names
+
+Three agents (`backend: etcd`, every member's endpoint, member 0 first) run
+the leader-only heartbeat child of run_fenced.py. Two verdicts per case: the
+children's own heartbeat intervals never overlap, and scripts/check-journal
+(no overlapping leader-only intervals, a leader within the bound after
+every heal).
+"""
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import Cluster, Timings, mono_ns, run_cases, wait_for  # noqa: E402
+from etcd_cluster import EtcdCluster  # noqa: E402
+from run_fenced import (FencedAgent, kill_agent, pid_alive, stop_group,  # noqa: E402
+                        verdict as heartbeat_verdict, wait_leader_child)
+
+# etcd lease TTLs are whole seconds: lease 3 s (TTL 3), renew deadline 2 s.
+TIMINGS = Timings(lease=3.0, renew=2.0, retry=0.5, stop=0.5, backoff_min=0.3, backoff_max=1.0)
+STOP_MARGIN_S = 1.0   # leader-only work gone within renew + stop + this after quorum loss
+
+
+class EtcdStore(EtcdCluster):
+    """The 3-member cluster as the Cluster's lease store."""
+
+    def __init__(self, workdir):
+        super().__init__(3)
+
+    def start(self, i=None):
+        """Member i; without i (as Cluster starts its store) all, until healthy."""
+        if i is not None:
+            return super().start(i)
+        for j in range(self.n):
+            super().start(j)
+        self.wait_healthy()
+        return self
+
+    def stop(self):
+        self.close()
+
+    def agent_config(self, agent):
+        return {"backend": "etcd", "etcd": {"endpoints": self.endpoints(), "prefix": "/lh-test"}}
+
+
+def terms_lost(agent):
+    return [e for e in agent.events() if e.get("event") == "term_lost"]
+
+
+def verdict(c, min_children=2):
+    heartbeat_verdict(c, min_children)   # stops the agents; heartbeats never overlap
+    c.check(stop=False)           # journals: no overlap, a leader within the bound
+
+
+def keeps_term(c, leader, child, seconds):
+    """The leader keeps its term (same child, no term_lost) for `seconds`."""
+    time.sleep(seconds)
+    assert not terms_lost(leader), f"{leader.identity} lost its term: {terms_lost(leader)}"
+    assert pid_alive(child["pid"]), f"{leader.identity}'s child ended"
+    now, _ = wait_leader_child(c)
+    assert now is leader, f"leader changed to {now.identity}"
+
+
+def case_member_kill_one(c):
+    """SIGKILL of a member nobody talks to: no leader change."""
+    leader, child = wait_leader_child(c)
+    c.server.kill(2)
+    keeps_term(c, leader, child, 2 * c.timings.lease)
+    c.server.start(2)
+    c.server.wait_healthy()
+    verdict(c, min_children=1)
+
+
+def case_member_failover(c):
+    """SIGKILL of the member every agent talks to (endpoint 0): the leader
+    fails over to another endpoint and keeps its term."""
+    leader, child = wait_leader_child(c)
+    t = mono_ns()
+    c.server.kill(0)
+    keeps_term(c, leader, child, 2 * c.timings.lease)
+    c.server.start(0)
+    c.server.wait_healthy()
+    c.healed("member-0-killed", t)
+    verdict(c, min_children=1)
+
+
+def case_quorum_loss(c):
+    """Two members killed: leader-only work stops within renew + stop
+    (+ margin); nobody leads while there is no quorum; with quorum back a
+    leader within the bound."""
+    leader, child = wait_leader_child(c)
+    t = mono_ns()
+    c.server.kill(1)
+    c.server.kill(2)
+    bound = c.timings.renew + c.timings.stop + STOP_MARGIN_S
+    wait_for(lambda: not pid_alive(child["pid"]), bound, "the leader's child to stop")
+    took = (mono_ns() - t) / 1e9
+    print(f"quorum lost: leader-only work stopped {took * 1000:.0f} ms after the kill "
+          f"(bound {bound * 1000:.0f} ms)")
+    end = time.monotonic() + c.timings.lease + 1.0
+    while time.monotonic() < end:
+        assert not any(a.running_child() for a in c.agents), "leader-only work without quorum"
+        time.sleep(0.05)
+    c.server.start(1)
+    c.server.start(2)
+    healed = mono_ns()
+    c.server.wait_healthy()
+    new, _ = wait_leader_child(c)
+    print(f"quorum back: {new.identity} leads {(mono_ns() - healed) / 1e6:.0f} ms later")
+    c.healed("quorum-lost", t, healed)
+    verdict(c)
+
+
+def case_agent_sigkill(c):
+    kill_agent(c, "sigkill")
+    time.sleep(1.0)
+    verdict(c)
+
+
+def case_agent_sigstop(c):
+    stop_group(c)
+    verdict(c)
+
+
+def case_member_sigstop(c):
+    """SIGSTOP of the member every agent talks to (a network pause) for
+    longer than the lease: requests to it time out, agents fail over."""
+    wait_leader_child(c)
+    t = mono_ns()
+    c.server.pause(0)
+    try:
+        time.sleep(c.timings.lease + 1.0)
+        wait_leader_child(c)
+    finally:
+        c.server.resume(0)
+    c.healed("member-0-stopped", t)
+    time.sleep(1.0)
+    verdict(c, min_children=1)
+
+
+def run(name, case):
+    with Cluster(3, timings=TIMINGS, name="etcd-" + name, agent_class=FencedAgent,
+                      lease_name="leasehold-etcd", store=EtcdStore) as c:
+        case(c)
+    return f"etcd-{name}"
+
+
+if __name__ == "__main__":
+    sys.exit(run_cases(sys.argv[1:], "run_etcd.py", globals(), run))

@@ -1,0 +1,237 @@
+// The etcd lease transport against a real etcd (one member, started by
+// tests/faults/etcd_cluster.py on ephemeral loopback ports): the mapping
+// of get/create/update/release to the v3 API, terms = create_revision,
+// TTL expiry, endpoint failover, auth, and the actor interface.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/etcd_transport.hpp"
+
+using namespace leasehold;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  auto* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+/// `etcd_cluster.py --members 1` as a child: its endpoints, SIGTERM on exit.
+class etcd_member {
+public:
+  etcd_member() {
+    std::string script = env_or("LEASEHOLD_SOURCE_ROOT", ".") + "/tests/faults/etcd_cluster.py";
+    int out[2];
+    if (pipe(out) != 0)
+      return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      close(out[1]);
+      execl("/usr/bin/python3", "/usr/bin/python3", script.c_str(), "--members", "1",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    std::string line;
+    for (auto deadline = std::chrono::steady_clock::now() + 20s;
+         line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline;) {
+      pollfd p{out[0], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0)
+        continue;
+      char buf[512];
+      ssize_t n = read(out[0], buf, sizeof buf);
+      if (n <= 0)
+        break;
+      line.append(buf, static_cast<size_t>(n));
+    }
+    close(out[0]);
+    auto j = nlohmann::json::parse(line.substr(0, line.find('\n')), nullptr, false);
+    if (j.is_object() && j.contains("endpoints"))
+      endpoint_ = j["endpoints"][0].get<std::string>();
+  }
+  ~etcd_member() {
+    if (pid_ <= 0)
+      return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(100ms);
+    if (waitpid(pid_, &status, WNOHANG) == 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+private:
+  pid_t pid_ = -1;
+  std::string endpoint_;
+};
+
+etcd_config config(std::vector<std::string> endpoints) {
+  etcd_config c;
+  c.endpoints = std::move(endpoints);
+  c.prefix = "/lh-test";
+  c.http.connect_timeout = 300ms;
+  c.http.read_timeout = 1000ms;
+  c.http.write_timeout = 1000ms;
+  return c;
+}
+
+lease record(const std::string& name, const std::string& holder, int duration_s = 5) {
+  lease l;
+  l.ns = "ns1";
+  l.name = name;
+  l.spec.holder_identity = holder;
+  l.spec.lease_duration_seconds = duration_s;
+  l.spec.acquire_time = std::chrono::time_point_cast<std::chrono::microseconds>(
+    wall_clock::now());
+  l.spec.lease_transitions = 1;   // what the elector asks for; the store's revision wins
+  return l;
+}
+
+/// Runs `cmd` (etcdctl) and returns its exit status.
+int run(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str());
+}
+
+} // namespace
+
+TEST_CASE("etcd transport: the lease mapping on a real etcd") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_client a(config({etcd.endpoint()}));
+  etcd_client b(config({etcd.endpoint()}));
+  lease_key key{"ns1", "mapping"};
+  CHECK(a.key_of(key) == "/lh-test/ns1/mapping");
+
+  SUBCASE("absent, create, conflicting create, renew, foreign write, release") {
+    auto got = a.get_lease(key);
+    CHECK(got.kind() == error_kind::not_found);
+
+    auto created = a.create_lease(record("mapping", "A"));
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    int term = created.value->spec.lease_transitions;
+    CHECK(term > 1);   // the key's create_revision, not the requested 1
+    CHECK(created.value->spec.holder_identity == "A");
+
+    got = b.get_lease(key);
+    REQUIRE(got.ok());
+    CHECK(got.value->spec.lease_transitions == term);
+    CHECK(got.value->spec.holder_identity == "A");
+    CHECK(got.value->spec.lease_duration_seconds == 5);
+    CHECK(got.value->spec.acquire_time == created.value->spec.acquire_time);
+
+    auto taken = b.create_lease(record("mapping", "B"));
+    CHECK(taken.kind() == error_kind::already_exists);
+    CHECK(taken.error.reason.find("\"A\"") != std::string::npos);
+
+    auto renewed = a.update_lease(*got.value);
+    REQUIRE_MESSAGE(renewed.ok(), renewed.error.describe());
+    CHECK(renewed.value->spec.lease_transitions == term);
+
+    auto foreign = *got.value;
+    foreign.spec.holder_identity = "B";
+    foreign.spec.lease_transitions = term + 1;
+    CHECK(b.update_lease(foreign).kind() == error_kind::conflict);
+
+    auto stale_release = *got.value;
+    stale_release.spec.holder_identity.clear();
+    stale_release.spec.lease_transitions = term - 1;
+    CHECK(a.update_lease(stale_release).kind() == error_kind::conflict);
+
+    auto release = *got.value;
+    release.spec.holder_identity.clear();
+    auto released = a.update_lease(release);
+    REQUIRE_MESSAGE(released.ok(), released.error.describe());
+    CHECK(released.value->spec.holder_identity.empty());
+    CHECK(a.get_lease(key).kind() == error_kind::not_found);
+
+    auto next = b.create_lease(record("mapping", "B"));
+    REQUIRE(next.ok());
+    CHECK(next.value->spec.lease_transitions > term);   // terms strictly increase
+  }
+
+  SUBCASE("the TTL ends a term: the key is gone and a renew is not_found") {
+    auto created = a.create_lease(record("ttl", "A", 1));
+    REQUIRE(created.ok());
+    auto deadline = std::chrono::steady_clock::now() + 6s;
+    while (a.get_lease({"ns1", "ttl"}).ok() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(100ms);
+    CHECK(a.get_lease({"ns1", "ttl"}).kind() == error_kind::not_found);
+    CHECK(a.update_lease(*created.value).kind() == error_kind::not_found);
+  }
+
+  SUBCASE("the holder re-takes its own ended term: a new, larger term") {
+    auto created = a.create_lease(record("retake", "A"));
+    REQUIRE(created.ok());
+    auto again = *created.value;
+    again.spec.lease_transitions += 1;   // acquired_spec: a new term on a record naming A
+    auto retaken = a.update_lease(again);
+    REQUIRE_MESSAGE(retaken.ok(), retaken.error.describe());
+    CHECK(retaken.value->spec.lease_transitions > created.value->spec.lease_transitions);
+    CHECK(retaken.value->spec.holder_identity == "A");
+    auto stale = again;   // the old resourceVersion: somebody wrote since
+    CHECK(a.update_lease(stale).kind() == error_kind::conflict);
+  }
+
+  SUBCASE("failover: a dead endpoint first, then the live one") {
+    etcd_client c(config({"http://127.0.0.1:1", etcd.endpoint()}));
+    CHECK(c.get_lease(key).kind() == error_kind::not_found);
+    CHECK(c.current_endpoint() == etcd.endpoint());
+    etcd_client dead(config({"http://127.0.0.1:1"}));
+    auto r = dead.get_lease(key);
+    CHECK(r.kind() == error_kind::connection_refused);
+    CHECK(r.error.reason.find("http://127.0.0.1:1") != std::string::npos);
+  }
+
+  SUBCASE("the actor interface") {
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    auto t = spawn_etcd_transport(sys, config({etcd.endpoint()}));
+    caf::scoped_actor self{sys};
+    bool answered = false;
+    self->request(t, 5s, create_lease_atom::value, record("actor", "A"))
+      .receive([&](lease_reply& r) { answered = r.ok() && r.value->spec.lease_transitions > 1; },
+               [&](caf::error&) {});
+    CHECK(answered);
+    self->request(t, 5s, post_event_atom::value, kube_event{})
+      .receive([&](event_reply& r) { CHECK(r.ok()); }, [&](caf::error&) { CHECK(false); });
+    self->send_exit(t, caf::exit_reason::user_shutdown);
+  }
+
+  SUBCASE("username/password auth: a token header; without it, unauthorized") {
+    std::string ctl = "ETCDCTL_API=3 etcdctl --endpoints " + etcd.endpoint();
+    REQUIRE(run(ctl + " user add root --new-user-password=pw") == 0);
+    REQUIRE(run(ctl + " auth enable") == 0);
+    auto with = config({etcd.endpoint()});
+    with.username = "root";
+    with.password = "pw";
+    etcd_client authed(with);
+    auto created = authed.create_lease(record("auth", "A"));
+    CHECK_MESSAGE(created.ok(), created.error.describe());
+    etcd_client anonymous(config({etcd.endpoint()}));
+    auto denied = anonymous.get_lease({"ns1", "auth"});
+    CHECK_MESSAGE(denied.kind() == error_kind::invalid, denied.error.describe());
+    CHECK(denied.error.reason.find("user name is empty") != std::string::npos);
+    with.password = "wrong";
+    etcd_client bad(with);
+    auto r = bad.get_lease({"ns1", "auth"});
+    CHECK(!r.ok());
+    CHECK(r.error.path == "/v3/auth/authenticate");
+  }
+}

@@ -1,0 +1,512 @@
+#include "transport/etcd_transport.hpp"
+
+#include <climits>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/kube_config.hpp"
+
+namespace leasehold {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// One key-value as /v3/kv/range returns it (int64 fields are JSON strings,
+/// absent when zero; key and value base64).
+struct etcd_kv {
+  std::int64_t create_revision = 0;
+  std::int64_t mod_revision = 0;
+  std::string lease_id;   // "0" or absent: no lease
+  std::string value;
+};
+
+/// An int64 field sent as a JSON string (or number); 0 when absent.
+bool int64_field(const json& j, const char* name, std::int64_t& out) {
+  out = 0;
+  auto it = j.find(name);
+  if (it == j.end())
+    return true;
+  if (it->is_number_integer()) {
+    out = it->get<std::int64_t>();
+    return true;
+  }
+  if (!it->is_string())
+    return false;
+  auto text = it->get<std::string>();
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return !text.empty() && end && *end == '\0' && errno == 0;
+}
+
+std::string id_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end())
+    return "0";
+  if (it->is_string())
+    return it->get<std::string>();
+  if (it->is_number_integer())
+    return std::to_string(it->get<std::int64_t>());
+  return "";
+}
+
+/// gRPC status code (in the gateway's error body) to an error kind.
+error_kind grpc_kind(int code, int http_status) {
+  switch (code) {
+    case 3: return error_kind::invalid;          // INVALID_ARGUMENT
+    case 4: return error_kind::timeout;          // DEADLINE_EXCEEDED
+    case 5: return error_kind::not_found;        // NOT_FOUND
+    case 7: return error_kind::forbidden;        // PERMISSION_DENIED
+    case 8: return error_kind::throttled;        // RESOURCE_EXHAUSTED
+    case 14: return error_kind::server_error;    // UNAVAILABLE
+    case 16: return error_kind::unauthorized;    // UNAUTHENTICATED
+    default:
+      return http_status >= 500 ? error_kind::server_error : error_kind::other;
+  }
+}
+
+/// Errors after which another endpoint may answer.
+bool fail_over_on(error_kind k) {
+  return k == error_kind::connection_refused || k == error_kind::timeout
+         || k == error_kind::server_error || k == error_kind::tls_error;
+}
+
+api_error make_error(error_kind kind, const std::string& verb, const std::string& path,
+                     std::string reason, int status = 0) {
+  api_error e;
+  e.kind = kind;
+  e.http_status = status;
+  e.verb = verb;
+  e.path = path;
+  e.reason = std::move(reason);
+  return e;
+}
+
+} // namespace
+
+std::vector<std::string> validate(const etcd_config& cfg) {
+  std::vector<std::string> errs;
+  if (cfg.endpoints.empty())
+    errs.push_back("etcd.endpoints: must list at least one endpoint");
+  for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
+    auto& ep = cfg.endpoints[i];
+    bool https = ep.rfind("https://", 0) == 0;
+    if (!https && ep.rfind("http://", 0) != 0)
+      errs.push_back("etcd.endpoints[" + std::to_string(i)
+                     + "]: must start with http:// or https:// (is \"" + ep + "\")");
+    else if (!https && !cfg.http.ca_file.empty())
+      errs.push_back("etcd.endpoints[" + std::to_string(i)
+                     + "]: ca_file is set but the endpoint is http://");
+  }
+  if (cfg.prefix.empty() || cfg.prefix.front() != '/')
+    errs.push_back("etcd.prefix: must start with / (is \"" + cfg.prefix + "\")");
+  if (cfg.http.client_cert_file.empty() != cfg.http.client_key_file.empty())
+    errs.push_back("etcd.cert_file, etcd.key_file: must be set together");
+  if (cfg.username.empty() != cfg.password.empty())
+    errs.push_back("etcd.username, etcd.password: must be set together");
+  return errs;
+}
+
+struct etcd_client::impl {
+  etcd_config cfg;
+  std::vector<std::unique_ptr<kube_client>> servers;
+  size_t current = 0;
+  std::string token;   // auth token ("" without auth or before authenticate)
+
+  explicit impl(etcd_config c) : cfg(std::move(c)) {
+    for (auto& ep : cfg.endpoints) {
+      auto conn = cfg.http;
+      conn.server = ep;
+      servers.push_back(std::make_unique<kube_client>(std::move(conn)));
+    }
+  }
+
+  /// One exchange with the current server: the parsed JSON body of a 2xx
+  /// reply, or the error (gRPC code mapped) of anything else.
+  api_result<json> exchange(kube_client& server, const std::string& path, const json& body) {
+    http_headers headers;
+    if (!token.empty())
+      headers.emplace_back("Authorization", token);
+    auto text = body.dump();
+    auto r = server.send("POST", path, &text, headers);
+    if (!r.ok())
+      return api_result<json>::failure(r.error);
+    auto parsed = json::parse(r.value->body, nullptr, false);
+    int status = r.value->status;
+    if (status >= 200 && status < 300) {
+      if (!parsed.is_object())
+        return api_result<json>::failure(make_error(error_kind::malformed_body, "POST", path,
+                                                    "body: not a JSON object", status));
+      return api_result<json>::success(std::move(parsed));
+    }
+    int code = 0;
+    std::string reason = "HTTP " + std::to_string(status);
+    if (parsed.is_object()) {
+      if (auto c = parsed.find("code"); c != parsed.end() && c->is_number_integer())
+        code = c->get<int>();
+      if (auto m = parsed.find("message"); m != parsed.end() && m->is_string())
+        reason = m->get<std::string>();
+    }
+    return api_result<json>::failure(
+      make_error(grpc_kind(code, status), "POST", path, reason, status));
+  }
+
+  bool authenticate(kube_client& server, api_error& err) {
+    const std::string path = "/v3/auth/authenticate";
+    auto r = exchange(server, path, {{"name", cfg.username}, {"password", cfg.password}});
+    if (!r.ok()) {
+      err = r.error;
+      return false;
+    }
+    auto it = r.value->find("token");
+    if (it == r.value->end() || !it->is_string() || it->get<std::string>().empty()) {
+      err = make_error(error_kind::malformed_body, "POST", path, "token: missing");
+      return false;
+    }
+    token = it->get<std::string>();
+    return true;
+  }
+
+  /// POST `body` to `path`, failing over between endpoints.
+  api_result<json> call(const std::string& path, const json& body) {
+    api_error last = make_error(error_kind::other, "POST", path, "no endpoints");
+    bool reauthenticated = false;
+    for (size_t tries = 0; tries < servers.size(); ++tries) {
+      auto& server = *servers[current];
+      if (!cfg.username.empty() && token.empty() && !authenticate(server, last)) {
+        if (!fail_over_on(last.kind))
+          return api_result<json>::failure(last);
+        current = (current + 1) % servers.size();
+        continue;
+      }
+      auto r = exchange(server, path, body);
+      if (r.ok())
+        return r;
+      last = r.error;
+      last.reason += " (endpoint " + cfg.endpoints[current] + ")";
+      if (r.kind() == error_kind::unauthorized && !cfg.username.empty() && !reauthenticated) {
+        token.clear();   // simple tokens expire: authenticate again, once
+        reauthenticated = true;
+        --tries;
+        continue;
+      }
+      if (!fail_over_on(r.kind()))
+        return api_result<json>::failure(last);
+      current = (current + 1) % servers.size();
+    }
+    return api_result<json>::failure(last);
+  }
+
+  // -- the lease mapping -------------------------------------------------------
+
+  std::string key_of(const lease_key& k) const { return cfg.prefix + "/" + k.ns + "/" + k.name; }
+
+  /// kvs[0] of a range reply; nullopt when the key does not exist.
+  static parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
+    parse_result<std::optional<etcd_kv>> out;
+    auto it = reply.find("kvs");
+    if (it == reply.end() || (it->is_array() && it->empty())) {
+      out.value = std::optional<etcd_kv>{};
+      return out;
+    }
+    if (!it->is_array() || !(*it)[0].is_object()) {
+      out.error = "kvs: expected an array of objects";
+      return out;
+    }
+    auto& j = (*it)[0];
+    etcd_kv kv;
+    if (!int64_field(j, "create_revision", kv.create_revision) || kv.create_revision <= 0) {
+      out.error = "kvs[0].create_revision: expected a positive int64";
+      return out;
+    }
+    if (!int64_field(j, "mod_revision", kv.mod_revision)) {
+      out.error = "kvs[0].mod_revision: expected an int64";
+      return out;
+    }
+    kv.lease_id = id_field(j, "lease");
+    auto v = j.find("value");
+    auto decoded = v != j.end() && v->is_string() ? decode_base64(v->get<std::string>())
+                                                   : std::optional<std::string>{""};
+    if (!decoded) {
+      out.error = "kvs[0].value: invalid base64";
+      return out;
+    }
+    kv.value = std::move(*decoded);
+    out.value = std::move(kv);
+    return out;
+  }
+
+  /// The lease record for `kv`: the value's holder, duration and acquire
+  /// time, leaseTransitions = create_revision, resourceVersion = mod_revision.
+  static parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv) {
+    parse_result<lease> out;
+    auto v = json::parse(kv.value, nullptr, false);
+    if (!v.is_object()) {
+      out.error = "kvs[0].value: not a JSON object";
+      return out;
+    }
+    lease l;
+    l.ns = k.ns;
+    l.name = k.name;
+    l.resource_version = std::to_string(kv.mod_revision);
+    if (kv.create_revision > INT_MAX) {
+      out.error = "kvs[0].create_revision: " + std::to_string(kv.create_revision)
+                  + " exceeds the fencing token range (int32)";
+      return out;
+    }
+    l.spec.lease_transitions = static_cast<int>(kv.create_revision);
+    if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
+      l.spec.holder_identity = h->get<std::string>();
+    if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
+      l.spec.lease_duration_seconds = d->get<int>();
+    if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
+      l.spec.acquire_time = parse_micro_time(a->get<std::string>());
+    out.value = std::move(l);
+    return out;
+  }
+
+  static std::string value_of(const lease_spec& s) {
+    json v = {{"holderIdentity", s.holder_identity}};
+    if (s.lease_duration_seconds)
+      v["leaseDurationSeconds"] = *s.lease_duration_seconds;
+    if (s.acquire_time)
+      v["acquireTime"] = format_micro_time(*s.acquire_time);
+    return v.dump();
+  }
+
+  struct current_key {
+    std::optional<etcd_kv> kv;
+    std::optional<lease> record;
+  };
+
+  api_result<current_key> range(const lease_key& k) {
+    const std::string path = "/v3/kv/range";
+    auto r = call(path, {{"key", encode_base64(key_of(k))}});
+    if (!r.ok())
+      return api_result<current_key>::failure(r.error);
+    auto kv = first_kv(*r.value);
+    if (!kv.ok())
+      return api_result<current_key>::failure(
+        make_error(error_kind::malformed_body, "POST", path, kv.error, 200));
+    current_key out;
+    out.kv = *kv.value;
+    if (out.kv) {
+      auto rec = to_lease(k, *out.kv);
+      if (!rec.ok())
+        return api_result<current_key>::failure(
+          make_error(error_kind::malformed_body, "POST", path, rec.error, 200));
+      out.record = std::move(rec.value);
+    }
+    return api_result<current_key>::success(std::move(out));
+  }
+
+  void revoke(const std::string& id) {
+    if (!id.empty() && id != "0")
+      call("/v3/lease/revoke", {{"ID", id}});
+  }
+
+  api_error not_found(const lease_key& k, std::string why) {
+    return make_error(error_kind::not_found, "POST", "/v3/kv/range " + key_of(k), std::move(why),
+                      404);
+  }
+
+  api_error conflict(const std::string& path, const lease& cur, error_kind kind) {
+    return make_error(kind, "POST", path,
+                      "key held by \"" + cur.spec.holder_identity + "\" in term "
+                        + std::to_string(cur.spec.lease_transitions),
+                      409);
+  }
+
+  api_result<lease> get_lease(const lease_key& k) {
+    auto cur = range(k);
+    if (!cur.ok())
+      return api_result<lease>::failure(cur.error);
+    if (!cur.value->record)
+      return api_result<lease>::failure(not_found(k, "no key " + key_of(k)));
+    return api_result<lease>::success(*cur.value->record);
+  }
+
+  api_result<lease> create_lease(const lease& l) {
+    const std::string grant_path = "/v3/lease/grant";
+    int ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
+    auto g = call(grant_path, {{"TTL", std::to_string(ttl)}});
+    if (!g.ok())
+      return api_result<lease>::failure(g.error);
+    auto id = id_field(*g.value, "ID");
+    if (id.empty() || id == "0")
+      return api_result<lease>::failure(
+        make_error(error_kind::malformed_body, "POST", grant_path, "ID: missing", 200));
+    const std::string path = "/v3/kv/txn";
+    auto key = encode_base64(key_of(l.key()));
+    json txn = {
+      {"compare",
+       json::array({{{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
+                     {"create_revision", "0"}}})},
+      {"success",
+       json::array({{{"request_put",
+                      {{"key", key}, {"value", encode_base64(value_of(l.spec))}, {"lease", id}}}}})},
+      {"failure", json::array({{{"request_range", {{"key", key}}}}})},
+    };
+    auto t = call(path, txn);
+    if (!t.ok()) {
+      revoke(id);   // the put may or may not have happened: its key dies with the lease
+      return api_result<lease>::failure(t.error);
+    }
+    if (t.value->value("succeeded", false)) {
+      std::int64_t rev = 0;
+      auto header = t.value->find("header");
+      if (header == t.value->end() || !header->is_object() || !int64_field(*header, "revision", rev)
+          || rev <= 0) {
+        revoke(id);
+        return api_result<lease>::failure(
+          make_error(error_kind::malformed_body, "POST", path, "header.revision: missing", 200));
+      }
+      etcd_kv kv{rev, rev, id, value_of(l.spec)};
+      auto rec = to_lease(l.key(), kv);
+      if (!rec.ok()) {
+        revoke(id);
+        return api_result<lease>::failure(
+          make_error(error_kind::malformed_body, "POST", path, rec.error, 200));
+      }
+      return api_result<lease>::success(std::move(*rec.value));
+    }
+    revoke(id);
+    auto cur = range(l.key());
+    if (cur.ok() && cur.value->record)
+      return api_result<lease>::failure(conflict(path, *cur.value->record,
+                                                 error_kind::already_exists));
+    return api_result<lease>::failure(
+      make_error(error_kind::already_exists, "POST", path, "key exists", 409));
+  }
+
+  api_result<lease> update_lease(const lease& l) {
+    auto cur = range(l.key());
+    if (!cur.ok())
+      return api_result<lease>::failure(cur.error);
+    if (!cur.value->record)
+      return api_result<lease>::failure(
+        not_found(l.key(), "no key " + key_of(l.key()) + " (its etcd lease expired or was revoked)"));
+    auto& rec = *cur.value->record;
+    auto& kv = *cur.value->kv;
+    bool same_term = rec.spec.lease_transitions == l.spec.lease_transitions;
+    if (l.spec.holder_identity.empty()) {   // release
+      if (!same_term)
+        return api_result<lease>::failure(conflict("/v3/lease/revoke", rec, error_kind::conflict));
+      auto r = call("/v3/lease/revoke", {{"ID", kv.lease_id}});
+      if (!r.ok() && r.kind() != error_kind::not_found)
+        return api_result<lease>::failure(r.error);
+      lease out = rec;
+      out.spec.holder_identity.clear();
+      return api_result<lease>::success(std::move(out));
+    }
+    if (rec.spec.holder_identity != l.spec.holder_identity)
+      return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+    if (same_term) {   // renew
+      const std::string path = "/v3/lease/keepalive";
+      auto r = call(path, {{"ID", kv.lease_id}});
+      if (!r.ok())
+        return api_result<lease>::failure(r.error);
+      std::int64_t ttl = 0;
+      auto result = r.value->find("result");
+      if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
+        return api_result<lease>::failure(
+          make_error(error_kind::malformed_body, "POST", path, "result.TTL: missing", 200));
+      if (ttl <= 0)
+        return api_result<lease>::failure(
+          not_found(l.key(), "etcd lease " + kv.lease_id + " expired"));
+      return api_result<lease>::success(rec);
+    }
+    // A new term on a record naming this holder (the elector re-takes its
+    // own ended term): delete the old key if nobody wrote it since, then
+    // create it anew (a new create_revision, so a new term).
+    if (l.resource_version != rec.resource_version)
+      return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+    const std::string path = "/v3/kv/txn";
+    auto key = encode_base64(key_of(l.key()));
+    json txn = {
+      {"compare", json::array({{{"key", key}, {"target", "MOD"}, {"result", "EQUAL"},
+                                {"mod_revision", rec.resource_version}}})},
+      {"success", json::array({{{"request_delete_range", {{"key", key}}}}})},
+    };
+    auto d = call(path, txn);
+    if (!d.ok())
+      return api_result<lease>::failure(d.error);
+    if (!d.value->value("succeeded", false))
+      return api_result<lease>::failure(conflict(path, rec, error_kind::conflict));
+    revoke(kv.lease_id);
+    auto created = create_lease(l);
+    if (!created.ok() && created.kind() == error_kind::already_exists)
+      created.error.kind = error_kind::conflict;
+    return created;
+  }
+};
+
+etcd_client::etcd_client(etcd_config cfg) : impl_(std::make_unique<impl>(std::move(cfg))) {}
+
+etcd_client::~etcd_client() = default;
+
+template <class F>
+api_result<lease> guarded(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return api_result<lease>::failure(
+      make_error(error_kind::other, "POST", what, std::string("internal error: ") + e.what()));
+  }
+}
+
+api_result<lease> etcd_client::get_lease(const lease_key& k) {
+  return guarded("/v3/kv/range", [&] { return impl_->get_lease(k); });
+}
+
+api_result<lease> etcd_client::create_lease(const lease& l) {
+  return guarded("/v3/kv/txn", [&] { return impl_->create_lease(l); });
+}
+
+api_result<lease> etcd_client::update_lease(const lease& l) {
+  return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
+}
+
+std::string etcd_client::key_of(const lease_key& k) const {
+  return impl_->key_of(k);
+}
+
+const std::string& etcd_client::current_endpoint() const {
+  return impl_->cfg.endpoints.at(impl_->current);
+}
+
+namespace {
+
+lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::pointer,
+                                                    std::shared_ptr<etcd_client> client) {
+  return {
+    [client](get_lease_atom, const lease_key& k) -> lease_reply {
+      return client->get_lease(k);
+    },
+    [client](create_lease_atom, const lease& l) -> lease_reply {
+      return client->create_lease(l);
+    },
+    [client](update_lease_atom, const lease& l) -> lease_reply {
+      return client->update_lease(l);
+    },
+    [](post_event_atom, const kube_event&) -> event_reply {
+      return event_reply::success(true);   // etcd keeps no Events
+    },
+    [](watch_lease_atom, const lease_watch_request& req) {
+      // No etcd watch yet: the elector polls (see lease_watch_request).
+      caf::anon_send(req.subscriber,
+                     lease_watch_event{lease_watch_event::kind::down, std::nullopt,
+                                       "the etcd backend has no watch: polling every retry_period"});
+    },
+  };
+}
+
+} // namespace
+
+lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config cfg) {
+  return sys.spawn<caf::detached>(etcd_transport, std::make_shared<etcd_client>(std::move(cfg)));
+}
+
+} // namespace leasehold
