@@ -121,6 +121,18 @@ std::vector<sim_request> sim_api::requests() const {
   return requests_;
 }
 
+std::vector<sim_request> sim_api::requests_since(std::size_t from) const {
+  std::lock_guard<std::mutex> g(mx_);
+  if (from >= requests_.size())
+    return {};
+  return {requests_.begin() + static_cast<std::ptrdiff_t>(from), requests_.end()};
+}
+
+std::size_t sim_api::request_count() const {
+  std::lock_guard<std::mutex> g(mx_);
+  return requests_.size();
+}
+
 std::vector<kube_event> sim_api::events() const {
   std::lock_guard<std::mutex> g(mx_);
   return events_;

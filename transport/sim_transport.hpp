@@ -55,6 +55,9 @@ public:
 
   std::optional<lease> peek(const lease_key& k) const;
   std::vector<sim_request> requests() const;
+  /// The requests logged from index `from` on (the log only grows).
+  std::vector<sim_request> requests_since(std::size_t from) const;
+  std::size_t request_count() const;
   std::vector<kube_event> events() const;
   std::size_t count(const std::string& verb, const std::string& client = {}) const;
 

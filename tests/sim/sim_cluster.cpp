@@ -488,7 +488,51 @@ private:
     }
     fatal_.clear();
     check();
+    if (!burst_on_acquire_.empty())
+      fire_armed_bursts();
     return true;
+  }
+
+  /// Disable, disable again (other settings), re-enable, `gap` apart.
+  void config_burst(std::size_t i, caf::timespan gap) {
+    procs_[i].knobs.leader_only_enabled = false;
+    configure(i);
+    later(gap, [this, i] {
+      ++procs_[i].knobs.side.value;
+      configure(i);
+    });
+    later(2 * gap, [this, i] {
+      procs_[i].knobs.leader_only_enabled = true;
+      configure(i);
+    });
+  }
+
+  /// Fires each armed burst once its replica's acquire write (a PUT or POST
+  /// naming it) has reached the store.
+  void fire_armed_bursts() {
+    auto fresh = api_->requests_since(requests_seen_);
+    requests_seen_ += fresh.size();
+    for (auto& r : fresh) {
+      if (r.result != error_kind::none || (r.verb != "PUT" && r.verb != "POST"))
+        continue;
+      for (auto it = burst_on_acquire_.begin(); it != burst_on_acquire_.end(); ++it) {
+        auto& p = procs_[it->first];
+        if (r.client == p.identity && r.holder == p.identity && p.alive
+            && !current_leader_is(it->first)) {
+          auto gap = it->second;
+          auto i = it->first;
+          burst_on_acquire_.erase(it);
+          note(p.identity + " config burst at its acquire write");
+          config_burst(i, gap);
+          break;
+        }
+      }
+    }
+  }
+
+  bool current_leader_is(std::size_t i) {
+    auto l = current_leader();
+    return l && *l == i;
   }
 
   void fire_due(proc& p) {
@@ -619,21 +663,18 @@ private:
         ++p.knobs.work.value;
         configure(i);
         break;
-      case op_kind::config_burst: {
-        // Disable, disable again (other settings), re-enable, in quick succession.
-        auto gap = std::chrono::milliseconds(o.param);
-        p.knobs.leader_only_enabled = false;
-        configure(i);
-        later(gap, [this, i] {
-          ++procs_[i].knobs.side.value;
-          configure(i);
-        });
-        later(2 * gap, [this, i] {
-          procs_[i].knobs.leader_only_enabled = true;
-          configure(i);
-        });
+      case op_kind::config_burst:
+        // An odd gap: the burst waits for the replica's next acquire write
+        // to land and fires while its answer is on the way back (the
+        // window in which an old elector's late reply meets a new elector).
+        if (o.param % 2 == 1) {
+          if (burst_on_acquire_.empty())
+            requests_seen_ = api_->request_count();   // only writes from now on
+          burst_on_acquire_[i] = std::chrono::milliseconds(o.param / 8);
+        }
+        else
+          config_burst(i, std::chrono::milliseconds(o.param));
         break;
-      }
       case op_kind::pause:
         pause(i);
         later(o.duration, [this, i] { resume(i); });
@@ -794,6 +835,8 @@ private:
   time_point start_{};
   std::multimap<time_point, std::function<void()>> timed_;
   std::map<std::pair<std::size_t, caf::actor_id>, time_point> hung_;
+  std::map<std::size_t, caf::timespan> burst_on_acquire_;   // armed bursts by replica
+  std::size_t requests_seen_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> cands_;
   std::vector<std::string> log_;
   std::vector<std::size_t> fatal_;
