@@ -50,7 +50,7 @@ struct module_type {
   bool default_leader_only = true;
   module_factory factory;
   module_validator validate;        // optional
-  stop_bound_reader stop_time;      // optional (valid settings only)
+  stop_bound_reader stop_time = nullptr;   // optional (valid settings only)
 };
 
 class module_registry {
