@@ -46,8 +46,8 @@ public:
       opt_(std::move(opts)),
       rng_(opt_.seed != 0 ? opt_.seed : std::random_device{}()),
       backoff_(opt_.timings.backoff_min, opt_.timings.backoff_max, opt_.timings.backoff_jitter),
-      handover_backoff_(opt_.supervision.handover_backoff_min,
-                        opt_.supervision.handover_backoff_max, opt_.timings.backoff_jitter),
+      handover_backoff_(opt_.timings.handover_backoff_min, opt_.timings.handover_backoff_max,
+                        opt_.timings.backoff_jitter),
       emit(opt_.events, opt_.identity, opt_.lease.to_string()),
       modules_(this, opt_, emit,
                {[this] { on_module_stopped(); },
@@ -142,10 +142,12 @@ private:
   // -- configuration ---------------------------------------------------------
 
   void apply(const module_config& cfg) {
+    bool was_backing_off = false;
     if (!(cfg.modules == cfg_.modules)) {
       // An operator changed the modules (perhaps fixed the crashing one):
-      // compete again at the next respawn.
+      // the handover backoff ends; compete again after the usual respawn delay.
       handover_backoff_.reset();
+      was_backing_off = compete_after_ && *compete_after_ > clock().now();
       compete_after_.reset();
     }
     modules_.configure(cfg);
@@ -159,6 +161,8 @@ private:
       // could otherwise acquire before the release and lose what it won.
       if (state_ == runner_state::idle && !elector_ && releases_ == 0)
         start_elector();
+      else if (was_backing_off && state_ == runner_state::follower && !elector_ && releases_ == 0)
+        schedule_respawn();   // replaces the pending respawn at the handover's end
     } else {
       stop_electing();
     }

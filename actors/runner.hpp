@@ -31,12 +31,8 @@ struct supervision_policy {
   /// Delay before each restart: capped exponential (class backoff).
   caf::timespan restart_backoff_min = std::chrono::milliseconds(500);
   caf::timespan restart_backoff_max = std::chrono::seconds(10);
-  /// A leader-only module over its intensity makes the replica hand over
-  /// leadership (step down, release) and not compete again for a capped
-  /// exponential delay between these (reset by a module config change or a
-  /// term of lease_duration with no module failure).
-  caf::timespan handover_backoff_min = std::chrono::seconds(10);
-  caf::timespan handover_backoff_max = std::chrono::minutes(5);
+  // After a leader-only module exceeds its intensity: election_timings'
+  // handover_backoff_min/max.
 };
 
 struct runner_options {

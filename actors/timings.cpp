@@ -43,6 +43,9 @@ std::vector<std::string> validate(const election_timings& t) {
   }
   if (t.backoff_min.count() <= 0 || t.backoff_max < t.backoff_min)
     errs.push_back("backoff_min/backoff_max: need 0 < backoff_min <= backoff_max");
+  if (t.handover_backoff_min.count() <= 0 || t.handover_backoff_max < t.handover_backoff_min)
+    errs.push_back("handover_backoff_min/handover_backoff_max: need 0 < handover_backoff_min <= "
+                   "handover_backoff_max");
   if (t.backoff_jitter < 0 || t.backoff_jitter >= 1)
     errs.push_back("backoff_jitter: must be in [0, 1)");
   if (t.release_timeout.count() <= 0)

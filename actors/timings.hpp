@@ -28,6 +28,12 @@ struct election_timings {
   caf::timespan backoff_min = std::chrono::seconds(1);
   caf::timespan backoff_max = std::chrono::seconds(30);
   double backoff_jitter = 0.2;         // +-20 %
+  /// A leader-only module over its restart intensity makes the replica hand
+  /// over leadership (step down, release) and not compete again for a capped
+  /// exponential delay between these (reset by a module config change, or by
+  /// a term of at least lease_duration in which no module failed).
+  caf::timespan handover_backoff_min = std::chrono::seconds(10);
+  caf::timespan handover_backoff_max = std::chrono::minutes(5);
   /// Bound for releasing the lease on shutdown (re-read and retry on 409).
   caf::timespan release_timeout = std::chrono::seconds(2);
 

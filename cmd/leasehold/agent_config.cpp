@@ -34,6 +34,8 @@ const timing_field timing_fields[] = {
   {"release_timeout", &election_timings::release_timeout, nullptr},
   {"backoff_min", &election_timings::backoff_min, nullptr},
   {"backoff_max", &election_timings::backoff_max, nullptr},
+  {"handover_backoff_min", &election_timings::handover_backoff_min, nullptr},
+  {"handover_backoff_max", &election_timings::handover_backoff_max, nullptr},
 };
 
 /// One string field at the top level: JSON name, destination, override.

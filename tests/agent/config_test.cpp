@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "cmd/leasehold/agent_config.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
+#include "cmd/leasehold/health_server.hpp"
 #include "cmd/leasehold/journal.hpp"
 #include "cmd/leasehold/json_log.hpp"
 #include "cmd/leasehold/metrics.hpp"
@@ -266,7 +268,7 @@ TEST_CASE("the JSON log has level, time, msg and fields, and drops repeats withi
   sink(out);                                  // module output is content: kept
   log.log(log_level::debug, "hidden");
   auto lines = cap.lines();
-  REQUIRE(lines.size() == 5);
+  REQUIRE(lines.size() == 6);
   CHECK(lines[0]["level"] == "warn");
   CHECK(lines[0]["msg"] == "API request failed");
   CHECK(lines[0]["error_kind"] == "connection_refused");
@@ -275,11 +277,101 @@ TEST_CASE("the JSON log has level, time, msg and fields, and drops repeats withi
   auto time = lines[0]["time"].get<std::string>();
   CHECK(time.size() == 24);
   CHECK(time.back() == 'Z');
-  CHECK(lines[1]["msg"] == "stopped leading");
-  CHECK(lines[1]["term"] == 4);
-  CHECK(lines[2]["msg"] == "API request failed");
-  CHECK(lines[3]["line"] == "same");
+  // The dropped repeat is counted and summarised when the state changes.
+  CHECK(lines[1]["msg"] == "API request failed … repeated 1 times in 0 s");
+  CHECK(lines[1]["repeated"] == 1);
+  CHECK(lines[1]["error_kind"] == "connection_refused");
+  CHECK(lines[2]["msg"] == "stopped leading");
+  CHECK(lines[2]["term"] == 4);
+  CHECK(lines[3]["msg"] == "API request failed");
   CHECK(lines[4]["line"] == "same");
+  CHECK(lines[5]["line"] == "same");
+}
+
+TEST_CASE("log shape: reasons in words with the raw code apart, child streams, 409 at debug") {
+  captured_log cap;
+  json_logger log(log_level::info, "a", "default/x", cap.file);
+  auto sink = log.sink();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto crashed = event(event_type::module_crashed);
+  crashed.module = "job";
+  auto how = describe_exit(
+    caf::make_error(caf::sec::runtime_error, "exec: command exited with status 1"), sys);
+  crashed.reason = how.words;
+  crashed.code = how.code;
+  sink(crashed);
+  auto stopped = event(event_type::module_stopped);
+  stopped.module = "job";
+  how = describe_exit(caf::exit_reason::user_shutdown, sys);
+  stopped.reason = how.words;
+  stopped.code = how.code;
+  sink(stopped);
+  auto conflict = event(event_type::api_error);
+  conflict.error.kind = error_kind::conflict;
+  sink(conflict);                                       // a lost race: debug, hidden at info
+  auto out = event(event_type::module_output);
+  out.module = "job";
+  out.detail = "hello";
+  out.reason = "stdout";
+  sink(out);
+  out.detail = "oops";
+  out.reason = "stderr";
+  sink(out);
+  out.detail = "exited with status 1";                  // the module about its child
+  out.reason.clear();
+  sink(out);
+  auto lines = cap.lines();
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0]["reason"] == "exec: command exited with status 1");
+  CHECK(lines[1]["reason"] == "stopped on request");
+  for (int i : {0, 1}) {
+    auto reason = lines[i]["reason"].get<std::string>();
+    CHECK(reason.find("caf") == std::string::npos);
+    CHECK(reason.find("error(") == std::string::npos);
+    CHECK_FALSE(lines[i]["code"].get<std::string>().empty());
+  }
+  CHECK(lines[2]["msg"] == "child output");
+  CHECK(lines[2]["stream"] == "stdout");
+  CHECK(lines[2]["module"] == "job");
+  CHECK(lines[2]["line"] == "hello");
+  CHECK(lines[3]["stream"] == "stderr");
+  CHECK(lines[4]["msg"] == "module output");
+  CHECK_FALSE(lines[4].contains("stream"));
+  for (auto& l : lines) {   // one timestamp key: RFC 3339, UTC, milliseconds
+    auto t = l["time"].get<std::string>();
+    CHECK(t.size() == 24);
+    CHECK(t[10] == 'T');
+    CHECK(t[19] == '.');
+    CHECK(t.back() == 'Z');
+  }
+
+  captured_log dbg;
+  json_logger debug_log(log_level::debug, "a", "default/x", dbg.file);
+  debug_log.sink()(conflict);
+  auto debug_lines = dbg.lines();
+  REQUIRE(debug_lines.size() == 1);
+  CHECK(debug_lines[0]["level"] == "debug");
+}
+
+TEST_CASE("log repeats are summarised at least every summary period, not hidden") {
+  captured_log cap;
+  json_logger log(log_level::info, "a", "default/x", cap.file, std::chrono::milliseconds(50));
+  auto sink = log.sink();
+  auto crashed = event(event_type::module_crashed);
+  crashed.module = "job";
+  crashed.reason = "exec: command exited with status 1";
+  for (int i = 0; i < 5; ++i)
+    sink(crashed);                        // 1 line, 4 counted
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  sink(crashed);                          // the period has passed: the summary of 5
+  sink(crashed);
+  auto lines = cap.lines();
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["msg"] == "module crashed");
+  CHECK(lines[1]["msg"].get<std::string>().rfind("module crashed … repeated 5 times in ", 0) == 0);
+  CHECK(lines[1]["repeated"] == 5);
+  CHECK(lines[1]["module"] == "job");
 }
 
 TEST_CASE("the journal writes one flushed JSON line per journaled event") {
@@ -357,8 +449,17 @@ TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {
   CHECK(p.body["reason"].get<std::string>().find("lease watchdog") != std::string::npos);
   st.ms_since_renew = 10;
   st.modules.push_back({"hook", "webhook", false, module_state::failed, 5});
-  CHECK_FALSE(liveness(st, t).ok);
+  CHECK(liveness(st, t).ok);                            // /livez: alive and electing
+  p = health(st, t);                                    // /healthz: and no crash loop
+  CHECK_FALSE(p.ok);
+  CHECK(p.body["reason"].get<std::string>().find("module hook is crash-looping")
+        != std::string::npos);
   CHECK_FALSE(liveness(std::nullopt, t).ok);
+  CHECK_FALSE(health(std::nullopt, t).ok);
+  st.modules.clear();
+  st.electing = false;
+  CHECK_FALSE(liveness(st, t).ok);                      // leading but no elector
+  st.electing = true;
 
   api_health api;
   st.state = runner_state::follower;
@@ -414,4 +515,36 @@ TEST_CASE("names the API would reject with 422 are config errors") {
   auto errs = parse(doc, cfg);
   REQUIRE(errs.size() == 1);
   CHECK(errs[0].rfind("namespace: must be a lowercase RFC 1123 label", 0) == 0);
+}
+
+TEST_CASE("probes: a replica that handed over for a crash-looping module is live, not ready") {
+  election_timings t;
+  runner_status st;
+  st.state = runner_state::follower;
+  st.electing = true;
+  st.holder = "other";
+  module_status job{"job", "exec", true, module_state::stopped, 3};
+  job.max_restarts = 2;
+  job.within = std::chrono::seconds(10);
+  st.modules.push_back(job);
+  st.handover_module = "job";
+  st.handover_backoff = std::chrono::seconds(12);
+  api_health api;
+  api.record(event(event_type::leader_changed));
+  CHECK(liveness(st, t).ok);
+  for (auto& p : {health(st, t), readiness(st, api.get())}) {
+    CHECK_FALSE(p.ok);
+    auto reason = p.body["reason"].get<std::string>();
+    CHECK(reason.find("module job crash-looped") != std::string::npos);
+    CHECK(reason.find("competing again in 12000ms") != std::string::npos);
+  }
+  auto j = status_json(st, t.lease_duration);
+  CHECK(j["handover"]["module"] == "job");
+  CHECK(j["handover"]["backing_off_ms"] == 12000);
+  CHECK(j["modules"][0]["restart_policy"]["max_restarts"] == 2);
+  CHECK(j["modules"][0]["restart_policy"]["within_ms"] == 10000);
+  CHECK(j["modules"][0]["backing_off_until"].get<std::string>().back() == 'Z');
+  st.handover_backoff = caf::timespan{-1};   // competing again
+  CHECK(health(st, t).ok);
+  CHECK(readiness(st, api.get()).ok);
 }

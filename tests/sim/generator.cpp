@@ -49,6 +49,12 @@ election_timings draw_timings(draw& d) {
       t.request_timeout = d.span(t.renew_deadline / 10, t.renew_deadline * 13 / 10);
     t.backoff_min = d.span(100ms, 1s);
     t.backoff_max = d.span(1s, 20s);
+    // A crash loop in a chaos window may end in a handover; the quiet
+    // window's liveness bound allows one elector backoff cap, so the handover
+    // backoff takes the elector backoff's bounds (no draw of its own: every
+    // seed keeps its scenario). docs/safety.md states the real cost.
+    t.handover_backoff_min = t.backoff_min;
+    t.handover_backoff_max = t.backoff_max;
     t.release_timeout = d.span(500ms, 3s);
     if (validate(t).empty())
       return t;
@@ -114,12 +120,6 @@ scenario generate(std::uint64_t seed) {
   sc.supervision.period = d.span(5s, 30s);
   sc.supervision.restart_backoff_min = d.span(50ms, 500ms);
   sc.supervision.restart_backoff_max = d.span(1s, 5s);
-  // A crash loop drawn in a chaos window may end in a handover; the quiet
-  // window's liveness bound allows one elector backoff cap, so the handover
-  // backoff is drawn from the same range here (no draw of its own: every
-  // seed keeps its scenario). docs/safety.md states the real cost.
-  sc.supervision.handover_backoff_min = sc.timings.backoff_min;
-  sc.supervision.handover_backoff_max = sc.timings.backoff_max;
   auto rt = sc.timings.effective_request_timeout();
   sc.base_latency = d.span(0ms, std::min<caf::timespan>(rt / 4, 400ms));
   sc.precreated_lease = d.unit() < 0.7;
