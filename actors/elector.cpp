@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <vector>
 
 #include "transport/kube_client.hpp"
 
@@ -76,9 +77,21 @@ public:
   const char* name() const override { return "leasehold.elector"; }
 
   caf::behavior make_behavior() override {
-    send(this, tick_atom::value);
+    send(this, tick_atom::value, ++tick_seq_);
+    if (opt_.watch) {
+      lease_watch_request req;
+      req.lease = opt_.lease;
+      req.resource_version = mem_.record ? mem_.record->resource_version : std::string{};
+      req.idle_timeout = opt_.timings.lease_duration;
+      req.subscriber = this;
+      send(opt_.transport, watch_lease_atom::value, std::move(req));
+    }
     return {
-      [=](tick_atom) { attempt(); },
+      [=](tick_atom, std::uint64_t seq) {
+        if (seq == tick_seq_)
+          attempt();
+      },
+      [=](lease_watch_event& ev) { on_watch(ev); },
       [=](deadline_atom, std::uint64_t seq) {
         if (leading_ && !releasing_ && seq == renew_seq_)
           lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
@@ -149,14 +162,16 @@ private:
   }
 
   void decide(const lease& rec, time_point started) {
-    if (held_ && same_term(rec.spec, *held_)) {   // our term, another version (an operator's label)
-      renew(rec, started, false);
+    if (held_ && same_term(rec.spec, *held_)) {
+      if (!written_here(rec.spec)) {
+        identity_conflict(rec);
+        return;
+      }
+      renew(rec, started, false);   // our term, another version (an operator's label)
       return;
     }
     if (leading_) {
-      lose("lease " + opt_.lease.to_string() + " was rewritten by another writer (holder \""
-           + rec.spec.holder_identity + "\", leaseTransitions "
-           + std::to_string(rec.spec.lease_transitions) + ")");
+      lose_rewritten(rec);
       return;
     }
     held_.reset();   // a record we created and held unannounced is somebody else's now
@@ -202,6 +217,7 @@ private:
       l.spec = acquired_spec(lease_spec{}, opt_.identity, opt_.timings.lease_duration, wall_now(),
                              mem_.max_term);
     }
+    remember_write(l.spec);
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
@@ -217,6 +233,7 @@ private:
 
   void put(lease l, time_point started, bool fallback) {
     auto term = l.spec.lease_transitions;
+    remember_write(l.spec);
     call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
@@ -313,8 +330,12 @@ private:
   /// The next renew is due retry_period after the last successful one was
   /// *sent* (not after its reply: latency must not push it past the deadline).
   void schedule_renew(time_point sent, time_point now) {
-    delayed_send(this, std::max(caf::timespan{0}, sent + opt_.timings.retry_period - now),
-                 tick_atom::value);
+    schedule_tick(std::max(caf::timespan{0}, sent + opt_.timings.retry_period - now));
+  }
+
+  /// The next attempt in `delay`; replaces any attempt scheduled before.
+  void schedule_tick(caf::timespan delay) {
+    delayed_send(this, delay, tick_atom::value, ++tick_seq_);
   }
 
   void failed(const api_error& err) {
@@ -328,7 +349,14 @@ private:
       release_step(0);
       return;
     }
-    delayed_send(this, next_delay(), tick_atom::value);
+    if (recheck_) {
+      // The watch streamed a change while this attempt was out: its answer
+      // may predate the change, so decide again now.
+      recheck_ = false;
+      schedule_tick(caf::timespan{0});
+      return;
+    }
+    schedule_tick(next_delay());
   }
 
   void note_error(const api_error& err) {
@@ -346,10 +374,150 @@ private:
     return e;
   }
 
+  void lose_rewritten(const lease& rec) {
+    lose("lease " + opt_.lease.to_string() + " was rewritten by another writer (holder \""
+         + rec.spec.holder_identity + "\", leaseTransitions "
+         + std::to_string(rec.spec.lease_transitions) + ")");
+  }
+
   void lose(std::string reason) {
     fence_.valid_until->store(0);
     send(opt_.runner, leadership_lost{std::move(reason)});
     quit();
+  }
+
+  // -- watch -----------------------------------------------------------------
+
+  void on_watch(lease_watch_event& ev) {
+    using kind = lease_watch_event::kind;
+    if (releasing_)
+      return;
+    switch (ev.what) {
+      case kind::up:
+      case kind::down: {
+        bool up = ev.what == kind::up;
+        if (up == watch_up_)
+          return;
+        watch_up_ = up;
+        emit(event_type::watch_changed, [&](runtime_event& e) {
+          e.detail = up ? "up" : "down";
+          e.reason = ev.reason;
+        });
+        // A follower waiting for expiry on the watch's word polls again.
+        if (!up && !leading_ && !held_ && !in_flight_)
+          schedule_tick(next_delay());
+        return;
+      }
+      case kind::deleted:
+        if (!leading_)
+          act_now();   // GET: 404 decides (absent())
+        return;
+      case kind::record:
+        if (ev.record)
+          on_watched(*ev.record);
+        return;
+    }
+  }
+
+  void on_watched(const lease& rec) {
+    auto order = compare_versions(rec.resource_version);
+    if (!order) {
+      // Versions this API does not let us order: the stream can only tell
+      // us that something changed; a GET tells what.
+      if (!leading_)
+        act_now();
+      return;
+    }
+    if (*order <= 0)
+      return;   // a reply already showed this version or a later one
+    observe(rec);
+    if (held_ && same_term(rec.spec, *held_)) {
+      if (!written_here(rec.spec))
+        identity_conflict(rec);
+      return;   // our own write
+    }
+    if (leading_) {
+      lose_rewritten(rec);
+      return;
+    }
+    if (in_flight_) {
+      recheck_ = true;
+      return;
+    }
+    if (held_)
+      return;   // a hold on a lease we created: its renew schedule decides
+    if (held_by_other(rec)) {
+      schedule_tick(next_delay());   // wake when it could expire (or at the next change)
+      return;
+    }
+    // Released or expired: take this very version with one PUT.
+    in_flight_ = true;
+    attempt_started_ = clock().now();
+    decide(rec, attempt_started_);
+  }
+
+  /// An attempt as soon as possible (after the one in flight).
+  void act_now() {
+    if (in_flight_)
+      recheck_ = true;
+    else
+      schedule_tick(caf::timespan{0});
+  }
+
+  /// <0, 0, >0 as `rv` is older than, equal to or newer than the version in
+  /// memory; nullopt when they cannot be ordered (not decimal numbers).
+  std::optional<int> compare_versions(const std::string& rv) const {
+    if (!mem_.record)
+      return 1;
+    auto parse = [](const std::string& v) -> std::optional<unsigned long long> {
+      if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+      return std::stoull(v);
+    };
+    auto a = parse(rv);
+    auto b = parse(mem_.record->resource_version);
+    if (!a || !b)
+      return std::nullopt;
+    return *a < *b ? -1 : (*a == *b ? 0 : 1);
+  }
+
+  // -- identity ----------------------------------------------------------------
+
+  /// Every record this elector sent carries its renewTime; a record of our
+  /// own term with a renewTime we never sent was written by another process
+  /// using our identity (a copied config, two agents on one host).
+  void remember_write(const lease_spec& s) {
+    if (!s.renew_time)
+      return;
+    sent_renew_times_.push_back(*s.renew_time);
+    if (sent_renew_times_.size() > 8)
+      sent_renew_times_.erase(sent_renew_times_.begin());
+  }
+
+  bool written_here(const lease_spec& s) const {
+    return !s.renew_time
+           || std::find(sent_renew_times_.begin(), sent_renew_times_.end(), *s.renew_time)
+                != sent_renew_times_.end();
+  }
+
+  void identity_conflict(const lease& rec) {
+    emit(event_type::identity_conflict, [&](runtime_event& e) {
+      e.holder = rec.spec.holder_identity;
+      e.term = rec.spec.lease_transitions;
+    });
+    auto why = "another process renewed lease " + opt_.lease.to_string()
+               + " under this replica's identity \"" + opt_.identity
+               + "\" (two replicas with one identity)";
+    if (leading_) {
+      lose(why);
+    } else {
+      // Our unannounced hold (a created lease) is not ours alone: give it up.
+      held_.reset();
+      mem_.created_at.reset();
+      report_memory();
+      in_flight_ = false;
+      schedule_tick(next_delay());
+    }
   }
 
   // -- release ---------------------------------------------------------------
@@ -436,11 +604,14 @@ private:
 
   void report_memory() { send(opt_.runner, lease_observed{mem_}); }
 
-  bool expired(const lease& rec) const {
+  bool expired(const lease& rec) const { return expires_at(rec) <= clock().now(); }
+
+  /// When `rec` (the record in memory) expires by our clock.
+  time_point expires_at(const lease& rec) const {
     caf::timespan dur = opt_.timings.lease_duration;
     if (rec.spec.lease_duration_seconds && *rec.spec.lease_duration_seconds > 0)
       dur = std::chrono::seconds(*rec.spec.lease_duration_seconds);
-    return mem_.observed_at + dur <= clock().now();
+    return mem_.observed_at + dur;
   }
 
   caf::timespan next_delay() {
@@ -448,6 +619,10 @@ private:
       // A failed renew is retried request_timeout after it was sent (at
       // once if it timed out), so two attempts fit in the renew deadline.
       return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
+    }
+    if (watch_up_ && !held_ && mem_.record && held_by_other(*mem_.record)) {
+      // The watch tells of every change; nothing to ask until it could expire.
+      return std::max(caf::timespan{0}, expires_at(*mem_.record) - clock().now());
     }
     std::uniform_real_distribution<double> u(0.0, retry_jitter);
     auto base = opt_.timings.retry_period;
@@ -483,6 +658,10 @@ private:
   bool leading_ = false;
   bool in_flight_ = false;
   bool releasing_ = false;
+  bool watch_up_ = false;                 // the transport streams the lease's changes
+  bool recheck_ = false;                  // a change was streamed during an attempt
+  std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs
+  std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
   std::optional<caf::response_promise> release_rp_;
   api_error last_error_;
 };

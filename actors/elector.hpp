@@ -9,6 +9,11 @@
 // lease (lease_memory). Every API call is a request with a timeout to the
 // lease transport actor; the elector never blocks.
 //
+// Followers watch the lease (lease_watch_event from the transport): a release
+// or delete is acted on when it is streamed, a released record is taken with
+// one PUT on the streamed version, and between changes a follower wakes only
+// when the lease could have expired. Without a working watch, it polls.
+//
 // Follower expiry is judged by the local clock since the record was last seen
 // to change (client-go's observedTime), never by the record's renewTime. A
 // lease the API does not have is treated as held by an unknown replica until
@@ -41,6 +46,11 @@ struct elector_options {
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
   backend_traits backend;  // etcd: the store judges expiry (docs/safety.md)
+  /// Follow the lease through the transport's watch: a follower acts on a
+  /// release or delete as soon as it is streamed, and between changes it
+  /// sends nothing until the lease could expire. While the watch is down the
+  /// elector polls every retry_period, as without it.
+  bool watch = true;
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).

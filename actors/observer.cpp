@@ -25,6 +25,8 @@ const char* to_string(event_type t) {
     case event_type::module_output: return "module_output";
     case event_type::module_unconfirmed: return "module_unconfirmed";
     case event_type::fatal: return "fatal";
+    case event_type::watch_changed: return "watch_changed";
+    case event_type::identity_conflict: return "identity_conflict";
   }
   return "?";
 }

@@ -37,6 +37,8 @@ enum class event_type {
   module_output,     // module, detail: a line a module reports (ticker tick, exec output)
   module_unconfirmed,// module: killed but not down yet; the lease is neither renewed nor released
   fatal,             // reason: the runtime ends the process (a leader-only module outlives its kill)
+  watch_changed,     // detail "up" or "down", reason: why it is down (the elector polls meanwhile)
+  identity_conflict, // holder: another process writes this replica's identity (the term ends)
 };
 
 const char* to_string(event_type t);

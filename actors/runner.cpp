@@ -171,6 +171,7 @@ private:
     eo.events = opt_.events;
     eo.seed = rng_();
     eo.memory = memory_;
+    eo.watch = opt_.watch;
     elector_ = spawn_elector(this, std::move(eo));
     monitor(elector_);
     ++electors_started_;

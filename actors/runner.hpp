@@ -41,6 +41,8 @@ struct runner_options {
   module_config modules;                // initial config (validated by spawn_runner)
   event_sink events;                    // optional; thread-safe, non-blocking
   std::uint64_t seed = 0;               // jitter RNG seed (0: random)
+  /// Followers watch the lease (see elector_options::watch); false: poll only.
+  bool watch = true;
   /// Called when a leader-only module was killed and is still not down
   /// shortly before another replica could take the lease: the process must
   /// end now (the OS then stops every thread). Default: default_fatal_handler.

@@ -8,6 +8,8 @@
 
 #include <caf/timespan.hpp>
 
+#include "transport/backoff.hpp"
+
 namespace leasehold {
 
 struct election_timings {
@@ -50,23 +52,5 @@ constexpr double retry_jitter = 0.2;
 /// values; empty when valid.
 std::vector<std::string> validate(const election_timings& t);
 
-/// Capped exponential backoff with jitter (Akka's restartWithBackoff).
-class backoff {
-public:
-  backoff(caf::timespan min, caf::timespan max, double jitter)
-    : min_(min), max_(max), jitter_(jitter) {}
-  /// Next delay; `unit` in [0,1) is the random draw (callers own the RNG so
-  /// scripted tests are reproducible).
-  caf::timespan next(double unit);
-  void reset() { failures_ = 0; }
-  int failures() const { return failures_; }
-  /// The largest delay next() can return.
-  caf::timespan cap() const;
-
-private:
-  caf::timespan min_, max_;
-  double jitter_;
-  int failures_ = 0;
-};
 
 } // namespace leasehold

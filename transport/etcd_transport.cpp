@@ -494,6 +494,13 @@ lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::point
     [](post_event_atom, const kube_event&) -> event_reply {
       return event_reply::success(true);   // etcd keeps no Events
     },
+    [](watch_lease_atom, lease_watch_request& req) {
+      // No etcd watch yet: one `down` event, so the elector polls.
+      if (req.subscriber)
+        caf::anon_send(req.subscriber,
+                       lease_watch_event{lease_watch_event::kind::down, std::nullopt,
+                                         "etcd backend: no watch, polling"});
+    },
   };
 }
 

@@ -410,23 +410,9 @@ struct kube_client::impl {
   api_result<http_response> exchange(const std::string& verb, const std::string& path,
                                      const std::string* body, const http_headers& extra = {}) {
     std::lock_guard<std::mutex> guard(mtx);
-    if (setup_error.kind != error_kind::none) {
-      auto err = setup_error;
-      err.verb = verb;
-      err.path = path;
-      return api_result<http_response>::failure(err);
-    }
     httplib::Request req;
-    req.method = verb;
-    req.path = ep.prefix + path;
-    req.headers = {{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}};
-    std::string token, err_text;
-    if (!bearer_token(token, err_text))
-      return api_result<http_response>::failure({error_kind::other, 0, verb, path, err_text, 0});
-    if (!token.empty())
-      req.headers.emplace("Authorization", "Bearer " + token);
-    if (!cfg.identity.empty())
-      req.headers.emplace("X-Leasehold-Identity", cfg.identity);
+    if (auto err = prepare(req, verb, path))
+      return api_result<http_response>::failure(*err);
     for (auto& h : extra)
       req.headers.emplace(h.first, h.second);
     if (body) {
@@ -461,6 +447,28 @@ struct kube_client::impl {
     }
     return api_result<http_response>::success(
       {res->status, std::move(received), res->get_header_value("Retry-After")});
+  }
+
+  /// A request without a body, with the headers every request carries.
+  std::optional<api_error> prepare(httplib::Request& req, const std::string& verb,
+                                   const std::string& path) {
+    if (setup_error.kind != error_kind::none) {
+      auto err = setup_error;
+      err.verb = verb;
+      err.path = path;
+      return err;
+    }
+    req.method = verb;
+    req.path = ep.prefix + path;
+    req.headers = {{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}};
+    std::string token, err_text;
+    if (!bearer_token(token, err_text))
+      return api_error{error_kind::other, 0, verb, path, err_text, 0};
+    if (!token.empty())
+      req.headers.emplace("Authorization", "Bearer " + token);
+    if (!cfg.identity.empty())
+      req.headers.emplace("X-Leasehold-Identity", cfg.identity);
+    return std::nullopt;
   }
 
   api_result<lease> lease_call(const std::string& verb, const std::string& path,
@@ -518,6 +526,58 @@ api_result<http_response> kube_client::send(const std::string& verb, const std::
                                             const http_headers& headers) {
   return never_throw<http_response>(verb, path,
                                     [&] { return impl_->exchange(verb, path, body, headers); });
+}
+
+api_error kube_client::stream(const std::string& path, std::chrono::milliseconds idle_timeout,
+                              const std::function<void()>& on_open,
+                              const std::function<bool(const char*, std::size_t)>& on_data) {
+  auto& d = *impl_;
+  std::lock_guard<std::mutex> guard(d.mtx);
+  httplib::Request req;
+  if (auto err = d.prepare(req, "GET", path))
+    return *err;
+  d.http->set_read_timeout(idle_timeout);
+  int status = 0;
+  std::string error_body;   // a non-200 answer's Status, kept for the error
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    if (status == 200)
+      on_open();
+    return true;
+  };
+  bool cancelled = false;
+  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    if (status != 200) {
+      if (error_body.size() < 65536)
+        error_body.append(data, n);
+      return true;
+    }
+    cancelled = !on_data(data, n);
+    return !cancelled;
+  };
+  auto start = steady::now();
+  auto res = d.http->send(req);
+  d.http->set_read_timeout(d.cfg.read_timeout);
+  if (cancelled)
+    return api_error{};
+  if (!res) {
+    auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
+    auto e = transport_error("GET", path, res.error(), status != 0, elapsed, d.cfg);
+    if (status == 200 && res.error() == httplib::Error::Read) {
+      e.kind = error_kind::timeout;
+      e.reason = "watch stream delivered nothing for " + std::to_string(idle_timeout.count())
+                 + "ms";
+    }
+    return e;
+  }
+  if (status != 200)
+    return classify_response("GET", path, status, error_body, res->get_header_value("Retry-After"));
+  return api_error{};
+}
+
+void kube_client::stop() {
+  if (impl_->http)
+    impl_->http->stop();
 }
 
 const connection_config& kube_client::config() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -75,6 +76,17 @@ public:
   /// over the same connection code (the etcd gateway) use it.
   api_result<http_response> send(const std::string& verb, const std::string& path,
                                  const std::string* body, const http_headers& headers = {});
+
+  /// A streaming GET (a watch): `on_open` once the server answered 200,
+  /// then `on_data` for every chunk until the server ends the stream,
+  /// on_data returns false, nothing arrives for `idle_timeout`, or stop() is
+  /// called. Returns why the stream ended (kind none: the server ended it).
+  /// Blocks: call it from its own thread, with a client of its own.
+  api_error stream(const std::string& path, std::chrono::milliseconds idle_timeout,
+                   const std::function<void()>& on_open,
+                   const std::function<bool(const char*, std::size_t)>& on_data);
+  /// Aborts a blocking stream() from any thread.
+  void stop();
 
   const connection_config& config() const;
 

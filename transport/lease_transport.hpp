@@ -17,6 +17,29 @@
 namespace leasehold {
 using lease_reply = api_result<lease>;
 using event_reply = api_result<bool>;
+
+/// Asks the transport to stream the changes of one Lease to `subscriber`
+/// (lease_watch_event messages) until the subscriber terminates. The
+/// transport reconnects with backoff, resumes from the last resourceVersion
+/// it delivered, re-lists on 410 Gone, and restarts a stream that delivered
+/// nothing for `idle_timeout`. A transport without watch support sends one
+/// `down` event and nothing else.
+struct lease_watch_request {
+  lease_key lease;
+  std::string resource_version;   // deliver changes after this version ("" = current state first)
+  caf::timespan idle_timeout{0};  // a stream silent this long is restarted (0: never)
+  caf::actor subscriber;
+};
+
+/// One change seen by a watch, or a change of the watch's own health.
+/// `up`: a stream is open and events flow; `down`: there is none (reason
+/// says why) and the subscriber must poll until the next `up`.
+struct lease_watch_event {
+  enum class kind { record, deleted, up, down };
+  kind what = kind::down;
+  std::optional<lease> record;    // kind::record: the Lease as written (ADDED/MODIFIED)
+  std::string reason;             // kind::down: why (names the request)
+};
 } // namespace leasehold
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease)
@@ -24,6 +47,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_key)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::event_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::kube_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_event)
 
 namespace leasehold {
 
@@ -32,15 +57,18 @@ using get_lease_atom = caf::atom_constant<caf::atom("lh_get")>;
 using create_lease_atom = caf::atom_constant<caf::atom("lh_create")>;
 using update_lease_atom = caf::atom_constant<caf::atom("lh_update")>;
 using post_event_atom = caf::atom_constant<caf::atom("lh_event")>;
+using watch_lease_atom = caf::atom_constant<caf::atom("lh_watch")>;
 
 /// GET returns the Lease or not_found; POST creates (already_exists when
 /// taken); PUT replaces with optimistic concurrency on
-/// lease.resource_version (conflict when stale).
+/// lease.resource_version (conflict when stale). WATCH streams changes to
+/// the requester's subscriber (see lease_watch_request).
 using lease_transport_actor = caf::typed_actor<
   caf::replies_to<get_lease_atom, lease_key>::with<lease_reply>,
   caf::replies_to<create_lease_atom, lease>::with<lease_reply>,
   caf::replies_to<update_lease_atom, lease>::with<lease_reply>,
-  caf::replies_to<post_event_atom, kube_event>::with<event_reply>>;
+  caf::replies_to<post_event_atom, kube_event>::with<event_reply>,
+  caf::reacts_to<watch_lease_atom, lease_watch_request>>;
 
 /// What an elector must know about the store behind a transport.
 struct backend_traits {

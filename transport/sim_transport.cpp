@@ -20,17 +20,60 @@ api_error make_error(error_kind k, int status, const std::string& verb, const st
 } // namespace
 
 void sim_api::set_fault(sim_fault f, const std::string& client, int error_status) {
-  std::lock_guard<std::mutex> g(mx_);
-  if (f == sim_fault::none)
-    faults_.erase(client);
-  else
-    faults_[client] = {f, error_status};
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    if (f == sim_fault::none)
+      faults_.erase(client);
+    else
+      faults_[client] = {f, error_status};
+  }
+  poke_watchers();
 }
 
 void sim_api::clear_faults() {
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    faults_.clear();
+    latency_ = caf::timespan{0};
+  }
+  poke_watchers();
+}
+
+std::uint64_t sim_api::add_watcher(std::function<void()> poke) {
   std::lock_guard<std::mutex> g(mx_);
-  faults_.clear();
-  latency_ = caf::timespan{0};
+  auto id = next_watcher_++;
+  watchers_.emplace(id, std::move(poke));
+  return id;
+}
+
+void sim_api::remove_watcher(std::uint64_t id) {
+  std::lock_guard<std::mutex> g(mx_);
+  watchers_.erase(id);
+}
+
+std::vector<sim_api::change> sim_api::changes_since(const lease_key& k, std::uint64_t rv) const {
+  std::lock_guard<std::mutex> g(mx_);
+  std::vector<change> out;
+  for (auto& c : changes_)
+    if (c.rv > rv && c.key == k)
+      out.push_back(c);
+  return out;
+}
+
+void sim_api::record_change(const lease_key& k, std::optional<lease> rec) {
+  auto rv = rec ? std::stoull(rec->resource_version) : next_rv_++;
+  changes_.push_back(change{k, rv, std::move(rec)});
+}
+
+void sim_api::poke_watchers() {
+  std::vector<std::function<void()>> pokes;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    for (auto& [id, f] : watchers_)
+      pokes.push_back(f);
+  }
+  for (auto& f : pokes)
+    f();
 }
 
 void sim_api::set_latency_jitter(caf::timespan max, std::uint64_t seed) {
@@ -48,8 +91,13 @@ caf::timespan sim_api::draw_latency() {
 }
 
 void sim_api::wipe() {
-  std::lock_guard<std::mutex> g(mx_);
-  store_.clear();
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    for (auto& [k, l] : store_)
+      record_change(k, std::nullopt);
+    store_.clear();
+  }
+  poke_watchers();
 }
 
 void sim_api::create_released(const lease_key& k) {
@@ -132,7 +180,7 @@ lease_reply sim_api::get(const std::string& client, const lease_key& k) {
   return lease_reply::success(i->second);
 }
 
-lease_reply sim_api::create(const std::string& client, lease l) {
+lease_reply sim_api::store_create(const std::string& client, lease l) {
   std::lock_guard<std::mutex> g(mx_);
   auto k = l.key();
   if (store_.count(k) != 0) {
@@ -143,11 +191,12 @@ lease_reply sim_api::create(const std::string& client, lease l) {
   l.resource_version = std::to_string(next_rv_++);
   l.uid = "sim-" + std::to_string(next_uid_++);
   store_[k] = l;
+  record_change(k, l);
   log(client, "POST", k, error_kind::none, l.spec.holder_identity);
   return lease_reply::success(std::move(l));
 }
 
-lease_reply sim_api::update(const std::string& client, lease l) {
+lease_reply sim_api::store_update(const std::string& client, lease l) {
   std::lock_guard<std::mutex> g(mx_);
   auto k = l.key();
   auto i = store_.find(k);
@@ -169,8 +218,23 @@ lease_reply sim_api::update(const std::string& client, lease l) {
   l.resource_version = std::to_string(next_rv_++);
   l.uid = i->second.uid;
   i->second = l;
+  record_change(k, l);
   log(client, "PUT", k, error_kind::none, l.spec.holder_identity);
   return lease_reply::success(std::move(l));
+}
+
+lease_reply sim_api::create(const std::string& client, lease l) {
+  auto r = store_create(client, std::move(l));
+  if (r.ok())
+    poke_watchers();
+  return r;
+}
+
+lease_reply sim_api::update(const std::string& client, lease l) {
+  auto r = store_update(client, std::move(l));
+  if (r.ok())
+    poke_watchers();
+  return r;
 }
 
 event_reply sim_api::post_event(const std::string& client, kube_event e) {
@@ -183,6 +247,17 @@ event_reply sim_api::post_event(const std::string& client, kube_event e) {
 namespace {
 
 using deliver_atom = caf::atom_constant<caf::atom("lh_deliver")>;
+using watch_poke_atom = caf::atom_constant<caf::atom("lh_wpoke")>;
+using watch_idle_atom = caf::atom_constant<caf::atom("lh_widle")>;
+
+/// One watch stream of a subscriber, as the simulated transport keeps it.
+struct sim_watch {
+  lease_watch_request req;
+  std::uint64_t rv = 0;           // the last change delivered
+  bool up = false;                // a stream is open (the subscriber was told)
+  bool idle_check = false;        // a hung stream's idle timer runs
+  caf::actor_clock::time_point last_delivery{};
+};
 
 struct sim_transport_state {
   std::shared_ptr<sim_api> api;
@@ -190,6 +265,8 @@ struct sim_transport_state {
   std::vector<caf::response_promise> hanging;   // never answered (kept, not dropped)
   std::map<std::uint64_t, std::pair<caf::response_promise, caf::message>> delayed;
   std::uint64_t next_id = 0;
+  std::map<caf::actor_addr, sim_watch> watches;
+  std::uint64_t watcher_id = 0;                 // registration with the api (0: none)
   static inline const char* name = "leasehold.sim_transport";
 };
 
@@ -222,6 +299,95 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
   return caf::delegated<Reply>{};
 }
 
+/// Sends `ev` to the watch's subscriber after the simulated latency, never
+/// before an earlier event of the same stream (a stream keeps its order).
+void deliver_watch(sim_self self, sim_watch& w, lease_watch_event ev) {
+  auto now = self->clock().now();
+  auto at = std::max(now + self->state.api->draw_latency(), w.last_delivery);
+  w.last_delivery = at;
+  self->delayed_send(w.req.subscriber, at - now, std::move(ev));
+}
+
+/// Brings one watch up to date with the store and the faults: a refused or
+/// failing API closes the stream (`down`); a hanging one just stops
+/// delivering, and is declared down after the idle timeout; once the API
+/// answers again the stream reopens (`up`) and resumes after its last
+/// delivered version.
+void sync_watch(sim_self self, sim_watch& w) {
+  auto& st = self->state;
+  int status = 503;
+  auto f = st.api->fault_for(st.client, status);
+  using kind = lease_watch_event::kind;
+  if (f == sim_fault::down || f == sim_fault::error) {
+    if (w.up) {
+      w.up = false;
+      deliver_watch(self, w, {kind::down, std::nullopt,
+                              "watch " + leases_path(w.req.lease.ns) + ": "
+                                + (f == sim_fault::down ? "connection refused"
+                                                        : "HTTP " + std::to_string(status))});
+    }
+    return;
+  }
+  if (f == sim_fault::hang) {
+    if (w.up && !w.idle_check && w.req.idle_timeout.count() > 0) {
+      w.idle_check = true;
+      self->delayed_send(self, w.req.idle_timeout, watch_idle_atom::value,
+                         w.req.subscriber.address());
+    }
+    return;
+  }
+  if (!w.up) {
+    w.up = true;
+    deliver_watch(self, w, {kind::up, std::nullopt, {}});
+  }
+  for (auto& c : st.api->changes_since(w.req.lease, w.rv)) {
+    w.rv = c.rv;
+    deliver_watch(self, w, {c.record ? kind::record : kind::deleted, c.record, {}});
+  }
+}
+
+void start_watch(sim_self self, lease_watch_request req) {
+  auto& st = self->state;
+  if (!req.subscriber)
+    return;
+  if (st.watcher_id == 0) {
+    auto me = caf::actor_cast<caf::actor>(self);
+    st.watcher_id = st.api->add_watcher([me] { caf::anon_send(me, watch_poke_atom::value); });
+    auto api = st.api;
+    auto id = st.watcher_id;
+    self->attach_functor([api, id] { api->remove_watcher(id); });
+  }
+  sim_watch w;
+  w.req = std::move(req);
+  // A version this store never handed out (or none): start from the
+  // current state, as a re-list would.
+  std::uint64_t rv = 0;
+  try {
+    rv = w.req.resource_version.empty() ? 0 : std::stoull(w.req.resource_version);
+  } catch (...) {
+    rv = 0;
+  }
+  if (rv == 0) {
+    auto cur = st.api->peek(w.req.lease);
+    w.up = true;
+    deliver_watch(self, w, {lease_watch_event::kind::up, std::nullopt, {}});
+    if (cur) {
+      w.rv = std::stoull(cur->resource_version);
+      deliver_watch(self, w, {lease_watch_event::kind::record, cur, {}});
+    } else {
+      auto all = st.api->changes_since(w.req.lease, 0);
+      w.rv = all.empty() ? 0 : all.back().rv;
+      deliver_watch(self, w, {lease_watch_event::kind::deleted, std::nullopt, {}});
+    }
+  } else {
+    w.rv = rv;
+  }
+  self->monitor(w.req.subscriber);
+  auto addr = w.req.subscriber.address();
+  auto& slot = st.watches[addr] = std::move(w);
+  sync_watch(self, slot);
+}
+
 } // namespace
 
 lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_ptr<sim_api> api,
@@ -229,6 +395,7 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
   auto fn = [](sim_self self, std::shared_ptr<sim_api> a, std::string c) -> caf::behavior {
     self->state.api = std::move(a);
     self->state.client = std::move(c);
+    self->set_down_handler([=](caf::down_msg& m) { self->state.watches.erase(m.source); });
     return {
       [=](get_lease_atom, const lease_key& k) {
         return answer<lease_reply>(self, "GET", k,
@@ -251,6 +418,27 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
         return answer<event_reply>(self, "EVENT", k, [&] {
           return self->state.api->post_event(self->state.client, std::move(e));
         });
+      },
+      [=](watch_lease_atom, lease_watch_request& req) { start_watch(self, std::move(req)); },
+      [=](watch_poke_atom) {
+        for (auto& [addr, w] : self->state.watches)
+          sync_watch(self, w);
+      },
+      [=](watch_idle_atom, const caf::actor_addr& addr) {
+        auto i = self->state.watches.find(addr);
+        if (i == self->state.watches.end())
+          return;
+        auto& w = i->second;
+        w.idle_check = false;
+        int status = 503;
+        if (w.up && self->state.api->fault_for(self->state.client, status) == sim_fault::hang) {
+          w.up = false;
+          deliver_watch(self, w, {lease_watch_event::kind::down, std::nullopt,
+                                  "watch " + leases_path(w.req.lease.ns) + ": nothing received for "
+                                    + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                       w.req.idle_timeout).count())
+                                    + "ms"});
+        }
       },
       [=](deliver_atom, std::uint64_t id) {
         auto i = self->state.delayed.find(id);

@@ -5,6 +5,7 @@
 // interface. Works on CAF's test coordinator: latency uses the actor clock.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,18 @@ public:
   std::vector<kube_event> events() const;
   std::size_t count(const std::string& verb, const std::string& client = {}) const;
 
+  /// Watch support: every change to the store (create, update, wipe) gets
+  /// the next resourceVersion and is kept in order; `poke` is called after
+  /// each change and each fault change (outside the store's lock).
+  struct change {
+    lease_key key;
+    std::uint64_t rv = 0;
+    std::optional<lease> record;   // nullopt: deleted (a wipe)
+  };
+  std::uint64_t add_watcher(std::function<void()> poke);
+  void remove_watcher(std::uint64_t id);
+  std::vector<change> changes_since(const lease_key& k, std::uint64_t rv) const;
+
   // What a transport actor calls; `fault` is evaluated first.
   sim_fault fault_for(const std::string& client, int& error_status) const;
   lease_reply get(const std::string& client, const lease_key& k);
@@ -69,6 +82,10 @@ public:
 private:
   void log(const std::string& client, const std::string& verb, const lease_key& k,
            error_kind r, const std::string& holder);
+  lease_reply store_create(const std::string& client, lease l);
+  lease_reply store_update(const std::string& client, lease l);
+  void record_change(const lease_key& k, std::optional<lease> rec);   // under mx_
+  void poke_watchers();                                               // not under mx_
 
   mutable std::mutex mx_;
   std::map<lease_key, lease> store_;
@@ -80,6 +97,9 @@ private:
   std::mt19937_64 rng_{1};
   std::vector<sim_request> requests_;
   std::vector<kube_event> events_;
+  std::vector<change> changes_;
+  std::map<std::uint64_t, std::function<void()>> watchers_;
+  std::uint64_t next_watcher_ = 1;
 };
 
 /// A transport actor for `client` (its identity) backed by `api`.

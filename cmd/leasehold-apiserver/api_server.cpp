@@ -11,6 +11,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <limits>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -22,6 +24,7 @@
 #include "cmd/leasehold-apiserver/faults.hpp"
 #include "cmd/leasehold-apiserver/object_store.hpp"
 #include "cmd/leasehold-apiserver/resources.hpp"
+#include "cmd/leasehold-apiserver/selectors.hpp"
 #include "transport/lease.hpp"
 
 namespace leasehold {
@@ -206,6 +209,8 @@ std::optional<kube_route> parse_route(const std::string& method, const std::stri
     route.verb = "create";
   else if (method == "PUT" && !collection)
     route.verb = "update";
+  else if (method == "PATCH" && !collection)
+    route.verb = "patch";
   else if (method == "DELETE" && !collection)
     route.verb = "delete";
   return route;
@@ -220,11 +225,61 @@ void set_status(httplib::Response& res, int code, const std::string& message) {
   set_json(res, code, failure_status(code, reason_for(code), message));
 }
 
+/// Go's strconv.ParseBool, as the API server reads ?watch= and friends.
+std::optional<bool> parse_bool(const std::string& text) {
+  for (const char* t : {"1", "t", "T", "TRUE", "true", "True"})
+    if (text == t)
+      return true;
+  for (const char* f : {"", "0", "f", "F", "FALSE", "false", "False"})
+    if (text == f)
+      return false;
+  return std::nullopt;
+}
+
+/// Accept: application/json;as=Table;g=meta.k8s.io;v=v1 (kubectl get).
+bool wants_table(const httplib::Request& req) {
+  return req.get_header_value("Accept").find("as=Table") != std::string::npos;
+}
+
+/// A PATCH body applied to `object` per its Content-Type; an error reply or nullopt.
+std::optional<reply> apply_patch(const std::string& content_type, const json& patch, json& object) {
+  auto type = content_type.substr(0, content_type.find(';'));
+  if (type == "application/json-patch+json") {
+    if (!patch.is_array())
+      return reply{400, failure_status(400, "BadRequest", "json patch: the body must be a JSON array of operations")};
+    try {
+      object = object.patch(patch);
+    } catch (const json::exception& e) {
+      return reply{422, failure_status(422, "Invalid", std::string("json patch: ") + e.what())};
+    }
+    return std::nullopt;
+  }
+  // Strategic merge patch on these types has merge-patch semantics (their
+  // lists have no merge keys: a list in the patch replaces the stored one).
+  if (type == "application/merge-patch+json" || type == "application/strategic-merge-patch+json") {
+    if (!patch.is_object())
+      return reply{400, failure_status(400, "BadRequest", "merge patch: the body must be a JSON object")};
+    object.merge_patch(patch);
+    return std::nullopt;
+  }
+  return reply{415, failure_status(415, "UnsupportedMediaType",
+                                   "the body of the request was in an unknown format - accepted media "
+                                   "types include: application/json-patch+json, "
+                                   "application/merge-patch+json, application/strategic-merge-patch+json")};
+}
+
+std::string watch_line(const std::string& type, const json& object) {
+  return json{{"type", type}, {"object", object}}.dump() + "\n";
+}
+
 } // namespace
 
 struct local_api_server::impl {
   api_server_options opts;
   object_store store;
+
+  // Open watch streams (bounded: see api_server_options::worker_threads).
+  std::atomic<std::size_t> watches{0};
 
   // Faults, stats and the stop flag share one mutex; cv wakes hung requests.
   std::mutex mu;
@@ -275,7 +330,7 @@ struct local_api_server::impl {
       error = "cannot load TLS certificate " + opts.tls_cert_file + " / key " + opts.tls_key_file;
       return nullptr;
     }
-    auto threads = opts.worker_threads;
+    auto threads = main ? opts.worker_threads : std::size_t{8};
     server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server->set_keep_alive_max_count(100);
     server->set_tcp_nodelay(true);       // as Go's net/http: no Nagle delay on small answers
@@ -375,6 +430,8 @@ struct local_api_server::impl {
     std::string verb = route ? route->verb : "unknown";
     if (verb.empty())
       verb = "unsupported";
+    else if ((verb == "list" || verb == "get") && parse_bool(req.get_param_value("watch")).value_or(false))
+      verb = "watch";
     int code = 0;
     switch (apply_faults(user_agent, identity, res)) {
       case outcome::dropped:
@@ -403,25 +460,239 @@ struct local_api_server::impl {
     auto doc = route && route->verb == "discovery"
                  ? discovery_document(req.path, opts.host + ":" + std::to_string(port))
                  : std::nullopt;
+    if (!doc && req.method == "GET" && req.path.rfind("/openapi/", 0) == 0)
+      doc = openapi_document(req.path);
     if (doc)
       return set_json(res, 200, *doc);
     if (!route || route->verb == "discovery")
       return set_status(res, 404, "the server could not find the requested resource");
-    if (route->verb.empty() || req.has_param("watch"))
+    if (route->verb.empty())
       return set_status(res, 405, req.method + " " + req.path + " is not supported by leasehold-apiserver");
     const resource_type& r = *route->resource;
-    if (route->verb == "get")
-      return send(res, store.get(r, route->ns, route->name));
-    if (route->verb == "list")
-      return send(res, store.list(r, route->ns));
+    auto watch = parse_bool(req.get_param_value("watch"));
+    if (!watch)
+      return set_status(res, 400, "watch: invalid value \"" + req.get_param_value("watch") + "\"");
+    if (route->verb == "get" && !*watch)
+      return send(res, store.get(r, route->ns, route->name), wants_table(req) ? &r : nullptr, req);
+    if (route->verb == "list" || route->verb == "get") {
+      object_filter filter;
+      std::string field_selector = req.get_param_value("fieldSelector");
+      if (route->verb == "get")   // a watch on one object
+        field_selector = "metadata.name=" + route->name + (field_selector.empty() ? "" : "," + field_selector);
+      auto error = filter.parse(route->ns, req.get_param_value("labelSelector"), field_selector);
+      if (!error.empty())
+        return set_status(res, 400, error);
+      if (*watch)
+        return start_watch(req, r, std::move(filter), res);
+      auto limit = std::strtoull(req.get_param_value("limit").c_str(), nullptr, 10);
+      return send(res, store.list(r, filter, limit, req.get_param_value("continue")),
+                  wants_table(req) ? &r : nullptr, req);
+    }
     json body = req.body.empty() ? json(nullptr) : json::parse(req.body, nullptr, false);
     if (body.is_discarded())
       return set_status(res, 400, "the request body is not valid JSON");
     if (route->verb == "delete")
       return send(res, store.remove(r, route->ns, route->name, body));
+    if (route->verb == "patch")
+      return send(res, store.patch(r, route->ns, route->name, [&](json& object) {
+        return apply_patch(req.get_header_value("Content-Type"), body, object);
+      }));
     reply result = route->verb == "create" ? store.create(r, route->ns, std::move(body))
                                            : store.update(r, route->ns, route->name, std::move(body));
     send(res, result);
+  }
+
+  /// Sends a reply; a successful object or list as a Table when `table` is set.
+  static void send(httplib::Response& res, const reply& r, const resource_type* table,
+                   const httplib::Request& req) {
+    if (table == nullptr || r.code != 200)
+      return send(res, r);
+    bool whole = req.get_param_value("includeObject") == "Object";
+    if (r.body.contains("items"))
+      return set_json(res, 200, as_table(*table, r.body["items"], r.body["metadata"], whole));
+    json metadata = {{"resourceVersion", r.body["metadata"]["resourceVersion"]}};
+    set_json(res, 200, as_table(*table, json::array({r.body}), metadata, whole));
+  }
+
+  // ---- watch ---------------------------------------------------------------
+
+  /// One open watch stream; lives in the chunked content provider.
+  struct watch_stream {
+    const resource_type* resource = nullptr;
+    object_filter filter;
+    std::uint64_t since = 0;
+    bool bookmarks = false;
+    bool table = false;
+    bool include_object = false;
+    std::string user_agent, identity;
+    std::chrono::steady_clock::time_point started, deadline, next_bookmark, hang_since;
+    std::deque<std::string> pending;   // lines to write, in order
+    bool ending = false;               // end once pending is written
+  };
+
+  void start_watch(const httplib::Request& req, const resource_type& r, object_filter filter,
+                   httplib::Response& res) {
+    auto w = std::make_shared<watch_stream>();
+    w->resource = &r;
+    w->filter = std::move(filter);
+    auto bookmarks = parse_bool(req.get_param_value("allowWatchBookmarks"));
+    if (!bookmarks)
+      return set_status(res, 400, "allowWatchBookmarks: invalid value");
+    w->bookmarks = *bookmarks;
+    w->table = wants_table(req);
+    w->include_object = req.get_param_value("includeObject") == "Object";
+    w->user_agent = req.get_header_value("User-Agent");
+    w->identity = req.get_header_value("X-Leasehold-Identity");
+    w->started = std::chrono::steady_clock::now();
+    auto timeout = std::chrono::seconds(opts.max_watch);
+    if (req.has_param("timeoutSeconds")) {
+      char* end = nullptr;
+      auto text = req.get_param_value("timeoutSeconds");
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || v < 0)
+        return set_status(res, 400, "timeoutSeconds: invalid value \"" + text + "\"");
+      if (v > 0)
+        timeout = std::min(timeout, std::chrono::seconds(v));
+    }
+    w->deadline = w->started + timeout;
+    auto rv = req.get_param_value("resourceVersion");
+    if (rv.empty() || rv == "0") {
+      // As the real API: the current objects as ADDED first, then changes.
+      auto list = store.list(r, w->filter, 0, "");
+      w->since = std::stoull(list.body["metadata"]["resourceVersion"].get<std::string>());
+      for (auto& item : list.body["items"])
+        w->pending.push_back(event_line("ADDED", *w, item));
+    } else {
+      char* end = nullptr;
+      w->since = std::strtoull(rv.c_str(), &end, 10);
+      if (*end != '\0')
+        return set_status(res, 400, "resourceVersion: invalid value \"" + rv + "\"");
+    }
+    if (watches.fetch_add(1) + 16 >= opts.worker_threads) {
+      --watches;
+      res.set_header("Retry-After", "1");
+      return set_status(res, 429, "too many open watches; retry later");
+    }
+    // With the parameter, cpp-httplib does not gzip the stream (it would hold
+    // every event in the compressor until the stream ends).
+    res.set_chunked_content_provider(
+      "application/json;charset=utf-8",
+      [this, w, &req](std::size_t, httplib::DataSink& sink) { return watch_step(*w, req, sink); },
+      [this](bool) { --watches; });
+  }
+
+  std::string event_line(const std::string& type, const watch_stream& w, const json& object) const {
+    if (!w.table)
+      return watch_line(type, object);
+    json metadata = {{"resourceVersion", object["metadata"]["resourceVersion"]}};
+    return watch_line(type, as_table(*w.resource, json::array({object}), metadata, w.include_object));
+  }
+
+  /// Queues the lines for the store's events since w.since (selector
+  /// transitions become ADDED or DELETED, as the real API sends them).
+  void queue_events(watch_stream& w, const watch_batch& batch) {
+    for (auto& e : batch.events) {
+      bool now = w.filter.matches(e.object);
+      bool before = !e.previous.is_null() && w.filter.matches(e.previous);
+      if (e.type == "MODIFIED" && now != before)
+        w.pending.push_back(event_line(now ? "ADDED" : "DELETED", w, e.object));
+      else if (now)
+        w.pending.push_back(event_line(e.type, w, e.object));
+    }
+    w.since = batch.current;
+  }
+
+  /// One call of the content provider: writes the next line, ends the
+  /// stream, or waits for something to send. false drops the connection.
+  bool watch_step(watch_stream& w, const httplib::Request& req, httplib::DataSink& sink) {
+    using clock = std::chrono::steady_clock;
+    for (;;) {
+      auto wakes = store.wakes();
+      bool hung = false, drop = false, malformed = false;
+      int error_code = 0;
+      auto close_at = clock::time_point::max();
+      auto bookmark_every = opts.bookmark_interval;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stopping)
+          return false;
+        bool partitioned = faults.partition.matches(w.user_agent, w.identity);
+        drop = faults.mode == fault_mode::down || (partitioned && !faults.partition.hang);
+        hung = faults.mode == fault_mode::hang || faults.watch.hang || partitioned;
+        if (faults.watch.close_after_ms > 0) {
+          close_at = w.started + std::chrono::milliseconds(faults.watch.close_after_ms);
+          drop = drop || (faults.watch.reset && clock::now() >= close_at);
+        }
+        if (faults.watch.bookmark_ms > 0)
+          bookmark_every = std::chrono::milliseconds(faults.watch.bookmark_ms);
+        if (!hung && !w.ending && faults.watch.error_events > 0) {
+          --faults.watch.error_events;
+          error_code = faults.watch.error_status;
+        }
+        if (!hung && !w.pending.empty() && faults.watch.malformed_lines > 0) {
+          --faults.watch.malformed_lines;
+          malformed = true;
+        }
+      }
+      auto now = clock::now();
+      if (drop) {
+        drop_connection(req);
+        return false;
+      }
+      if (now >= close_at || now >= w.deadline || (w.ending && w.pending.empty())) {
+        sink.done();
+        return true;
+      }
+      if (!hung) {
+        w.hang_since = clock::time_point{};
+        if (malformed) {
+          static const std::string bad = "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\n";
+          if (!sink.write(bad.data(), bad.size()))
+            return false;
+        }
+        if (!w.pending.empty()) {
+          std::string line = std::move(w.pending.front());
+          w.pending.pop_front();
+          return sink.write(line.data(), line.size());
+        }
+        if (error_code != 0) {
+          w.pending.push_back(watch_line("ERROR", failure_status(error_code, reason_for(error_code),
+                                                                 "injected watch fault: " + reason_for(error_code))));
+          w.ending = true;
+          continue;
+        }
+        auto batch = store.events_since(*w.resource, w.since);
+        if (batch.expired) {
+          w.pending.push_back(watch_line("ERROR", failure_status(410, "Expired",
+            "too old resource version: " + std::to_string(w.since) + " (" + std::to_string(batch.oldest) + ")")));
+          w.ending = true;
+          continue;
+        }
+        queue_events(w, batch);
+        if (!w.pending.empty())
+          continue;
+        if (w.bookmarks && now >= w.next_bookmark) {
+          if (w.next_bookmark != clock::time_point{}) {
+            json object = {{"kind", w.resource->kind}, {"apiVersion", w.resource->api_version()},
+                           {"metadata", {{"resourceVersion", std::to_string(w.since)}}}};
+            w.pending.push_back(watch_line("BOOKMARK", object));
+          }
+          w.next_bookmark = now + bookmark_every;
+          continue;
+        }
+      } else if (w.hang_since == clock::time_point{}) {
+        w.hang_since = now;
+      } else if (now - w.hang_since >= opts.hang_limit) {
+        drop_connection(req);   // a hung stream is dropped as a hung request
+        return false;
+      }
+      auto until = std::min({w.deadline, close_at, now + std::chrono::seconds(1) * 3600});
+      if (hung)
+        until = std::min(until, w.hang_since + opts.hang_limit);
+      else if (w.bookmarks)
+        until = std::min(until, w.next_bookmark);
+      store.wait(hung ? std::numeric_limits<std::uint64_t>::max() : w.since, wakes, until);
+    }
   }
 
   static void send(httplib::Response& res, const reply& r) { set_json(res, r.code, r.body); }
@@ -463,6 +734,7 @@ struct local_api_server::impl {
     if (!error.empty())
       return set_status(res, 400, error);
     cv.notify_all();
+    store.wake();   // open watch streams see the new faults
     if (change.wipe)
       store.wipe();
     error = set_main_listening(change.next.mode != fault_mode::down);
@@ -552,6 +824,7 @@ struct local_api_server::impl {
       stopping = true;
     }
     cv.notify_all();
+    store.wake();
     std::vector<std::unique_ptr<listener>> all;
     {
       std::lock_guard<std::mutex> lock(listeners_mu);

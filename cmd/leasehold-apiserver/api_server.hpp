@@ -1,6 +1,8 @@
 // leasehold-apiserver: a local Kubernetes API server for Leases, Events and
 // ConfigMaps with real semantics (resourceVersion, 404/409/422 Status bodies),
-// fault injection and request counters. See cmd/leasehold/README.md.
+// watch streams, PATCH, Table output and OpenAPI documents for kubectl and
+// the official clients, fault injection and request counters. See
+// cmd/leasehold-apiserver/README.md.
 //
 // Two listeners: the main one (Kubernetes API, optionally TLS, subject to
 // faults; also serves /_leasehold/* while up) and a plain-HTTP control one
@@ -35,7 +37,12 @@ struct api_server_options {
   std::string snapshot_file;       // empty: memory only
   std::string tls_cert_file;       // both set: HTTPS on the main port
   std::string tls_key_file;
-  std::size_t worker_threads = 64; // per listener; hung and kept-alive connections hold one
+  // Threads of the main listener: every open watch stream, hung request and
+  // kept-alive connection holds one; watches beyond worker_threads - 16 get
+  // 429 so that requests always find a thread. The control listener has 8.
+  std::size_t worker_threads = 160;
+  std::chrono::milliseconds bookmark_interval{1000};  // watch BOOKMARKs (runtime: faults.hpp)
+  std::chrono::seconds max_watch{1800};  // a watch without timeoutSeconds ends after it
   std::chrono::milliseconds hang_limit{60000};        // a hung request is dropped after it
   std::chrono::milliseconds snapshot_interval{200};   // snapshot writes at most this often
   std::function<void(const nlohmann::json&)> log;     // structured log lines; null: silent

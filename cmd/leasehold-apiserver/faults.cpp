@@ -50,7 +50,45 @@ std::string read_partition(const json& p, partition_rule& out) {
   return "";
 }
 
+std::string read_watch(const json& w, watch_faults& out) {
+  if (w.is_null()) {
+    out = watch_faults{};
+    return "";
+  }
+  if (!w.is_object())
+    return "watch: expected an object or null";
+  for (auto& [key, value] : w.items()) {
+    if (key == "hang") {
+      if (!value.is_boolean())
+        return "watch.hang: expected a boolean";
+      out.hang = value.get<bool>();
+    } else if (key == "close") {
+      if (value != "end" && value != "reset")
+        return "watch.close: expected \"end\" or \"reset\"";
+      out.reset = value == "reset";
+    } else if (key != "close_after_ms" && key != "malformed_lines" && key != "error_events" &&
+               key != "error_status" && key != "bookmark_ms") {
+      return "watch." + key + ": unknown field";
+    }
+  }
+  struct { const char* key; int min, max; int& out; } ints[] = {
+    {"close_after_ms", 0, 3600000, out.close_after_ms},
+    {"malformed_lines", 0, 1000000, out.malformed_lines},
+    {"error_events", 0, 1000000, out.error_events},
+    {"error_status", 400, 599, out.error_status},
+    {"bookmark_ms", 0, 3600000, out.bookmark_ms},
+  };
+  for (auto& i : ints)
+    if (auto e = read_int(w, i.key, i.min, i.max, i.out); !e.empty())
+      return "watch." + e;
+  return "";
+}
+
 } // namespace
+
+bool watch_faults::active() const {
+  return close_after_ms > 0 || hang || malformed_lines > 0 || error_events > 0;
+}
 
 bool partition_rule::matches(const std::string& user_agent_header,
                              const std::string& identity_header) const {
@@ -70,6 +108,10 @@ json fault_state::to_json() const {
                       {"action", partition.hang ? "hang" : "close"}};
   else
     j["partition"] = nullptr;
+  j["watch"] = {{"close_after_ms", watch.close_after_ms}, {"close", watch.reset ? "reset" : "end"},
+                {"hang", watch.hang}, {"malformed_lines", watch.malformed_lines},
+                {"error_events", watch.error_events}, {"error_status", watch.error_status},
+                {"bookmark_ms", watch.bookmark_ms}};
   return j;
 }
 
@@ -97,6 +139,8 @@ std::string parse_fault_request(const json& body, const fault_state& current, fa
     } else if (key == "partition") {
       if (auto e = read_partition(value, s.partition); !e.empty())
         return e;
+    } else if (key == "watch") {
+      // Read after "mode" below, so that {"mode":"recover","watch":...} keeps it.
     } else if (key != "status" && key != "retry_after" && key != "latency_ms") {
       return key + ": unknown field";
     }
@@ -106,6 +150,9 @@ std::string parse_fault_request(const json& body, const fault_state& current, fa
     return e;
   if (auto e = read_int(body, "retry_after", 0, 3600, s.retry_after_seconds); !e.empty())
     return e;
+  if (auto w = body.find("watch"); w != body.end())
+    if (auto e = read_watch(*w, s.watch); !e.empty())
+      return e;
   return read_int(body, "latency_ms", 0, 60000, s.latency_ms);
 }
 

@@ -8,8 +8,29 @@
 //   {"partition":{"user_agent":"a-1"}}   drop matching clients (or "identity":
 //                                        X-Leasehold-Identity; "action":"hang")
 //   {"partition":null}                   end the partition
-//   {"mode":"recover"}                   clear every fault
+//   {"mode":"recover"}                   clear every fault (watch faults too)
 //   {"wipe":true}                        delete every stored object
+// Watch streams (GET ...?watch=1), under "watch", merged into the current
+// watch state; {"watch":null} clears it:
+//   {"watch":{"close_after_ms":2000}}    end every stream 2 s after it began
+//                                        (open ones too); 0: off
+//   {"watch":{"close":"reset"}}          ...by dropping the connection (a
+//                                        truncated stream) instead of ending
+//                                        it cleanly ("end", the default)
+//   {"watch":{"hang":true}}              streams send nothing (no events, no
+//                                        bookmarks) but stay open; false: they
+//                                        catch up
+//   {"watch":{"malformed_lines":1}}      the next N lines streams write are
+//                                        preceded by a line that is not JSON
+//                                        (one per line, any stream)
+//   {"watch":{"error_events":1,"error_status":500}}  the next N streams (open
+//                                        or new) send an ERROR event with a
+//                                        Status of that code, then end
+//   {"watch":{"bookmark_ms":200}}        BOOKMARK interval for watches with
+//                                        allowWatchBookmarks (0: the server's
+//                                        default)
+// Partitions apply to open streams as to requests (a hang partition stalls
+// them, a close one drops them); mode "hang" stalls them too.
 #pragma once
 
 #include <cstdint>
@@ -30,12 +51,24 @@ struct partition_rule {
   bool matches(const std::string& user_agent_header, const std::string& identity_header) const;
 };
 
+struct watch_faults {
+  int close_after_ms = 0;     // 0: off
+  bool reset = false;         // close by dropping the connection
+  bool hang = false;
+  int malformed_lines = 0;    // pending injections, consumed one per line
+  int error_events = 0;       // pending ERROR events, consumed one per stream
+  int error_status = 500;
+  int bookmark_ms = 0;        // 0: the server's default
+  bool active() const;
+};
+
 struct fault_state {
   fault_mode mode = fault_mode::none;
   int error_status = 503;
   int retry_after_seconds = 0;
   int latency_ms = 0;
   partition_rule partition;
+  watch_faults watch;
 
   nlohmann::json to_json() const;
 };

@@ -93,7 +93,8 @@ std::string now_rfc3339() {
 
 } // namespace
 
-object_store::object_store() : rng_(std::random_device{}()) {}
+object_store::object_store(std::size_t history_limit)
+    : history_limit_(std::max<std::size_t>(history_limit, 1)), rng_(std::random_device{}()) {}
 
 std::string object_store::random_suffix() {
   static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";  // as the API server
@@ -129,13 +130,34 @@ void object_store::stamp(const resource_type& r, const std::string& ns, json& ob
 
 void object_store::insert(const resource_type& r, key k, json object) {
   auto& order = creation_order_[r.plural];
-  while (r.max_objects != 0 && order.size() >= r.max_objects) {
-    objects_.erase(order.begin()->second);
-    order.erase(order.begin());
-  }
-  order.emplace(resource_version_, k);
-  objects_[std::move(k)] = stored{std::move(object), resource_version_};
+  auto created = resource_version_;
+  order.emplace(created, k);
+  record("ADDED", r.plural, object);
+  objects_[std::move(k)] = stored{std::move(object), created};
   ++mutations_;
+}
+
+void object_store::record(const std::string& type, const std::string& plural, json object,
+                          json previous) {
+  auto rv = std::stoull(object["metadata"]["resourceVersion"].get<std::string>());
+  history_.push_back({rv, type, plural, std::move(object), std::move(previous)});
+  while (history_.size() > history_limit_) {
+    history_floor_ = history_.front().resource_version;
+    history_.pop_front();
+  }
+  changed_.notify_all();
+}
+
+json object_store::erase_locked(iterator it) {
+  json object = std::move(it->second.object);
+  json uid = object["metadata"]["uid"];
+  creation_order_[std::get<0>(it->first)].erase(it->second.created);
+  auto plural = std::get<0>(it->first);
+  objects_.erase(it);
+  // The real API reports a deletion with the deletion's resourceVersion.
+  object["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+  record("DELETED", plural, std::move(object));
+  return uid;
 }
 
 reply object_store::get(const resource_type& r, const std::string& ns, const std::string& name) const {
@@ -147,17 +169,40 @@ reply object_store::get(const resource_type& r, const std::string& ns, const std
 }
 
 reply object_store::list(const resource_type& r, const std::string& ns) const {
+  object_filter all;
+  all.parse(ns, "", "");
+  return list(r, all, 0, "");
+}
+
+// A continue token is "<namespace>/<name>" of the next item to send (neither
+// can contain a slash); the next page starts there, at the current state.
+reply object_store::list(const resource_type& r, const object_filter& filter, std::size_t limit,
+                         const std::string& continue_token) const {
+  std::string start_ns, start_name;
+  if (!continue_token.empty()) {
+    auto slash = continue_token.find('/');
+    if (slash == std::string::npos)
+      return bad_request("continue: the continue token is not valid: " + in_quotes(continue_token));
+    start_ns = continue_token.substr(0, slash);
+    start_name = continue_token.substr(slash + 1);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   json items = json::array();
-  for (auto it = objects_.lower_bound({r.plural, ns, ""}); it != objects_.end(); ++it) {
-    auto& [plural, obj_ns, name] = it->first;
-    if (plural != r.plural || (!ns.empty() && obj_ns != ns))
+  json metadata = {{"resourceVersion", std::to_string(resource_version_)}};
+  for (auto it = objects_.lower_bound({r.plural, start_ns, start_name}); it != objects_.end(); ++it) {
+    if (std::get<0>(it->first) != r.plural)
       break;
+    if (!filter.matches(it->second.object))
+      continue;
+    if (limit != 0 && items.size() == limit) {
+      metadata["continue"] = std::get<1>(it->first) + "/" + std::get<2>(it->first);
+      break;
+    }
     items.push_back(it->second.object);
   }
   return {200, {{"kind", r.kind + "List"},
                 {"apiVersion", r.api_version()},
-                {"metadata", {{"resourceVersion", std::to_string(resource_version_)}}},
+                {"metadata", std::move(metadata)},
                 {"items", std::move(items)}}};
 }
 
@@ -186,6 +231,9 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
     return {409, failure_status(409, "AlreadyExists",
                                 r.qualified() + " " + in_quotes(name) + " already exists",
                                 object_details(r, name))};
+  // Evict before stamping: the history stays in resourceVersion order.
+  for (auto& order = creation_order_[r.plural]; r.max_objects != 0 && order.size() >= r.max_objects;)
+    erase_locked(objects_.find(order.begin()->second));
   stamp(r, ns, body);
   md["uid"] = new_uid();
   md["creationTimestamp"] = now_rfc3339();
@@ -195,6 +243,35 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
 
 reply object_store::update(const resource_type& r, const std::string& ns, const std::string& name,
                            json body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return update_locked(r, ns, name, std::move(body));
+}
+
+reply object_store::patch(const resource_type& r, const std::string& ns, const std::string& name,
+                          const patch_fn& apply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find({r.plural, ns, name});
+  if (it == objects_.end())
+    return not_found(r, name);
+  json object = it->second.object;
+  if (auto error = apply(object))
+    return *error;
+  if (!object.is_object())
+    return bad_request("the patched " + r.kind + " is not a JSON object");
+  auto& md = object["metadata"];
+  if (!md.is_object())
+    return bad_request("the patched " + r.kind + " has no metadata object");
+  // What the patch does not name keeps its stored value.
+  if (!md.contains("resourceVersion") || md["resourceVersion"].is_null())
+    md["resourceVersion"] = it->second.object["metadata"]["resourceVersion"];
+  for (const char* field : {"uid", "creationTimestamp", "name", "namespace"})
+    if (!md.contains(field) || md[field].is_null())
+      md[field] = it->second.object["metadata"][field];
+  return update_locked(r, ns, name, std::move(object));
+}
+
+reply object_store::update_locked(const resource_type& r, const std::string& ns,
+                                  const std::string& name, json body) {
   if (auto error = check_body(r, ns, name, body))
     return *error;
   auto& md = body["metadata"];
@@ -202,7 +279,6 @@ reply object_store::update(const resource_type& r, const std::string& ns, const 
   if (version.empty())
     return invalid(r, name, {"metadata.resourceVersion", "FieldValueInvalid", "0x0",
                              "must be specified for an update"});
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find({r.plural, ns, name});
   if (it == objects_.end())
     return not_found(r, name);
@@ -213,6 +289,7 @@ reply object_store::update(const resource_type& r, const std::string& ns, const 
   md["uid"] = old_md["uid"];
   md["creationTimestamp"] = old_md["creationTimestamp"];
   stamp(r, ns, body);
+  record("MODIFIED", r.plural, body, it->second.object);
   it->second.object = body;
   ++mutations_;
   return {200, std::move(body)};
@@ -237,10 +314,7 @@ reply object_store::remove(const resource_type& r, const std::string& ns, const 
     }
   }
   json details = object_details(r, name);
-  details["uid"] = md["uid"];
-  creation_order_[r.plural].erase(it->second.created);
-  objects_.erase(it);
-  ++resource_version_;
+  details["uid"] = erase_locked(it);
   ++mutations_;
   return {200, {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
                 {"status", "Success"}, {"details", std::move(details)}}};
@@ -248,9 +322,45 @@ reply object_store::remove(const resource_type& r, const std::string& ns, const 
 
 void object_store::wipe() {
   std::lock_guard<std::mutex> lock(mu_);
-  objects_.clear();
-  creation_order_.clear();
+  while (!objects_.empty())
+    erase_locked(objects_.begin());
   ++mutations_;
+}
+
+watch_batch object_store::events_since(const resource_type& r, std::uint64_t since) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  watch_batch batch;
+  batch.oldest = history_floor_;
+  batch.current = std::max(since, resource_version_);
+  if (since < history_floor_) {
+    batch.expired = true;
+    return batch;
+  }
+  auto first = std::upper_bound(history_.begin(), history_.end(), since,
+                                [](std::uint64_t v, const watch_event& e) { return v < e.resource_version; });
+  for (auto it = first; it != history_.end(); ++it)
+    if (it->plural == r.plural)
+      batch.events.push_back(*it);
+  return batch;
+}
+
+std::uint64_t object_store::wakes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wakes_;
+}
+
+void object_store::wait(std::uint64_t since, std::uint64_t wakes_seen,
+                        std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_until(lock, deadline, [&] { return resource_version_ > since || wakes_ != wakes_seen; });
+}
+
+void object_store::wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++wakes_;
+  }
+  changed_.notify_all();
 }
 
 std::uint64_t object_store::mutations() const {
@@ -297,6 +407,9 @@ std::string object_store::restore(const json& snap) {
   objects_ = std::move(objects);
   creation_order_ = std::move(order);
   resource_version_ = std::max(resource_version_, version);
+  // Watches resume only from after the restore.
+  history_.clear();
+  history_floor_ = resource_version_;
   return "";
 }
 

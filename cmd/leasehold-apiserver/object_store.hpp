@@ -4,20 +4,28 @@
 // One global, monotonic resourceVersion counter (decimal strings on the
 // wire); optimistic concurrency on PUT/DELETE; server-set uid,
 // creationTimestamp and resourceVersion; unknown fields kept as received.
+// Every mutation is also a watch event in a bounded history (the last
+// `history_limit` events), from which watches resume by resourceVersion.
 // Every method takes the one mutex: safe from any thread.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cmd/leasehold-apiserver/resources.hpp"
+#include "cmd/leasehold-apiserver/selectors.hpp"
 
 namespace leasehold::apiserver {
 
@@ -27,18 +35,49 @@ struct reply {
   nlohmann::json body;
 };
 
+/// One change as a watch sees it: ADDED, MODIFIED or DELETED; `object` is
+/// the new state (for DELETED the last state, stamped with the deletion's
+/// resourceVersion), `previous` the state before (null for ADDED).
+struct watch_event {
+  std::uint64_t resource_version = 0;
+  std::string type;
+  std::string plural;
+  nlohmann::json object;
+  nlohmann::json previous;
+};
+
+/// What a watch at `since` gets next.
+struct watch_batch {
+  bool expired = false;          // `since` is older than the kept history
+  std::uint64_t oldest = 0;      // the oldest resourceVersion a watch can resume from
+  std::uint64_t current = 0;     // the watch is now at this resourceVersion
+  std::vector<watch_event> events;   // of the asked resource, in order
+};
+
+/// A patch applied to the stored object: the new object, or a reply (error).
+using patch_fn = std::function<std::optional<reply>(nlohmann::json& object)>;
+
 class object_store {
 public:
-  object_store();
+  explicit object_store(std::size_t history_limit = 1000);
 
   reply get(const resource_type& r, const std::string& ns, const std::string& name) const;
   /// Lists one namespace, or every namespace when `ns` is empty.
   reply list(const resource_type& r, const std::string& ns) const;
+  /// Lists the objects `filter` matches, at most `limit` (0: all) from the
+  /// `continue_token` of a previous page on.
+  reply list(const resource_type& r, const object_filter& filter, std::size_t limit,
+             const std::string& continue_token) const;
   /// POST: metadata.name, or metadata.generateName plus a random suffix.
   reply create(const resource_type& r, const std::string& ns, nlohmann::json body);
   /// PUT: metadata.resourceVersion must be the stored one.
   reply update(const resource_type& r, const std::string& ns, const std::string& name,
                nlohmann::json body);
+  /// PATCH: `apply` edits a copy of the stored object, then it is stored as
+  /// update() would (a resourceVersion the patch sets must be the stored
+  /// one), all under one lock so a patch without one never conflicts.
+  reply patch(const resource_type& r, const std::string& ns, const std::string& name,
+              const patch_fn& apply);
   /// DELETE, honouring DeleteOptions.preconditions.{uid,resourceVersion}.
   reply remove(const resource_type& r, const std::string& ns, const std::string& name,
                const nlohmann::json& delete_options);
@@ -46,6 +85,17 @@ public:
   /// Forgets every object (an API server that lost its state); the
   /// resourceVersion counter stays monotonic.
   void wipe();
+
+  /// The events of `r` after resourceVersion `since` (every namespace).
+  watch_batch events_since(const resource_type& r, std::uint64_t since) const;
+  /// The number of wake() calls so far.
+  std::uint64_t wakes() const;
+  /// Blocks until an event after `since`, a wake() after `wakes_seen`
+  /// (see wakes()) or `deadline`.
+  void wait(std::uint64_t since, std::uint64_t wakes_seen,
+            std::chrono::steady_clock::time_point deadline) const;
+  /// Wakes every wait() (fault changes, shutdown).
+  void wake();
 
   /// Counts successful mutations (for the snapshot writer).
   std::uint64_t mutations() const;
@@ -60,17 +110,31 @@ private:
     nlohmann::json object;
     std::uint64_t created = 0;   // resourceVersion at creation: eviction order
   };
+  using iterator = std::map<key, stored>::iterator;
 
+  /// Stores a created object with its ADDED event (mutex held).
   void insert(const resource_type& r, key k, nlohmann::json object);
   void stamp(const resource_type& r, const std::string& ns, nlohmann::json& object);
+  reply update_locked(const resource_type& r, const std::string& ns, const std::string& name,
+                      nlohmann::json body);
+  /// Appends to the history (mutex held) and wakes the watches.
+  void record(const std::string& type, const std::string& plural, nlohmann::json object,
+              nlohmann::json previous = nullptr);
+  /// Removes a stored object with its DELETED event (mutex held); returns its uid.
+  nlohmann::json erase_locked(iterator it);
   std::string random_suffix();
   std::string new_uid();
 
   mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
   std::map<key, stored> objects_;
   std::map<std::string, std::map<std::uint64_t, key>> creation_order_;  // per plural
   std::uint64_t resource_version_ = 0;
   std::uint64_t mutations_ = 0;
+  std::uint64_t wakes_ = 0;
+  std::size_t history_limit_;
+  std::deque<watch_event> history_;
+  std::uint64_t history_floor_ = 0;   // every event after it is in history_
   std::mt19937_64 rng_;
 };
 

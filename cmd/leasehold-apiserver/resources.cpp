@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
+#include <ctime>
 #include <limits>
 
 #include "transport/lease.hpp"
 
 namespace leasehold::apiserver {
+
+extern const char openapi_schemas_json[];   // openapi/schemas.json, embedded at build time
 
 using nlohmann::json;
 
@@ -112,6 +116,80 @@ std::optional<field_error> validate_event(const json& object) {
   return check_object(object, "involvedObject", "");
 }
 
+// ---- table cells ------------------------------------------------------------
+
+/// As Kubernetes prints durations (k8s.io/apimachinery/pkg/util/duration).
+std::string human_duration(long long seconds) {
+  if (seconds < -1)
+    return "<invalid>";
+  if (seconds < 0)
+    seconds = 0;
+  auto t = [](long long a, const char* ua, long long b = 0, const char* ub = "") {
+    return std::to_string(a) + ua + (b != 0 ? std::to_string(b) + ub : "");
+  };
+  long long minutes = seconds / 60, hours = seconds / 3600, days = hours / 24;
+  if (seconds < 120) return t(seconds, "s");
+  if (minutes < 10) return t(minutes, "m", seconds % 60, "s");
+  if (minutes < 180) return t(minutes, "m");
+  if (hours < 8) return t(hours, "h", minutes % 60, "m");
+  if (hours < 48) return t(hours, "h");
+  if (hours < 24 * 8) return t(days, "d", hours % 24, "h");
+  if (days < 365 * 2) return t(days, "d");
+  if (days < 365 * 8) return t(days / 365, "y", days % 365, "d");
+  return t(days / 365, "y");
+}
+
+/// Seconds since the epoch of an RFC 3339 time ("...Z"); nullopt if not one.
+std::optional<long long> epoch_seconds(const json& text) {
+  if (!text.is_string())
+    return std::nullopt;
+  std::tm tm{};
+  const char* end = strptime(text.get_ref<const std::string&>().c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr)
+    return std::nullopt;
+  return static_cast<long long>(timegm(&tm));
+}
+
+json age_since(const json& time, long long now) {
+  auto then = epoch_seconds(time);
+  return then ? json(human_duration(now - *then)) : json("<unknown>");
+}
+
+json field_at(const json& object, const char* pointer) {
+  json::json_pointer p(pointer);
+  return object.contains(p) && !object[p].is_null() ? object[p] : json("");
+}
+
+json cell_name(const json& o, long long) { return field_at(o, "/metadata/name"); }
+json cell_age(const json& o, long long now) { return age_since(field_at(o, "/metadata/creationTimestamp"), now); }
+json cell_holder(const json& o, long long) { return field_at(o, "/spec/holderIdentity"); }
+json cell_data(const json& o, long long) {
+  std::size_t n = 0;
+  for (const char* key : {"data", "binaryData"})
+    if (o.contains(key) && o[key].is_object())
+      n += o[key].size();
+  return n;
+}
+json cell_last_seen(const json& o, long long now) {
+  for (const char* p : {"/lastTimestamp", "/eventTime", "/metadata/creationTimestamp"})
+    if (auto t = field_at(o, p); t != "")
+      return age_since(t, now);
+  return "<unknown>";
+}
+json cell_type(const json& o, long long) { return field_at(o, "/type"); }
+json cell_reason(const json& o, long long) { return field_at(o, "/reason"); }
+json cell_message(const json& o, long long) { return field_at(o, "/message"); }
+json cell_object(const json& o, long long) {
+  std::string kind = field_at(o, "/involvedObject/kind").get<std::string>();
+  std::transform(kind.begin(), kind.end(), kind.begin(), [](unsigned char c) { return std::tolower(c); });
+  return kind + "/" + field_at(o, "/involvedObject/name").get<std::string>();
+}
+
+const char* name_doc = "Name must be unique within a namespace. More info: "
+                       "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+const char* age_doc = "CreationTimestamp is a timestamp representing the server time when this "
+                      "object was created.";
+
 json group_version_entry(const resource_type& r) {
   return {{"groupVersion", r.api_version()}, {"version", r.version}};
 }
@@ -134,7 +212,7 @@ json resource_list(const std::string& group_version) {
                   {"singularName", r.singular},
                   {"namespaced", true},
                   {"kind", r.kind},
-                  {"verbs", {"create", "delete", "get", "list", "update"}}};
+                  {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}};
     if (!r.short_names.empty())
       entry["shortNames"] = r.short_names;
     resources.push_back(std::move(entry));
@@ -165,9 +243,21 @@ std::string resource_type::qualified_kind() const {
 
 const std::vector<resource_type>& served_resources() {
   static const std::vector<resource_type> table = {
-    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", {}, 0, validate_lease_spec},
-    {"", "v1", "configmaps", "configmap", "ConfigMap", {"cm"}, 0, validate_config_map},
-    {"", "v1", "events", "event", "Event", {"ev"}, 10000, validate_event},
+    {"coordination.k8s.io", "v1", "leases", "lease", "Lease", {}, 0, validate_lease_spec,
+     {{"Name", name_doc, cell_name, "name"},
+      {"Holder", "The holder of the lease.", cell_holder, ""},
+      {"Age", age_doc, cell_age, ""}}},
+    {"", "v1", "configmaps", "configmap", "ConfigMap", {"cm"}, 0, validate_config_map,
+     {{"Name", name_doc, cell_name, "name"},
+      {"Data", "The number of entries in data and binaryData.", cell_data, ""},
+      {"Age", age_doc, cell_age, ""}}},
+    {"", "v1", "events", "event", "Event", {"ev"}, 10000, validate_event,
+     {{"Last Seen", "The time of the last occurrence.", cell_last_seen, ""},
+      {"Type", "Type of this event (Normal, Warning).", cell_type, ""},
+      {"Reason", "The reason for the transition into the object's current status.", cell_reason, ""},
+      {"Object", "The object this event is about.", cell_object, ""},
+      {"Message", "A description of the status of this operation.", cell_message, ""},
+      {"Name", name_doc, cell_name, "name"}}},
   };
   return table;
 }
@@ -230,6 +320,107 @@ json object_details(const resource_type& r, const std::string& name) {
   if (!r.group.empty())
     d["group"] = r.group;
   return d;
+}
+
+json as_table(const resource_type& r, const json& objects, json list_metadata, bool include_object) {
+  json columns = json::array();
+  for (auto& c : r.columns)
+    columns.push_back({{"name", c.name}, {"type", c.name == "Data" ? "integer" : "string"},
+                       {"format", c.format}, {"description", c.description},
+                       {"priority", c.name == "Name" && r.plural == "events" ? 1 : 0}});
+  long long now = static_cast<long long>(std::time(nullptr));
+  json rows = json::array();
+  for (auto& o : objects) {
+    json cells = json::array();
+    for (auto& c : r.columns)
+      cells.push_back(c.cell(o, now));
+    json row_object = include_object
+                        ? o
+                        : json{{"kind", "PartialObjectMetadata"}, {"apiVersion", "meta.k8s.io/v1"},
+                               {"metadata", o.value("metadata", json::object())}};
+    rows.push_back({{"cells", std::move(cells)}, {"object", std::move(row_object)}});
+  }
+  return {{"kind", "Table"}, {"apiVersion", "meta.k8s.io/v1"}, {"metadata", std::move(list_metadata)},
+          {"columnDefinitions", std::move(columns)}, {"rows", std::move(rows)}};
+}
+
+namespace {
+
+const json& openapi_schemas() {
+  static const json schemas = json::parse(openapi_schemas_json);
+  return schemas;
+}
+
+/// "api/v1" or "apis/coordination.k8s.io/v1": the key of a group version.
+std::string openapi_key(const resource_type& r) {
+  return r.group.empty() ? "api/" + r.version : "apis/" + r.api_version();
+}
+
+json openapi_operation(const resource_type& r, const std::string& action, bool item) {
+  json gvk = {{"group", r.group}, {"version", r.version}, {"kind", r.kind}};
+  json params = json::array();
+  if (action == "post" || action == "put" || action == "patch")
+    for (const char* q : {"dryRun", "fieldManager", "fieldValidation"})
+      params.push_back({{"name", q}, {"in", "query"}, {"schema", {{"type", "string"}, {"uniqueItems", true}}}});
+  if (action == "list")
+    for (const char* q : {"labelSelector", "fieldSelector", "limit", "continue", "resourceVersion",
+                          "watch", "allowWatchBookmarks", "timeoutSeconds"})
+      params.push_back({{"name", q}, {"in", "query"}, {"schema", {{"type", "string"}, {"uniqueItems", true}}}});
+  std::string schema_ref;
+  for (auto& [name, schema] : openapi_schemas().items())
+    if (schema.contains("x-kubernetes-group-version-kind") &&
+        schema["x-kubernetes-group-version-kind"][0] == gvk)
+      schema_ref = "#/components/schemas/" + name;
+  json response_schema = action == "list" || action == "delete"
+                           ? json{{"type", "object"}}
+                           : json{{"$ref", schema_ref}};
+  json op = {{"operationId", action + r.kind + (item ? "" : "Collection")},
+             {"parameters", std::move(params)},
+             {"responses", {{"200", {{"description", "OK"},
+                                     {"content", {{"application/json", {{"schema", response_schema}}}}}}}}},
+             {"x-kubernetes-action", action},
+             {"x-kubernetes-group-version-kind", gvk}};
+  if (action == "patch")
+    op["requestBody"] = {{"content", {{"application/json-patch+json", {{"schema", {{"type", "object"}}}}},
+                                      {"application/merge-patch+json", {{"schema", {{"type", "object"}}}}},
+                                      {"application/strategic-merge-patch+json", {{"schema", {{"type", "object"}}}}}}},
+                         {"required", true}};
+  return op;
+}
+
+} // namespace
+
+std::optional<json> openapi_document(const std::string& path) {
+  const std::string prefix = "/openapi/v3";
+  if (path == prefix) {
+    auto hash = std::to_string(std::hash<std::string>{}(openapi_schemas_json));
+    json paths = json::object();
+    for (auto& r : served_resources())
+      paths[openapi_key(r)] = {{"serverRelativeURL", prefix + "/" + openapi_key(r) + "?hash=" + hash}};
+    return json{{"paths", std::move(paths)}};
+  }
+  json paths = json::object();
+  for (auto& r : served_resources()) {
+    if (path != prefix + "/" + openapi_key(r))
+      continue;
+    json ns_param = {{"name", "namespace"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}};
+    json name_param = {{"name", "name"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}};
+    std::string collection = "/" + openapi_key(r) + "/namespaces/{namespace}/" + r.plural;
+    paths[collection] = {{"get", openapi_operation(r, "list", false)},
+                         {"post", openapi_operation(r, "post", false)},
+                         {"parameters", {ns_param}}};
+    paths[collection + "/{name}"] = {{"get", openapi_operation(r, "get", true)},
+                                     {"put", openapi_operation(r, "put", true)},
+                                     {"patch", openapi_operation(r, "patch", true)},
+                                     {"delete", openapi_operation(r, "delete", true)},
+                                     {"parameters", {name_param, ns_param}}};
+  }
+  if (paths.empty())
+    return std::nullopt;
+  return json{{"openapi", "3.0.0"},
+              {"info", {{"title", "Kubernetes"}, {"version", "v1.32.0+leasehold"}}},
+              {"paths", std::move(paths)},
+              {"components", {{"schemas", openapi_schemas()}}}};
 }
 
 std::optional<json> discovery_document(const std::string& path, const std::string& server_address) {

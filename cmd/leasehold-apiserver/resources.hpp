@@ -27,6 +27,15 @@ struct field_error {
 
 using validator = std::optional<field_error> (*)(const nlohmann::json& object);
 
+/// One column of `kubectl get` output (a meta/v1 Table column).
+struct table_column {
+  std::string name;          // "Holder"
+  std::string description;
+  /// The cell for an object; `now` is seconds since the epoch (for ages).
+  nlohmann::json (*cell)(const nlohmann::json& object, long long now);
+  std::string format;        // "name" for the Name column
+};
+
 struct resource_type {
   std::string group;        // "" for the core group
   std::string version;      // "v1"
@@ -36,6 +45,7 @@ struct resource_type {
   std::vector<std::string> short_names;
   std::size_t max_objects = 0;   // 0: unbounded; else the oldest are evicted
   validator validate_spec = nullptr;
+  std::vector<table_column> columns;   // as a real API server prints them
 
   std::string api_version() const;   // "coordination.k8s.io/v1" or "v1"
   std::string qualified() const;     // "leases.coordination.k8s.io" or "configmaps"
@@ -57,6 +67,17 @@ nlohmann::json failure_status(int code, const std::string& reason, const std::st
 nlohmann::json object_details(const resource_type& r, const std::string& name);
 /// The usual Status reason for an HTTP code ("NotFound", "TooManyRequests", ...).
 std::string reason_for(int code);
+
+/// A meta/v1 Table of `objects` (Accept: application/json;as=Table;...), rows
+/// carrying the object's metadata (PartialObjectMetadata) or, with
+/// `include_object`, the whole object.
+nlohmann::json as_table(const resource_type& r, const nlohmann::json& objects,
+                        nlohmann::json list_metadata, bool include_object);
+
+/// OpenAPI v3 documents (/openapi/v3 and /openapi/v3/apis/GROUP/VERSION) for
+/// the served resources, from the schemas in openapi/schemas.json; nullopt
+/// for other paths.
+std::optional<nlohmann::json> openapi_document(const std::string& path);
 
 /// Discovery documents for the served resources; nullopt for other paths.
 std::optional<nlohmann::json> discovery_document(const std::string& path,

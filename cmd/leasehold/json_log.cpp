@@ -115,6 +115,17 @@ std::optional<log_record> describe(const runtime_event& e) {
       r.msg = "fatal: ending the process";
       with_reason();
       break;
+    case event_type::watch_changed:
+      r.level = e.detail == "up" ? log_level::info : log_level::warn;
+      r.msg = e.detail == "up" ? "lease watch open" : "lease watch down: polling until it is back";
+      with_reason();
+      break;
+    case event_type::identity_conflict:
+      r.level = log_level::error;
+      r.msg = "another process writes the lease under this replica's identity: stepping down";
+      r.fields["holder"] = e.holder;
+      with_term();
+      break;
     case event_type::module_crashed:
       r.level = log_level::error;
       r.msg = "module crashed";

@@ -72,8 +72,9 @@ TEST_CASE("the leader renews with one PUT per retry period on its cached resourc
   CHECK(renewals <= 31);
 }
 
-TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
+TEST_CASE("a stale cached resourceVersion falls back to GET and PUT (polling)") {
   world_options o;
+  o.watch = false;
   sim_world w(o);
   REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
   // Someone else touches the object (e.g. a label added by an operator).
@@ -87,13 +88,127 @@ TEST_CASE("a stale cached resourceVersion falls back to GET and PUT") {
   CHECK(w.rep(0).count(event_type::term_lost) == 0);
 }
 
-TEST_CASE("a follower does not touch a lease held by another until it expires") {
+TEST_CASE("with the watch, an operator's label refreshes the leader's cache: no conflict, no GET") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto rec = *w.api().peek(o.lease);
+  rec.raw["metadata"]["labels"] = {{"touched", "yes"}};
+  REQUIRE(w.api().update("operator", rec).ok());
+  auto gets = w.api().count("GET", "replica-0");
+  w.run_for(5s);
+  CHECK(w.api().count("GET", "replica-0") == gets);
+  CHECK(w.leader() == 0);
+  CHECK(w.rep(0).count(event_type::term_lost) == 0);
+  CHECK(w.api().peek(o.lease)->raw["metadata"]["labels"]["touched"] == "yes");
+}
+
+TEST_CASE("a follower does not touch a lease held by another until it expires (polling)") {
   world_options o;
   o.replicas = 2;
+  o.watch = false;
   sim_world w(o);
   auto f = w.rep(1 - w.await_leader(10s)).identity;
   auto puts = w.api().count("PUT", f);   // at most its lost race for the released lease
   w.run_for(120s);
   CHECK(w.api().count("PUT", f) == puts);
   CHECK(w.api().count("GET", f) >= 50);
+}
+
+TEST_CASE("a watching follower sends nothing while the leader renews") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto f = w.rep(1 - w.await_leader(10s)).identity;
+  auto puts = w.api().count("PUT", f);
+  auto gets = w.api().count("GET", f);
+  w.run_for(120s);
+  CHECK(w.api().count("PUT", f) == puts);
+  CHECK(w.api().count("GET", f) == gets);   // 60 renews seen on the stream, not asked for
+}
+
+namespace {
+
+/// How long after a graceful release the other replica leads (simulated time).
+caf::timespan handover(bool watch, caf::timespan latency) {
+  world_options o;
+  o.replicas = 2;
+  o.watch = watch;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  w.api().set_latency(latency);
+  w.run_for(3s);   // mid retry period for the follower
+  REQUIRE(w.shutdown(l));
+  auto released = w.now();
+  REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(1 - l); }, 10s));
+  return w.now() - released;
+}
+
+} // namespace
+
+TEST_CASE("a watching follower takes a released lease within one round trip; a polling one at its next retry") {
+  auto lat = 20ms;
+  auto watched = handover(true, lat);
+  auto polled = handover(false, lat);
+  MESSAGE("handover: watch " << std::chrono::duration<double, std::milli>(watched).count()
+                             << " ms, polling " << std::chrono::duration<double, std::milli>(polled).count()
+                             << " ms (latency 20 ms per answer, retry period 2 s)");
+  // Stream delivery (one latency) + the PUT's answer (one latency).
+  CHECK(watched <= 2 * lat + 1ms);
+  CHECK(polled > 4 * lat);
+}
+
+TEST_CASE("a watching follower wakes at the local expiry of a crashed leader's lease, not before") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  auto f = 1 - l;
+  auto gets = w.api().count("GET", w.rep(f).identity);
+  w.api().set_fault(sim_fault::hang, w.rep(l).identity);   // the leader's renews stop arriving
+  auto last = *w.api().peek(o.lease);
+  auto from = w.now();
+  REQUIRE(w.run_until([&] { return w.tracker().alive(w.rep(f).identity) > 0; }, 60s));
+  // Not before a lease duration since the last renew it saw; then one GET and one PUT.
+  CHECK(w.now() - from >= o.timings.lease_duration - o.timings.retry_period);
+  CHECK(w.now() - from <= o.timings.lease_duration + 100ms);
+  CHECK(w.api().count("GET", w.rep(f).identity) - gets <= 1);
+  CHECK(w.api().peek(o.lease)->spec.lease_transitions > last.spec.lease_transitions);
+}
+
+TEST_CASE("a watch that goes down makes the follower poll; when it is back it stops polling") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  auto f = w.rep(1 - l).identity;
+  w.api().set_fault(sim_fault::error, f, 503);   // the follower's stream fails, its GETs too
+  w.run_for(20s);
+  CHECK(w.rep(1 - l).count(event_type::watch_changed) >= 1);
+  auto during = w.api().count("GET", f);
+  w.api().set_fault(sim_fault::none, f);
+  w.run_for(2 * o.timings.retry_period);   // at most one more poll before the stream is back
+  auto after = w.api().count("GET", f);
+  w.run_for(60s);
+  CHECK(during >= 8);                              // polled every retry period while down
+  CHECK(w.api().count("GET", f) - after == 0);     // quiet again
+  CHECK(w.leader() == static_cast<int>(l));
+}
+
+TEST_CASE("another process renewing this replica's own term (one identity twice): it steps down, logs why") {
+  for (bool watch : {true, false}) {
+    CAPTURE(watch);
+    world_options o;
+    o.watch = watch;
+    sim_world w(o);
+    REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+    auto fence = w.tracker().last("replica-0", "work")->fence;
+    auto rec = *w.api().peek(o.lease);
+    rec.spec.renew_time = *rec.spec.renew_time + std::chrono::milliseconds(700);   // not ours
+    REQUIRE(w.api().update("impostor", rec).ok());
+    REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::term_lost) == 1; }, 10s));
+    CHECK(w.rep(0).count(event_type::identity_conflict) == 1);
+    CHECK_FALSE(fence.valid(w.now()));
+    CHECK(w.tracker().alive("replica-0") == 0);
+  }
 }

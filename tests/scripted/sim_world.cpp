@@ -150,6 +150,7 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
     o.registry = registry_;
     o.modules = opts_.modules;
     o.seed = opts_.seed + i;
+    o.watch = opts_.watch;
     auto* rp = r.get();
     o.events = [rp, this](const runtime_event& ev) {
       rp->events.push_back(ev);

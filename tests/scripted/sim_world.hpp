@@ -72,6 +72,8 @@ struct world_options {
   /// leasehold ran before. Without it the first leader waits one lease
   /// duration (an absent lease is waited out; see docs/safety.md).
   bool lease_exists = true;
+  /// Followers watch the lease through the simulated transport (false: poll).
+  bool watch = true;
 };
 
 class sim_world {

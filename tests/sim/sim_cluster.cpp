@@ -356,6 +356,7 @@ private:
     o.registry = reg;
     o.modules = make_config(p.knobs);
     o.seed = rng_();
+    o.watch = sc_.watch;
     o.events = [this, i](const runtime_event& ev) { on_event(i, ev); };
     // The process ends at this instant: its work with it. The teardown of
     // its actor system follows once the current step has returned.
@@ -843,7 +844,8 @@ std::string format_failure(const seed_report& r) {
      << ms(t.renew_deadline) << "ms, retry " << ms(t.retry_period) << "ms, stop timeout "
      << ms(t.module_stop_timeout) << "ms, request timeout " << ms(t.effective_request_timeout())
      << "ms, base latency " << ms(r.minimal.base_latency) << "ms, lease "
-     << (r.minimal.precreated_lease ? "exists" : "absent") << " at start\n"
+     << (r.minimal.precreated_lease ? "exists" : "absent") << " at start, followers "
+     << (r.minimal.watch ? "watch" : "poll") << "\n"
      << "  shortest step log found (" << r.minimal.ops.size() << " operations):\n";
   for (auto& line : r.result.log)
     os << "    " << line << "\n";

@@ -120,6 +120,7 @@ struct scenario {
   supervision_policy supervision;
   caf::timespan base_latency{0};      // per-reply jitter in quiet periods
   bool precreated_lease = true;       // a released Lease object exists at start
+  bool watch = true;                  // followers watch the lease (false: they poll)
   std::vector<op> ops;                // sorted by `at`
   /// Quiet windows [begin, end): no fault active; liveness is checked there.
   std::vector<std::pair<caf::timespan, caf::timespan>> quiet;

@@ -1,0 +1,151 @@
+#include "cmd/leasehold-apiserver/selectors.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace leasehold::apiserver {
+
+using nlohmann::json;
+
+namespace {
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos)
+    return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+/// Splits at commas outside parentheses.
+std::vector<std::string> split_terms(const std::string& s) {
+  std::vector<std::string> terms;
+  std::string current;
+  int depth = 0;
+  for (char c : s) {
+    if (c == '(')
+      ++depth;
+    else if (c == ')')
+      --depth;
+    if (c == ',' && depth == 0) {
+      terms.push_back(trim(current));
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  terms.push_back(trim(current));
+  return terms;
+}
+
+std::optional<std::string> string_at(const json& object, const char* section, const std::string& key) {
+  auto s = object.find(section);
+  if (s == object.end() || !s->is_object())
+    return std::nullopt;
+  auto v = s->find(key);
+  if (v == s->end() || !v->is_string())
+    return std::nullopt;
+  return v->get<std::string>();
+}
+
+} // namespace
+
+bool object_filter::requirement::holds(const std::optional<std::string>& value) const {
+  bool listed = value && std::find(values.begin(), values.end(), *value) != values.end();
+  switch (how) {
+    case op::equals:
+    case op::in: return listed;
+    case op::not_equals:
+    case op::not_in: return !listed;
+    case op::exists: return value.has_value();
+    case op::not_exists: return !value.has_value();
+  }
+  return false;
+}
+
+std::string object_filter::parse(const std::string& ns, const std::string& label_selector,
+                                 const std::string& field_selector) {
+  ns_ = ns;
+  labels_.clear();
+  fields_.clear();
+  if (!trim(label_selector).empty()) {
+    for (const auto& term : split_terms(label_selector)) {
+      std::string error = "labelSelector: cannot parse \"" + term + "\"";
+      if (term.empty())
+        return error;
+      requirement r;
+      auto space = term.find(' ');
+      std::size_t eq = term.find_first_of("!=");
+      if (term[0] == '!') {
+        r.key = trim(term.substr(1));
+        r.how = op::not_exists;
+      } else if (eq != std::string::npos && (space == std::string::npos || eq < space)) {
+        r.key = trim(term.substr(0, eq));
+        bool negated = term[eq] == '!';
+        if (negated && term.compare(eq, 2, "!=") != 0)
+          return error;
+        std::size_t value_at = eq + (negated || term.compare(eq, 2, "==") == 0 ? 2 : 1);
+        r.how = negated ? op::not_equals : op::equals;
+        r.values = {trim(term.substr(value_at))};
+      } else if (space != std::string::npos) {
+        r.key = term.substr(0, space);
+        std::string rest = trim(term.substr(space));
+        bool notin = rest.rfind("notin", 0) == 0;
+        if (!notin && rest.rfind("in", 0) != 0)
+          return error;
+        rest = trim(rest.substr(notin ? 5 : 2));
+        if (rest.size() < 2 || rest.front() != '(' || rest.back() != ')')
+          return error;
+        for (auto& v : split_terms(rest.substr(1, rest.size() - 2)))
+          r.values.push_back(v);
+        r.how = notin ? op::not_in : op::in;
+      } else {
+        r.key = term;
+        r.how = op::exists;
+      }
+      if (r.key.empty() || r.key.find_first_of(" ()=!") != std::string::npos)
+        return error;
+      labels_.push_back(std::move(r));
+    }
+  }
+  if (!trim(field_selector).empty()) {
+    for (const auto& term : split_terms(field_selector)) {
+      auto eq = term.find_first_of("!=");
+      if (eq == std::string::npos)
+        return "fieldSelector: cannot parse \"" + term + "\"";
+      requirement r;
+      r.key = trim(term.substr(0, eq));
+      bool negated = term[eq] == '!';
+      std::size_t value_at = eq + (negated || term.compare(eq, 2, "==") == 0 ? 2 : 1);
+      r.how = negated ? op::not_equals : op::equals;
+      r.values = {trim(term.substr(value_at))};
+      if (r.key != "metadata.name" && r.key != "metadata.namespace")
+        return "fieldSelector: field label not supported: " + r.key;
+      fields_.push_back(std::move(r));
+    }
+  }
+  return "";
+}
+
+bool object_filter::matches(const json& object) const {
+  auto md = object.find("metadata");
+  if (md == object.end() || !md->is_object())
+    return false;
+  if (!ns_.empty() && string_at(object, "metadata", "namespace") != ns_)
+    return false;
+  for (auto& r : fields_)
+    if (!r.holds(string_at(object, "metadata", r.key.substr(9))))
+      return false;
+  if (labels_.empty())
+    return true;
+  json labels = md->value("labels", json::object());
+  for (auto& r : labels_) {
+    auto v = labels.is_object() && labels.contains(r.key) && labels[r.key].is_string()
+               ? std::optional<std::string>(labels[r.key].get<std::string>())
+               : std::nullopt;
+    if (!r.holds(v))
+      return false;
+  }
+  return true;
+}
+
+} // namespace leasehold::apiserver

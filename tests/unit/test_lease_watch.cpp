@@ -1,0 +1,191 @@
+// The Lease watch stream (transport/lease_watch.hpp) against a loopback
+// server that plays one scripted answer per connection: events in order,
+// resume from the last version, 410 re-list, a malformed line, an ERROR
+// Status, a stream that stalls, a truncated line. Each fault must close the
+// stream with a `down` naming the request, and the next stream must resume.
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "tests/unit/test_support.hpp"
+#include "transport/http_transport.hpp"
+#include "transport/lease_watch.hpp"
+
+using namespace leasehold;
+using namespace std::chrono_literals;
+
+namespace {
+
+const lease_key key{"default", "agent-1-lock"};
+
+std::string event(const std::string& type, const std::string& rv, const std::string& holder) {
+  return R"({"type":")" + type + R"(","object":)" + test::lease_body(key.name, rv, holder, 3) + "}\n";
+}
+
+/// What one connection gets: lines to send, then end or stall.
+struct script {
+  std::vector<std::string> chunks;
+  bool stall = false;   // keep the connection open, send nothing more (bounded)
+};
+
+struct watch_server {
+  test::loopback_server<> server;
+  std::mutex mx;
+  std::deque<script> scripts;
+  std::vector<std::string> queries;   // resourceVersion asked by each connection ("-" = none)
+  std::atomic<bool> closing{false};
+
+  watch_server() {
+    server.http().Get(leases_path(key.ns), [this](const httplib::Request& req,
+                                                 httplib::Response& res) {
+      script s;
+      {
+        std::lock_guard<std::mutex> g(mx);
+        queries.push_back(req.has_param("resourceVersion") ? req.get_param_value("resourceVersion")
+                                                           : "-");
+        CHECK(req.get_param_value("fieldSelector") == "metadata.name=" + key.name);
+        CHECK(req.get_param_value("watch") == "1");
+        if (!scripts.empty()) {
+          s = scripts.front();
+          scripts.pop_front();
+        } else {
+          s.stall = true;   // the last, quiet stream
+        }
+      }
+      res.set_chunked_content_provider("application/json", [this, s](std::size_t,
+                                                                    httplib::DataSink& sink) {
+        for (auto& c : s.chunks)
+          sink.write(c.data(), c.size());
+        if (s.stall)
+          for (int i = 0; i < 100 && !closing; ++i)   // at most 1 s
+            std::this_thread::sleep_for(10ms);
+        sink.done();
+        return true;
+      });
+    });
+    server.start();
+  }
+  ~watch_server() { closing = true; }
+};
+
+/// Collects the subscriber's events until `n` arrived or 5 s passed.
+std::vector<lease_watch_event> collect(caf::scoped_actor& self, std::size_t n) {
+  std::vector<lease_watch_event> out;
+  for (int i = 0; out.size() < n && i < 200; ++i)
+    self->receive([&](lease_watch_event& ev) { out.push_back(std::move(ev)); },
+                  caf::after(25ms) >> [] {});
+  return out;
+}
+
+std::string show(const lease_watch_event& e) {
+  switch (e.what) {
+    case lease_watch_event::kind::up: return "up";
+    case lease_watch_event::kind::down: return "down: " + e.reason;
+    case lease_watch_event::kind::deleted: return "deleted";
+    case lease_watch_event::kind::record:
+      return "record " + e.record->resource_version + " " + e.record->spec.holder_identity;
+  }
+  return "?";
+}
+
+} // namespace
+
+TEST_CASE("watch lines: every type parses; a bad line names what is wrong") {
+  auto added = parse_watch_line(event("ADDED", "5", "pod-a"));
+  REQUIRE(added.ok());
+  CHECK(added.value->what == watch_line::type::added);
+  CHECK(added.value->resource_version == "5");
+  CHECK(added.value->record->spec.holder_identity == "pod-a");
+  auto bookmark = parse_watch_line(
+    R"({"type":"BOOKMARK","object":{"kind":"Lease","metadata":{"resourceVersion":"12"}}})");
+  REQUIRE(bookmark.ok());
+  CHECK(bookmark.value->what == watch_line::type::bookmark);
+  CHECK(bookmark.value->resource_version == "12");
+  auto gone = parse_watch_line(
+    R"J({"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"too old resource version: 1 (9)","reason":"Expired","code":410}})J");
+  REQUIRE(gone.ok());
+  CHECK(gone.value->status_code == 410);
+  CHECK(parse_watch_line("{not json").error == "not a JSON object");
+  CHECK(parse_watch_line(R"({"type":"ADDED"})").error == "object: expected an object");
+  CHECK(parse_watch_line(R"({"type":"RENAMED","object":{}})").error
+        == "type: unknown event type \"RENAMED\"");
+  auto bad_spec = parse_watch_line(
+    R"({"type":"MODIFIED","object":{"metadata":{"name":"x","resourceVersion":"3"},"spec":{"leaseTransitions":"two"}}})");
+  REQUIRE(!bad_spec.ok());
+  CHECK(bad_spec.error.find("object.spec.leaseTransitions") == 0);
+  CHECK(lease_watch_path(key, "", 300).find("resourceVersion") == std::string::npos);
+  CHECK(lease_watch_path(key, "17", 300).find("&resourceVersion=17") != std::string::npos);
+}
+
+TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and survives every stream fault") {
+  watch_server ws;
+  {
+    std::lock_guard<std::mutex> g(ws.mx);
+    // 1: two changes, then a malformed line.
+    ws.scripts.push_back({{event("ADDED", "5", "pod-a"), event("MODIFIED", "6", ""), "{oops\n"}});
+    // 2: resumes after 6; the server no longer has it.
+    ws.scripts.push_back({{R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"}})"
+                           "\n"}});
+    // 3: re-list from the current state, a delete, a clean end of stream.
+    ws.scripts.push_back({{event("ADDED", "9", "pod-b"), event("DELETED", "10", "pod-b")}});
+    // 4: resumes after 10, then stalls past the idle timeout.
+    ws.scripts.push_back({{R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"11"}}})"
+                           "\n"},
+                          true});
+    // 5: an ERROR event that is not 410.
+    ws.scripts.push_back({{R"({"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcdserver: leader changed"}})"
+                           "\n"}});
+    // 6: a line cut off by the end of the stream.
+    ws.scripts.push_back({{event("MODIFIED", "12", "pod-c"), R"({"type":"MODIF)"}});
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  connection_config cc;
+  cc.server = ws.server.url();
+  cc.connect_timeout = 200ms;
+  auto transport = spawn_http_transport(sys, cc);
+  lease_watch_request req;
+  req.lease = key;
+  req.idle_timeout = 300ms;
+  req.subscriber = caf::actor{self.ptr()};
+  self->send(transport, watch_lease_atom::value, req);
+
+  std::vector<std::string> seen;
+  for (auto& e : collect(self, 14))
+    seen.push_back(show(e));
+  for (auto& s : seen)
+    MESSAGE(s);
+  REQUIRE(seen.size() >= 14);
+  CHECK(seen[0] == "up");
+  CHECK(seen[1] == "record 5 pod-a");
+  CHECK(seen[2] == "record 6 ");
+  CHECK(seen[3].find("down: watch GET /apis/coordination.k8s.io/v1/namespaces/default/leases?watch=1") == 0);
+  CHECK(seen[3].find("malformed watch event: not a JSON object") != std::string::npos);
+  CHECK(seen[4] == "up");                     // 2: 410, quietly re-listed
+  CHECK(seen[5] == "record 9 pod-b");         // 3
+  CHECK(seen[6] == "deleted");
+  CHECK(seen[7].find("delivered nothing for 300ms") != std::string::npos);   // 4 stalled
+  CHECK(seen[8] == "up");                     // 5
+  CHECK(seen[9].find("ERROR event: 500 etcdserver: leader changed") != std::string::npos);
+  CHECK(seen[10] == "up");                    // 6
+  CHECK(seen[11] == "record 12 pod-c");
+  CHECK(seen[12].find("ended inside an event line") != std::string::npos);
+  CHECK(seen[13] == "up");                    // 7: the quiet stream
+  {
+    std::lock_guard<std::mutex> g(ws.mx);
+    REQUIRE(ws.queries.size() >= 7);
+    CHECK(ws.queries[0] == "-");
+    CHECK(ws.queries[1] == "6");    // resumes after the last delivered version
+    CHECK(ws.queries[2] == "-");    // 410: from the current state
+    CHECK(ws.queries[3] == "10");
+    CHECK(ws.queries[4] == "11");   // a bookmark moves the version too
+    CHECK(ws.queries[5] == "11");
+    CHECK(ws.queries[6] == "12");
+  }
+  // The subscriber ends: so does its stream (the transport joins it).
+  ws.closing = true;
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}

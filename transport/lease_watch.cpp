@@ -1,0 +1,205 @@
+#include "transport/lease_watch.hpp"
+
+#include <chrono>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/backoff.hpp"
+
+namespace leasehold {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Lines longer than this are not watch events of a Lease.
+constexpr std::size_t max_line = 1 << 20;
+/// The server ends each stream after about this long; we reopen it at once.
+constexpr int stream_seconds = 300;
+
+std::string object_version(const json& obj) {
+  auto md = obj.find("metadata");
+  if (md == obj.end() || !md->is_object())
+    return {};
+  auto rv = md->find("resourceVersion");
+  return rv != md->end() && rv->is_string() ? rv->get<std::string>() : std::string{};
+}
+
+} // namespace
+
+parse_result<watch_line> parse_watch_line(const std::string& line) {
+  parse_result<watch_line> out;
+  auto j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    out.error = "not a JSON object";
+    return out;
+  }
+  auto type = j.find("type");
+  auto obj = j.find("object");
+  if (type == j.end() || !type->is_string()) {
+    out.error = "type: expected a string";
+    return out;
+  }
+  if (obj == j.end() || !obj->is_object()) {
+    out.error = "object: expected an object";
+    return out;
+  }
+  watch_line w;
+  auto t = type->get<std::string>();
+  if (t == "ERROR") {
+    w.what = watch_line::type::error;
+    w.status_code = obj->value("code", 0);
+    w.message = obj->value("message", std::string{});
+    out.value = std::move(w);
+    return out;
+  }
+  w.resource_version = object_version(*obj);
+  if (t == "BOOKMARK") {
+    w.what = watch_line::type::bookmark;
+    out.value = std::move(w);
+    return out;
+  }
+  if (t == "ADDED")
+    w.what = watch_line::type::added;
+  else if (t == "MODIFIED")
+    w.what = watch_line::type::modified;
+  else if (t == "DELETED")
+    w.what = watch_line::type::deleted;
+  else {
+    out.error = "type: unknown event type \"" + t + "\"";
+    return out;
+  }
+  auto rec = parse_lease(*obj);
+  if (!rec.ok()) {
+    out.error = "object." + rec.error;
+    return out;
+  }
+  w.record = std::move(rec.value);
+  out.value = std::move(w);
+  return out;
+}
+
+std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds) {
+  auto path = leases_path(k.ns) + "?watch=1&allowWatchBookmarks=true&fieldSelector=metadata.name%3D"
+              + k.name + "&timeoutSeconds=" + std::to_string(timeout_seconds);
+  if (!rv.empty())
+    path += "&resourceVersion=" + rv;
+  return path;
+}
+
+lease_watcher::lease_watcher(connection_config cfg, lease_watch_request req)
+  : client_(std::move(cfg)), req_(std::move(req)), rv_(req_.resource_version) {
+  thread_ = std::thread([this] { run(); });
+}
+
+lease_watcher::~lease_watcher() {
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  client_.stop();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void lease_watcher::send(lease_watch_event ev) {
+  caf::anon_send(req_.subscriber, std::move(ev));
+}
+
+void lease_watcher::set_up(bool up, const std::string& reason) {
+  if (up == up_)
+    return;
+  up_ = up;
+  send({up ? lease_watch_event::kind::up : lease_watch_event::kind::down, std::nullopt, reason});
+}
+
+bool lease_watcher::wait(caf::timespan d) {
+  std::unique_lock<std::mutex> g(mx_);
+  return !cv_.wait_for(g, d, [this] { return stopping_.load(); });
+}
+
+void lease_watcher::run() {
+  using namespace std::chrono_literals;
+  backoff retry(100ms, 5s, 0.2);
+  std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  while (!stopping_) {
+    bool delivered = false;
+    auto began = std::chrono::steady_clock::now();
+    auto err = stream_once(delivered);
+    if (stopping_)
+      return;
+    bool lasted = std::chrono::steady_clock::now() - began >= 1s;
+    if (err.kind == error_kind::none && (delivered || lasted)) {
+      retry.reset();   // the server ended a good stream: reopen it at once
+      continue;
+    }
+    if (err.kind != error_kind::none)
+      set_up(false, "watch " + err.describe());
+    if (!wait(retry.next(unit(rng))))
+      return;
+  }
+}
+
+api_error lease_watcher::stream_once(bool& delivered) {
+  auto path = lease_watch_path(req_.lease, rv_, stream_seconds);
+  std::string buf;
+  api_error failure;   // set by a bad line: ends the stream
+  auto idle = req_.idle_timeout.count() > 0
+                ? std::chrono::duration_cast<std::chrono::milliseconds>(req_.idle_timeout)
+                : std::chrono::milliseconds(stream_seconds * 1000 + 10000);
+  auto bad = [&](std::string reason) {
+    failure = api_error{error_kind::malformed_body, 200, "GET", path, std::move(reason), 0};
+    return false;
+  };
+  auto on_line = [&](const std::string& line) -> bool {
+    if (line.empty())
+      return true;
+    auto parsed = parse_watch_line(line);
+    if (!parsed.ok())
+      return bad("malformed watch event: " + parsed.error);
+    auto& w = *parsed.value;
+    using t = watch_line::type;
+    if (w.what == t::error) {
+      if (w.status_code == 410) {
+        rv_.clear();   // too old: start again from the current state
+        failure = api_error{error_kind::none, 0, "GET", path, {}, 0};
+        return false;
+      }
+      failure = api_error{error_kind::other, w.status_code, "GET", path,
+                          "ERROR event: " + std::to_string(w.status_code) + " " + w.message, 0};
+      return false;
+    }
+    if (!w.resource_version.empty())
+      rv_ = w.resource_version;
+    delivered = true;
+    if (w.what == t::bookmark)
+      return true;
+    if (w.what == t::deleted)
+      send({lease_watch_event::kind::deleted, std::nullopt, {}});
+    else
+      send({lease_watch_event::kind::record, std::move(w.record), {}});
+    return true;
+  };
+  auto err = client_.stream(
+    path, idle, [&] { set_up(true, {}); },
+    [&](const char* data, std::size_t n) {
+      buf.append(data, n);
+      std::size_t start = 0;
+      for (auto nl = buf.find('\n'); nl != std::string::npos; nl = buf.find('\n', start)) {
+        if (!on_line(buf.substr(start, nl - start)))
+          return false;
+        start = nl + 1;
+      }
+      buf.erase(0, start);
+      return buf.size() <= max_line || bad("watch event line longer than 1 MiB");
+    });
+  if (failure.verb.empty() && err.kind == error_kind::none && !buf.empty())
+    return api_error{error_kind::malformed_body, 200, "GET", path,
+                     "watch stream ended inside an event line", 0};
+  return failure.verb.empty() ? err : failure;
+}
+
+} // namespace leasehold
