@@ -86,10 +86,6 @@ std::string read_watch(const json& w, watch_faults& out) {
 
 } // namespace
 
-bool watch_faults::active() const {
-  return close_after_ms > 0 || hang || malformed_lines > 0 || error_events > 0;
-}
-
 bool partition_rule::matches(const std::string& user_agent_header,
                              const std::string& identity_header) const {
   return (!user_agent.empty() && user_agent_header.find(user_agent) != std::string::npos) ||

@@ -59,7 +59,6 @@ struct watch_faults {
   int error_events = 0;       // pending ERROR events, consumed one per stream
   int error_status = 500;
   int bookmark_ms = 0;        // 0: the server's default
-  bool active() const;
 };
 
 struct fault_state {
