@@ -280,6 +280,13 @@ private:
     report_memory();
     auto now = clock().now();
     if (releasing_) {
+      if (!leading_ && in_created_hold(started)) {
+        // A lease we created may have replaced a live term that an API wipe
+        // lost: a release would free it for anyone at once, while that
+        // term's work may still be stopping. It must expire instead.
+        finish_release(false);
+        return;
+      }
       leading_ = true;   // we hold it now: release what we just wrote
       release_step(0);
       return;
@@ -296,7 +303,7 @@ private:
       done_attempt();
       return;
     }
-    if (!leading_ && mem_.created_at && started < *mem_.created_at + opt_.timings.lease_duration) {
+    if (!leading_ && in_created_hold(started)) {
       // A lease we created: hold it (keep renewing) without starting the
       // term until a lease duration has passed since the create.
       schedule_renew(started, now);
@@ -325,6 +332,12 @@ private:
     ++renew_seq_;
     delayed_send(this, valid_until - now, deadline_atom::value, renew_seq_);
     schedule_renew(started, now);
+  }
+
+  /// A write sent at `sent` falls in the hold of a lease we created: no
+  /// term starts, and nothing is released, until a lease duration after the create.
+  bool in_created_hold(time_point sent) const {
+    return mem_.created_at && sent < *mem_.created_at + opt_.timings.lease_duration;
   }
 
   /// The next renew is due retry_period after the last successful one was

@@ -1,5 +1,7 @@
 #include "transport/sim_transport.hpp"
 
+#include <algorithm>
+
 #include "transport/kube_client.hpp"
 
 namespace leasehold {
@@ -54,9 +56,12 @@ void sim_api::remove_watcher(std::uint64_t id) {
 std::vector<sim_api::change> sim_api::changes_since(const lease_key& k, std::uint64_t rv) const {
   std::lock_guard<std::mutex> g(mx_);
   std::vector<change> out;
-  for (auto& c : changes_)
-    if (c.rv > rv && c.key == k)
-      out.push_back(c);
+  // Versions only grow, so the log is sorted by rv.
+  auto first = std::upper_bound(changes_.begin(), changes_.end(), rv,
+                                [](std::uint64_t v, const change& c) { return v < c.rv; });
+  for (auto i = first; i != changes_.end(); ++i)
+    if (i->key == k)
+      out.push_back(*i);
   return out;
 }
 
