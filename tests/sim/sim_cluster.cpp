@@ -1,6 +1,8 @@
 #include "sim_cluster.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -81,19 +83,22 @@ void checker::started(probe_instance inst) {
     }
   }
   inst.started = t;
+  live.push_back(instances.size());
   instances.push_back(std::move(inst));
 }
 
 void checker::ended(std::size_t index, time_point at) {
   auto& i = instances.at(index);
-  if (!i.stopped)
-    i.stopped = at;
+  if (i.stopped)
+    return;
+  i.stopped = at;
+  live.erase(std::find(live.begin(), live.end(), index));
 }
 
 std::vector<std::string> checker::working(const std::function<bool(std::size_t)>& paused) const {
   std::vector<std::string> out;
-  for (auto& i : instances)
-    if (i.leader_only && !i.stopped && !i.stale_since && !paused(i.replica)
+  for (auto k : live)
+    if (auto& i = instances[k]; i.leader_only && !i.stopped && !i.stale_since && !paused(i.replica)
         && std::find(out.begin(), out.end(), i.identity) == out.end())
       out.push_back(i.identity);
   return out;
@@ -105,10 +110,10 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
   auto w = working(paused);
   if (w.size() > 1)
     violations.push_back("two replicas run leader-only work: " + w[0] + " and " + w[1]);
-  for (auto& i : instances) {
-    if (i.stopped)
-      continue;
-    if (i.stale_since && t > *i.stale_since + stale_budget)
+  for (auto k : live) {
+    auto& i = instances[k];
+    // Counted from the latest resume; a paused process does nothing.
+    if (i.stale_since && !paused(i.replica) && t > *i.stale_since + stale_budget)
       violations.push_back(i.identity + "/" + i.module + " woke up after its fence expired and still runs "
                            + std::to_string(ms(t - *i.stale_since)) + "ms later");
     if (i.leader_only && !i.stale_since && !paused(i.replica) && i.fence.valid(t) && record
@@ -123,8 +128,9 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
   if (last_record && record && !last_record->spec.holder_identity.empty()
       && record->spec.holder_identity.empty()) {
     auto& ended = last_record->spec;
-    for (auto& i : instances)
-      if (i.leader_only && !i.stopped && !i.stale_since && i.identity == ended.holder_identity
+    last_release = t;
+    for (auto k : live)
+      if (auto& i = instances[k]; i.leader_only && !i.stale_since && i.identity == ended.holder_identity
           && i.term == ended.lease_transitions) {
         violations.push_back("the lease was released (" + ended.holder_identity + ", term "
                              + std::to_string(ended.lease_transitions) + ") while "
@@ -247,6 +253,9 @@ public:
         next = std::min(next, next_liveness_deadline(quiet_index));
       advance(std::max(next, now_));
     }
+    if (ok() && now_ < end)   // the guard ran out before the end of the scenario
+      violation("the simulation stopped making progress at "
+                + std::to_string(ms(now_ - start_)) + "ms (a simulator defect)");
     run_result r;
     r.ok = ok();
     if (!r.ok)
@@ -378,7 +387,7 @@ private:
 
   /// Every module instance of replica i's current process ends now.
   void end_work(std::size_t i) {
-    for (std::size_t k = 0; k < chk_.instances.size(); ++k)
+    for (auto k : std::vector<std::size_t>(chk_.live))   // ended() edits the list
       if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == procs_[i].incarnation)
         chk_.ended(k, now_);
   }
@@ -671,6 +680,13 @@ private:
           if (burst_on_acquire_.empty())
             requests_seen_ = api_->request_count();   // only writes from now on
           burst_on_acquire_[i] = std::chrono::milliseconds(o.param / 8);
+          // Disarmed when its window ends: quiet windows stay quiet.
+          auto id = ++burst_arms_;
+          burst_arm_id_[i] = id;
+          later(o.duration, [this, i, id] {
+            if (burst_arm_id_[i] == id)
+              burst_on_acquire_.erase(i);
+          });
         }
         else
           config_burst(i, std::chrono::milliseconds(o.param));
@@ -746,7 +762,7 @@ private:
       case event_type::lease_released:
         note(who + " released the lease");
         if (in_quiet_)
-          released_at_ = now_;
+          released_at_ = chk_.last_release.value_or(now_);   // when the store freed it
         break;
       case event_type::module_killed:
         if (ev.leader_only)
@@ -801,11 +817,11 @@ private:
       return;
     }
     if (released_at_) {
-      if (leader && chk_.acquisitions.back().at > *released_at_) {
+      if (leader && chk_.acquisitions.back().at >= *released_at_) {
         note("handover after " + std::to_string(ms(now_ - *released_at_)) + "ms");
         released_at_.reset();
         lost_in_quiet_.clear();
-      } else if (now_ > *released_at_ + handover_bound()) {
+      } else if (now_ >= *released_at_ + handover_bound()) {
         violation("the released lease was not taken within "
                   + std::to_string(ms(handover_bound())) + "ms (one poll)");
         return;
@@ -837,6 +853,8 @@ private:
   std::map<std::pair<std::size_t, caf::actor_id>, time_point> hung_;
   std::map<std::size_t, caf::timespan> burst_on_acquire_;   // armed bursts by replica
   std::size_t requests_seen_ = 0;
+  std::map<std::size_t, std::uint64_t> burst_arm_id_;   // the op that armed each burst
+  std::uint64_t burst_arms_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> cands_;
   std::vector<std::string> log_;
   std::vector<std::size_t> fatal_;

@@ -69,6 +69,7 @@ struct probe_knobs {
 class checker {
 public:
   std::vector<probe_instance> instances;
+  std::vector<std::size_t> live;   // indices of instances not stopped (the per-step checks scan these)
   std::vector<std::string> violations;
   std::function<time_point()> now;
   /// Terms of the most recent acquisition per (replica, incarnation), by
@@ -87,6 +88,8 @@ public:
   caf::timespan renew_deadline{0};
   /// The record as the previous check saw it (to judge transitions).
   std::optional<lease> last_record;
+  /// When the store last recorded a release (holder emptied).
+  std::optional<time_point> last_release;
 
   void started(probe_instance inst);
   void ended(std::size_t index, time_point at);
