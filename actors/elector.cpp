@@ -644,8 +644,11 @@ private:
       // once if it timed out), so two attempts fit in the renew deadline.
       return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
     }
-    if (watch_up_ && !held_ && mem_.record && held_by_other(*mem_.record)) {
+    if (watch_up_ && last_error_.kind == error_kind::none && !held_ && mem_.record
+        && held_by_other(*mem_.record)) {
       // The watch tells of every change; nothing to ask until it could expire.
+      // (After a failed request the stream may be as dead as the request:
+      // poll until a request succeeds.)
       return std::max(caf::timespan{0}, expires_at(*mem_.record) - clock().now());
     }
     std::uniform_real_distribution<double> u(0.0, retry_jitter);

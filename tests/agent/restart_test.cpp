@@ -22,12 +22,13 @@ json crash_loop_config(const json& job_command) {
   cfg["modules"] = json::array(
     {{{"type", "exec"},
       {"name", "job"},
-      {"settings", {{"command", job_command}}},
+      {"settings", {{"command", job_command}, {"grace_ms", 200}}},   // below module_stop_timeout
       {"restart", {{"max_restarts", 1}, {"within_ms", 10000}}}},
      {{"type", "exec"},
       {"name", "side"},
       {"leader_only", false},
-      {"settings", {{"command", {"sh", "-c", "echo to-out; echo to-err >&2; exec sleep 60"}}}}}});
+      {"settings", {{"command", {"sh", "-c", "echo to-out; echo to-err >&2; exec sleep 60"}},
+                    {"grace_ms", 200}}}}});
   return cfg;
 }
 
