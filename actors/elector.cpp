@@ -71,7 +71,8 @@ public:
       opt_(std::move(opts)),
       rng_(opt_.seed),
       emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-      mem_(opt_.memory) {
+      mem_(opt_.memory),
+      error_outstanding_(opt_.memory.api_error_outstanding) {
   }
 
   const char* name() const override { return "leasehold.elector"; }
@@ -377,6 +378,10 @@ private:
       emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
     last_error_ = err;
     error_outstanding_ = true;
+    if (!mem_.api_error_outstanding) {
+      mem_.api_error_outstanding = true;
+      report_memory();
+    }
   }
 
   /// The API answered a request (a record, a write, or "no such lease"):
@@ -386,6 +391,8 @@ private:
     if (!error_outstanding_)
       return;
     error_outstanding_ = false;
+    mem_.api_error_outstanding = false;
+    report_memory();
     emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
   }
 
@@ -644,7 +651,7 @@ private:
       // once if it timed out), so two attempts fit in the renew deadline.
       return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
     }
-    if (watch_up_ && last_error_.kind == error_kind::none && !held_ && mem_.record
+    if (watch_up_ && !error_outstanding_ && !held_ && mem_.record
         && held_by_other(*mem_.record)) {
       // The watch tells of every change; nothing to ask until it could expire.
       // (After a failed request the stream may be as dead as the request:

@@ -55,6 +55,9 @@ struct lease_memory {
   /// other record naming us (a former process, a copied identity) is waited
   /// out like anyone else's.
   std::optional<lease_spec> own_term;
+  /// An API error was reported and no answer came since: the next elector's
+  /// first answer reports the recovery (readiness waits for it).
+  bool api_error_outstanding = false;
 };
 
 // elector -> runner
