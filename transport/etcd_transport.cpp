@@ -73,17 +73,6 @@ bool fail_over_on(error_kind k) {
          || k == error_kind::server_error || k == error_kind::tls_error;
 }
 
-api_error make_error(error_kind kind, const std::string& verb, const std::string& path,
-                     std::string reason, int status = 0) {
-  api_error e;
-  e.kind = kind;
-  e.http_status = status;
-  e.verb = verb;
-  e.path = path;
-  e.reason = std::move(reason);
-  return e;
-}
-
 } // namespace
 
 std::vector<std::string> validate(const etcd_config& cfg) {
@@ -137,8 +126,8 @@ struct etcd_client::impl {
     int status = r.value->status;
     if (status >= 200 && status < 300) {
       if (!parsed.is_object())
-        return api_result<json>::failure(make_error(error_kind::malformed_body, "POST", path,
-                                                    "body: not a JSON object", status));
+        return api_result<json>::failure(api_error{error_kind::malformed_body, status, "POST", path,
+            "body: not a JSON object"});
       return api_result<json>::success(std::move(parsed));
     }
     int code = 0;
@@ -150,7 +139,7 @@ struct etcd_client::impl {
         reason = m->get<std::string>();
     }
     return api_result<json>::failure(
-      make_error(grpc_kind(code, status), "POST", path, reason, status));
+      api_error{grpc_kind(code, status), status, "POST", path, reason});
   }
 
   bool authenticate(kube_client& server, api_error& err) {
@@ -162,7 +151,7 @@ struct etcd_client::impl {
     }
     auto it = r.value->find("token");
     if (it == r.value->end() || !it->is_string() || it->get<std::string>().empty()) {
-      err = make_error(error_kind::malformed_body, "POST", path, "token: missing");
+      err = api_error{error_kind::malformed_body, 0, "POST", path, "token: missing"};
       return false;
     }
     token = it->get<std::string>();
@@ -171,7 +160,7 @@ struct etcd_client::impl {
 
   /// POST `body` to `path`, failing over between endpoints.
   api_result<json> call(const std::string& path, const json& body) {
-    api_error last = make_error(error_kind::other, "POST", path, "no endpoints");
+    api_error last = api_error{error_kind::other, 0, "POST", path, "no endpoints"};
     bool reauthenticated = false;
     for (size_t tries = 0; tries < servers.size(); ++tries) {
       auto& server = *servers[current];
@@ -289,14 +278,14 @@ struct etcd_client::impl {
     auto kv = first_kv(*r.value);
     if (!kv.ok())
       return api_result<current_key>::failure(
-        make_error(error_kind::malformed_body, "POST", path, kv.error, 200));
+        api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
     current_key out;
     out.kv = *kv.value;
     if (out.kv) {
       auto rec = to_lease(k, *out.kv);
       if (!rec.ok())
         return api_result<current_key>::failure(
-          make_error(error_kind::malformed_body, "POST", path, rec.error, 200));
+          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
       out.record = std::move(rec.value);
     }
     return api_result<current_key>::success(std::move(out));
@@ -308,15 +297,14 @@ struct etcd_client::impl {
   }
 
   api_error not_found(const lease_key& k, std::string why) {
-    return make_error(error_kind::not_found, "POST", "/v3/kv/range " + key_of(k), std::move(why),
-                      404);
+    return api_error{error_kind::not_found, 404, "POST", "/v3/kv/range " + key_of(k),
+        std::move(why)};
   }
 
   api_error conflict(const std::string& path, const lease& cur, error_kind kind) {
-    return make_error(kind, "POST", path,
-                      "key held by \"" + cur.spec.holder_identity + "\" in term "
-                        + std::to_string(cur.spec.lease_transitions),
-                      409);
+    return api_error{kind, 409, "POST", path,
+        "key held by \"" + cur.spec.holder_identity + "\" in term "
+          + std::to_string(cur.spec.lease_transitions)};
   }
 
   api_result<lease> get_lease(const lease_key& k) {
@@ -337,7 +325,7 @@ struct etcd_client::impl {
     auto id = id_field(*g.value, "ID");
     if (id.empty() || id == "0")
       return api_result<lease>::failure(
-        make_error(error_kind::malformed_body, "POST", grant_path, "ID: missing", 200));
+        api_error{error_kind::malformed_body, 200, "POST", grant_path, "ID: missing"});
     const std::string path = "/v3/kv/txn";
     auto key = encode_base64(key_of(l.key()));
     json txn = {
@@ -361,14 +349,14 @@ struct etcd_client::impl {
           || rev <= 0) {
         revoke(id);
         return api_result<lease>::failure(
-          make_error(error_kind::malformed_body, "POST", path, "header.revision: missing", 200));
+          api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
       }
       etcd_kv kv{rev, rev, id, value_of(l.spec)};
       auto rec = to_lease(l.key(), kv);
       if (!rec.ok()) {
         revoke(id);
         return api_result<lease>::failure(
-          make_error(error_kind::malformed_body, "POST", path, rec.error, 200));
+          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
       }
       return api_result<lease>::success(std::move(*rec.value));
     }
@@ -378,7 +366,7 @@ struct etcd_client::impl {
       return api_result<lease>::failure(conflict(path, *cur.value->record,
                                                  error_kind::already_exists));
     return api_result<lease>::failure(
-      make_error(error_kind::already_exists, "POST", path, "key exists", 409));
+      api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
   }
 
   api_result<lease> update_lease(const lease& l) {
@@ -412,7 +400,7 @@ struct etcd_client::impl {
       auto result = r.value->find("result");
       if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
         return api_result<lease>::failure(
-          make_error(error_kind::malformed_body, "POST", path, "result.TTL: missing", 200));
+          api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing"});
       if (ttl <= 0)
         return api_result<lease>::failure(
           not_found(l.key(), "etcd lease " + kv.lease_id + " expired"));
@@ -453,7 +441,7 @@ api_result<lease> guarded(const char* what, F&& f) {
     return f();
   } catch (const std::exception& e) {
     return api_result<lease>::failure(
-      make_error(error_kind::other, "POST", what, std::string("internal error: ") + e.what()));
+      api_error{error_kind::other, 0, "POST", what, std::string("internal error: ") + e.what()});
   }
 }
 

@@ -8,17 +8,6 @@ namespace leasehold {
 
 namespace {
 
-api_error make_error(error_kind k, int status, const std::string& verb, const std::string& path,
-                     std::string reason) {
-  api_error e;
-  e.kind = k;
-  e.http_status = status;
-  e.verb = verb;
-  e.path = path;
-  e.reason = std::move(reason);
-  return e;
-}
-
 } // namespace
 
 void sim_api::set_fault(sim_fault f, const std::string& client, int error_status) {
@@ -175,11 +164,11 @@ lease_reply sim_api::failure(const std::string& client, const std::string& verb,
   auto path = lease_path(k);
   api_error e;
   if (f == sim_fault::down)
-    e = make_error(error_kind::connection_refused, 0, verb, path, "connection refused");
+    e = api_error{error_kind::connection_refused, 0, verb, path, "connection refused"};
   else if (status == 429)
-    e = make_error(error_kind::throttled, 429, verb, path, "too many requests");
+    e = api_error{error_kind::throttled, 429, verb, path, "too many requests"};
   else
-    e = make_error(error_kind::server_error, status, verb, path, "simulated server error");
+    e = api_error{error_kind::server_error, status, verb, path, "simulated server error"};
   log(client, verb, k, e.kind, {});
   return lease_reply::failure(e);
 }
@@ -189,9 +178,9 @@ lease_reply sim_api::get(const std::string& client, const lease_key& k) {
   auto i = store_.find(k);
   if (i == store_.end()) {
     log(client, "GET", k, error_kind::not_found, {});
-    return lease_reply::failure(make_error(error_kind::not_found, 404, "GET", lease_path(k),
-                                           "leases.coordination.k8s.io \"" + k.name
-                                             + "\" not found"));
+    return lease_reply::failure(api_error{error_kind::not_found, 404, "GET", lease_path(k),
+                                          "leases.coordination.k8s.io \"" + k.name
+                                            + "\" not found"});
   }
   log(client, "GET", k, error_kind::none, i->second.spec.holder_identity);
   return lease_reply::success(i->second);
@@ -202,8 +191,8 @@ lease_reply sim_api::store_create(const std::string& client, lease l) {
   auto k = l.key();
   if (store_.count(k) != 0) {
     log(client, "POST", k, error_kind::already_exists, l.spec.holder_identity);
-    return lease_reply::failure(make_error(error_kind::already_exists, 409, "POST",
-                                           leases_path(k.ns), "already exists"));
+    return lease_reply::failure(
+      api_error{error_kind::already_exists, 409, "POST", leases_path(k.ns), "already exists"});
   }
   l.resource_version = std::to_string(next_rv_++);
   l.uid = "sim-" + std::to_string(next_uid_++);
@@ -219,18 +208,18 @@ lease_reply sim_api::store_update(const std::string& client, lease l) {
   auto i = store_.find(k);
   if (i == store_.end()) {
     log(client, "PUT", k, error_kind::not_found, l.spec.holder_identity);
-    return lease_reply::failure(make_error(error_kind::not_found, 404, "PUT", lease_path(k),
-                                           "not found"));
+    return lease_reply::failure(api_error{error_kind::not_found, 404, "PUT", lease_path(k),
+        "not found"});
   }
   if (l.resource_version.empty()) {
     log(client, "PUT", k, error_kind::invalid, l.spec.holder_identity);
-    return lease_reply::failure(make_error(error_kind::invalid, 422, "PUT", lease_path(k),
-                                           "metadata.resourceVersion: must be specified"));
+    return lease_reply::failure(api_error{error_kind::invalid, 422, "PUT", lease_path(k),
+        "metadata.resourceVersion: must be specified"});
   }
   if (l.resource_version != i->second.resource_version) {
     log(client, "PUT", k, error_kind::conflict, l.spec.holder_identity);
-    return lease_reply::failure(make_error(error_kind::conflict, 409, "PUT", lease_path(k),
-                                           "the object has been modified"));
+    return lease_reply::failure(api_error{error_kind::conflict, 409, "PUT", lease_path(k),
+        "the object has been modified"});
   }
   l.resource_version = std::to_string(next_rv_++);
   l.uid = i->second.uid;
