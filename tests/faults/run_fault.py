@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, run_cases, first_start_after, mono_ns  # noqa: E402
+from cluster import Cluster, run_cases, first_start_after, mono_ns, wait_for  # noqa: E402
 
 SETTLE = 2.0   # seconds of leader-only work required after a heal
 
@@ -144,26 +144,11 @@ def case_sigterm_handover(c):
     """Five graceful handovers: one SIGTERM, the leader releases, and a
     follower takes the released lease at its next poll, never at expiry
     (a second signal, which exits at once, is never sent)."""
-    poll = 1.2 * c.timings.retry
+    # Within the old leader's stop and release plus one poll, well before the
+    # lease could have expired.
+    limit = min(c.timings.stop + 1.2 * c.timings.retry, c.timings.lease * 0.75)
     for round_ in range(5):
-        old = c.wait_leader()
-        t0 = mono_ns()
-        old.signal(signal.SIGTERM)
-        assert old.wait_exit() == 0, f"round {round_}: {old.identity} did not exit cleanly"
-        deadline = time.monotonic() + c.timings.lease + 2.0
-        t = None
-        while t is None and time.monotonic() < deadline:
-            t = first_start_after(c, t0, (old.identity,))
-            time.sleep(0.02)
-        assert t is not None, f"round {round_}: no new leader"
-        ms = (t - t0) / 1e6
-        print(f"handover {round_}: {ms:.0f} ms")
-        # Within the old leader's stop and release plus one poll, well before
-        # the lease could have expired.
-        assert ms < (c.timings.stop + poll) * 1000 and ms < c.timings.lease * 1000 * 0.75, \
-            f"round {round_}: the successor waited {ms:.0f} ms (expiry, not the release)"
-        old.restart()
-        time.sleep(0.5)
+        handover(c, f"round {round_}", limit)
     time.sleep(SETTLE)
 
 
@@ -173,12 +158,8 @@ def handover(c, label, limit):
     t0 = mono_ns()
     old.signal(signal.SIGTERM)
     assert old.wait_exit() == 0, f"{label}: {old.identity} did not exit cleanly"
-    deadline = time.monotonic() + c.timings.lease + 2.0
-    t = None
-    while t is None and time.monotonic() < deadline:
-        t = first_start_after(c, t0, (old.identity,))
-        time.sleep(0.02)
-    assert t is not None, f"{label}: no new leader"
+    t = wait_for(lambda: first_start_after(c, t0, (old.identity,)), c.timings.lease + 2.0,
+                 f"{label}: a new leader", interval=0.02)
     ms = (t - t0) / 1e6
     print(f"{label}: handover {ms:.0f} ms")
     assert ms < limit * 1000, f"{label}: the successor took {ms:.0f} ms (limit {limit * 1000:.0f})"
@@ -235,12 +216,8 @@ def case_lease_deleted(c):
     leader.signal(signal.SIGKILL)
     leader.wait_exit()
     delete_lease(c)
-    deadline = time.monotonic() + c.timings.lease * 3 + 2.0
-    t = None
-    while t is None and time.monotonic() < deadline:
-        t = first_start_after(c, t1, (leader.identity,))
-        time.sleep(0.02)
-    assert t is not None, "no leader after the leader died and its Lease was deleted"
+    t = wait_for(lambda: first_start_after(c, t1, (leader.identity,)), c.timings.lease * 3 + 2.0,
+                 "a leader after the leader died and its Lease was deleted", interval=0.02)
     ms = (t - t1) / 1e6
     print(f"takeover after SIGKILL + delete: {ms:.0f} ms")
     # The successor waits out the dead leader's last record (a lease duration
