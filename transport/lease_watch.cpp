@@ -146,7 +146,7 @@ void lease_watcher::run() {
 api_error lease_watcher::stream_once(bool& delivered) {
   auto path = lease_watch_path(req_.lease, rv_, stream_seconds);
   std::string buf;
-  api_error failure;   // set by a bad line: ends the stream
+  std::optional<api_error> failure;   // set by a line that ends the stream
   auto idle = req_.idle_timeout.count() > 0
                 ? std::chrono::duration_cast<std::chrono::milliseconds>(req_.idle_timeout)
                 : std::chrono::milliseconds(stream_seconds * 1000 + 10000);
@@ -165,7 +165,7 @@ api_error lease_watcher::stream_once(bool& delivered) {
     if (w.what == t::error) {
       if (w.status_code == 410) {
         rv_.clear();   // too old: start again from the current state
-        failure = api_error{error_kind::none, 0, "GET", path, {}, 0};
+        failure = api_error{};   // an ordinary end
         return false;
       }
       failure = api_error{error_kind::other, w.status_code, "GET", path,
@@ -196,10 +196,12 @@ api_error lease_watcher::stream_once(bool& delivered) {
       buf.erase(0, start);
       return buf.size() <= max_line || bad("watch event line longer than 1 MiB");
     });
-  if (failure.verb.empty() && err.kind == error_kind::none && !buf.empty())
+  if (failure)
+    return *failure;
+  if (err.kind == error_kind::none && !buf.empty())
     return api_error{error_kind::malformed_body, 200, "GET", path,
                      "watch stream ended inside an event line", 0};
-  return failure.verb.empty() ? err : failure;
+  return err;
 }
 
 } // namespace leasehold
