@@ -71,8 +71,7 @@ public:
       opt_(std::move(opts)),
       rng_(opt_.seed),
       emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-      mem_(opt_.memory),
-      error_outstanding_(opt_.memory.api_error_outstanding) {
+      mem_(opt_.memory) {
   }
 
   const char* name() const override { return "leasehold.elector"; }
@@ -374,10 +373,9 @@ private:
   }
 
   void note_error(const api_error& err) {
-    if (!error_outstanding_ || err.kind != last_error_.kind)
+    if (!mem_.api_error_outstanding || err.kind != last_error_.kind)
       emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
     last_error_ = err;
-    error_outstanding_ = true;
     if (!mem_.api_error_outstanding) {
       mem_.api_error_outstanding = true;
       report_memory();
@@ -388,9 +386,8 @@ private:
   /// an outstanding error is over, for a follower's GET as for a renew.
   /// last_error_ stays for the reason of a later lost renew deadline.
   void answered() {
-    if (!error_outstanding_)
+    if (!mem_.api_error_outstanding)
       return;
-    error_outstanding_ = false;
     mem_.api_error_outstanding = false;
     report_memory();
     emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
@@ -651,7 +648,7 @@ private:
       // once if it timed out), so two attempts fit in the renew deadline.
       return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
     }
-    if (watch_up_ && !error_outstanding_ && !held_ && mem_.record
+    if (watch_up_ && !mem_.api_error_outstanding && !held_ && mem_.record
         && held_by_other(*mem_.record)) {
       // The watch tells of every change; nothing to ask until it could expire.
       // (After a failed request the stream may be as dead as the request:
@@ -698,7 +695,6 @@ private:
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
   std::optional<caf::response_promise> release_rp_;
   api_error last_error_;
-  bool error_outstanding_ = false;   // an api_error was emitted and no answer came since
 };
 
 } // namespace
