@@ -424,6 +424,8 @@ private:
       case kind::up:
       case kind::down: {
         bool up = ev.what == kind::up;
+        if (up)
+          answered();   // the API answered the watch's GET
         if (up == watch_up_)
           return;
         watch_up_ = up;
@@ -437,10 +439,12 @@ private:
         return;
       }
       case kind::deleted:
+        answered();
         if (!leading_)
           act_now();   // GET: 404 decides (absent())
         return;
       case kind::record:
+        answered();
         if (ev.record)
           on_watched(*ev.record);
         return;
@@ -475,7 +479,10 @@ private:
     if (held_)
       return;   // a hold on a lease we created: its renew schedule decides
     if (held_by_other(rec)) {
-      schedule_tick(next_delay());   // wake when it could expire (or at the next change)
+      // Waiting on the watch: wake when this renew could expire. Polling:
+      // the poll already scheduled stands (a renew must not postpone it).
+      if (waits_on_watch())
+        schedule_tick(next_delay());
       return;
     }
     // Released or expired: take this very version with one PUT.
@@ -642,17 +649,23 @@ private:
     return mem_.observed_at + dur;
   }
 
+  /// A follower of a held lease whose stream is up asks nothing until the
+  /// lease could expire. After a failed request the stream may be as dead
+  /// as the request: it polls until the API answers again (a request, the
+  /// stream reopening, or an event on it).
+  bool waits_on_watch() const {
+    return watch_up_ && !mem_.api_error_outstanding && !leading_ && !held_ && mem_.record
+           && held_by_other(*mem_.record);
+  }
+
   caf::timespan next_delay() {
     if (leading_) {
       // A failed renew is retried request_timeout after it was sent (at
       // once if it timed out), so two attempts fit in the renew deadline.
       return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
     }
-    if (watch_up_ && !mem_.api_error_outstanding && !held_ && mem_.record
-        && held_by_other(*mem_.record)) {
+    if (waits_on_watch()) {
       // The watch tells of every change; nothing to ask until it could expire.
-      // (After a failed request the stream may be as dead as the request:
-      // poll until a request succeeds.)
       return std::max(caf::timespan{0}, expires_at(*mem_.record) - clock().now());
     }
     std::uniform_real_distribution<double> u(0.0, retry_jitter);

@@ -547,7 +547,10 @@ api_error kube_client::stream(const std::string& path, std::chrono::milliseconds
   d.http->set_read_timeout(idle_timeout);
   int status = 0;
   std::string error_body;   // a non-200 answer's Status, kept for the error
+  auto start = steady::now();
+  auto last_data = start;   // a read error this long after it is the idle timeout
   req.response_handler = [&](const httplib::Response& r) {
+    last_data = steady::now();
     status = r.status;
     if (status == 200)
       on_open();
@@ -560,10 +563,10 @@ api_error kube_client::stream(const std::string& path, std::chrono::milliseconds
         error_body.append(data, n);
       return true;
     }
+    last_data = steady::now();
     cancelled = !on_data(data, n);
     return !cancelled;
   };
-  auto start = steady::now();
   auto res = d.http->send(req);
   d.http->set_read_timeout(d.cfg.read_timeout);
   if (cancelled)
@@ -572,9 +575,16 @@ api_error kube_client::stream(const std::string& path, std::chrono::milliseconds
     auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
     auto e = transport_error("GET", path, res.error(), status != 0, elapsed, d.cfg);
     if (status == 200 && res.error() == httplib::Error::Read) {
-      e.kind = error_kind::timeout;
-      e.reason = "watch stream delivered nothing for " + std::to_string(idle_timeout.count())
-                 + "ms";
+      auto quiet = std::chrono::duration_cast<milliseconds>(steady::now() - last_data);
+      if (quiet >= idle_timeout) {
+        e.kind = error_kind::timeout;
+        e.reason = "watch stream delivered nothing for " + std::to_string(idle_timeout.count())
+                   + "ms";
+      } else {
+        e.kind = error_kind::connection_refused;   // "nobody listening / connection reset"
+        e.reason = "watch stream broken after " + std::to_string(quiet.count())
+                   + "ms without data (connection closed or reset mid-stream)";
+      }
     }
     return e;
   }

@@ -44,6 +44,11 @@ temp_dir::temp_dir() {
 }
 
 temp_dir::~temp_dir() {
+  // LEASEHOLD_KEEP_TEMP=1 keeps the agents' logs and journals to read after a failure.
+  if (!env_or("LEASEHOLD_KEEP_TEMP", "").empty()) {
+    std::fprintf(stderr, "kept %s\n", path_.c_str());
+    return;
+  }
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

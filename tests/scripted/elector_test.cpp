@@ -213,3 +213,25 @@ TEST_CASE("another process renewing this replica's own term (one identity twice)
     CHECK(w.tracker().alive("replica-0") == 0);
   }
 }
+
+TEST_CASE("after an outage a watching follower is ready again when its stream reopens") {
+  // The outage ends; the follower's stream is back before its next poll, and
+  // the leader's renews (one per retry period) stream in while it waits.
+  // Before: each renew rescheduled the follower's next poll a retry period
+  // (plus jitter) later, so while the leader renewed no poll went out and
+  // the outage never ended for that follower (NotReady until a lucky tick).
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  auto& f = w.rep(1 - l);
+  w.api().set_fault(sim_fault::down, f.identity);
+  w.run_for(5s);
+  REQUIRE(f.count(event_type::api_error) >= 1);
+  w.api().set_fault(sim_fault::none, f.identity);
+  auto back = w.now();
+  // Readiness clears at the first answer of any kind: the reopened stream.
+  REQUIRE(w.run_until([&] { return f.count(event_type::api_recovered) == 1; }, 30s));
+  CHECK(w.now() - back <= 100ms);
+  CHECK(w.leader() == static_cast<int>(l));
+}

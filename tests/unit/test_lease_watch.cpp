@@ -28,6 +28,7 @@ std::string event(const std::string& type, const std::string& rv, const std::str
 struct script {
   std::vector<std::string> chunks;
   bool stall = false;   // keep the connection open, send nothing more (bounded)
+  bool cut = false;     // drop the connection without ending the chunked body
 };
 
 struct watch_server {
@@ -58,6 +59,8 @@ struct watch_server {
                                                                     httplib::DataSink& sink) {
         for (auto& c : s.chunks)
           sink.write(c.data(), c.size());
+        if (s.cut)
+          return false;
         if (s.stall)
           for (int i = 0; i < 100 && !closing; ++i)   // at most 1 s
             std::this_thread::sleep_for(10ms);
@@ -139,6 +142,8 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
                            "\n"}});
     // 6: a line cut off by the end of the stream.
     ws.scripts.push_back({{event("MODIFIED", "12", "pod-c"), R"({"type":"MODIF)"}});
+    // 7: the connection drops mid-stream, long before the idle timeout.
+    ws.scripts.push_back({{event("MODIFIED", "13", "pod-c")}, false, true});
   }
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
@@ -154,11 +159,11 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
   self->send(transport, watch_lease_atom::value, req);
 
   std::vector<std::string> seen;
-  for (auto& e : collect(self, 14))
+  for (auto& e : collect(self, 17))
     seen.push_back(show(e));
   for (auto& s : seen)
     MESSAGE(s);
-  REQUIRE(seen.size() >= 14);
+  REQUIRE(seen.size() >= 17);
   CHECK(seen[0] == "up");
   CHECK(seen[1] == "record 5 pod-a");
   CHECK(seen[2] == "record 6 ");
@@ -173,10 +178,14 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
   CHECK(seen[10] == "up");                    // 6
   CHECK(seen[11] == "record 12 pod-c");
   CHECK(seen[12].find("ended inside an event line") != std::string::npos);
-  CHECK(seen[13] == "up");                    // 7: the quiet stream
+  CHECK(seen[13] == "up");                    // 7
+  CHECK(seen[14] == "record 13 pod-c");
+  CHECK(seen[15].find("watch stream broken after") != std::string::npos);   // not "delivered nothing"
+  CHECK(seen[15].find("connection_refused") != std::string::npos);
+  CHECK(seen[16] == "up");                    // 8: the quiet stream
   {
     std::lock_guard<std::mutex> g(ws.mx);
-    REQUIRE(ws.queries.size() >= 7);
+    REQUIRE(ws.queries.size() >= 8);
     CHECK(ws.queries[0] == "-");
     CHECK(ws.queries[1] == "6");    // resumes after the last delivered version
     CHECK(ws.queries[2] == "-");    // 410: from the current state
@@ -184,6 +193,7 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
     CHECK(ws.queries[4] == "11");   // a bookmark moves the version too
     CHECK(ws.queries[5] == "11");
     CHECK(ws.queries[6] == "12");
+    CHECK(ws.queries[7] == "13");
   }
   // The subscriber ends: so does its stream (the transport joins it).
   ws.closing = true;
