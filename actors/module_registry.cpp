@@ -28,13 +28,6 @@ bool module_config::any_leader_only_enabled() const {
   return false;
 }
 
-const module_spec* module_config::find(const std::string& name) const {
-  for (auto& m : modules)
-    if (m.name == name)
-      return &m;
-  return nullptr;
-}
-
 namespace {
 /// `restart: {"max_restarts": N >= 0, "within_ms": T > 0}`, both optional
 /// (defaults: restart_policy's); errors name the JSON path.

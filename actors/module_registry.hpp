@@ -95,7 +95,6 @@ struct module_spec {
 struct module_config {
   std::vector<module_spec> modules;
   bool any_leader_only_enabled() const;
-  const module_spec* find(const std::string& name) const;
 };
 
 /// Checks a whole config against the registry: unknown types, duplicate or

@@ -1,4 +1,4 @@
-// Scripted scenarios of issue 3: API outages, stubborn modules, the original
+// Scripted scenarios: API outages, stubborn modules, the original
 // agent's stop/restart bug, disabling and re-enabling, crashes.
 #include <doctest/doctest.h>
 
