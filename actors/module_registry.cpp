@@ -1,4 +1,4 @@
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 
 #include <set>
 

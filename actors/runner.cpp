@@ -9,6 +9,7 @@
 
 #include "actors/elector.hpp"
 #include "actors/module_supervisor.hpp"
+#include "transport/backoff.hpp"
 
 namespace leasehold {
 
@@ -23,25 +24,13 @@ const char* to_string(runner_state s) {
   return "?";
 }
 
-const char* to_string(module_state s) {
-  switch (s) {
-    case module_state::stopped: return "stopped";
-    case module_state::running: return "running";
-    case module_state::stopping: return "stopping";
-    case module_state::restarting: return "restarting";
-    case module_state::failed: return "failed";
-    case module_state::disabled: return "disabled";
-  }
-  return "?";
-}
-
 namespace {
 
 using time_point = caf::actor_clock::time_point;
 
-class runner_actor : public caf::event_based_actor {
+class runner_impl : public caf::event_based_actor {
 public:
-  runner_actor(caf::actor_config& cfg, runner_options opts)
+  runner_impl(caf::actor_config& cfg, runner_options opts)
     : caf::event_based_actor(cfg),
       opt_(std::move(opts)),
       rng_(opt_.seed != 0 ? opt_.seed : std::random_device{}()),
@@ -49,7 +38,10 @@ public:
       handover_backoff_(opt_.timings.handover_backoff_min, opt_.timings.handover_backoff_max,
                         opt_.timings.backoff_jitter),
       emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-      modules_(this, opt_, emit,
+      modules_(this,
+               {opt_.identity, opt_.lease, opt_.registry, opt_.events,
+                opt_.timings.module_stop_timeout, opt_.supervision},
+               emit,
                {[this] { on_module_stopped(); },
                 [this](const std::string& name) { on_leader_only_failed(name); },
                 [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
@@ -110,6 +102,7 @@ public:
         return config_result{true, {}};
       },
       [=](get_status_atom) { return make_status(); },
+      [=](get_elector_atom) { return elector_; },
       [=](subscribe_atom, caf::actor& who) {
         if (!who)
           return;
@@ -492,7 +485,6 @@ private:
                            .count();
     st.term = term_;
     st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
-    st.elector = elector_;
     st.terms_won = terms_won_;
     st.terms_lost = terms_lost_;
     if (state_ == runner_state::leader)
@@ -561,8 +553,10 @@ spawn_result spawn_runner(caf::actor_system& sys, runner_options opts) {
   else
     for (auto& e : validate(opts.modules, *opts.registry))
       r.errors.push_back(e);
+  if (!opts.events)
+    opts.events = default_event_sink();
   if (r.errors.empty())
-    r.runner = sys.spawn<runner_actor>(std::move(opts));
+    r.runner = caf::actor_cast<runner_actor>(sys.spawn<runner_impl>(std::move(opts)));
   return r;
 }
 

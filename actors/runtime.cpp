@@ -28,7 +28,7 @@ void tune_for_idle(caf::actor_system_config& cfg) {
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(10)});
 }
 
-std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
+std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& runner,
                                     caf::timespan timeout) {
   std::optional<runner_status> out;
   caf::scoped_actor self{sys};
@@ -37,7 +37,7 @@ std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& ru
   return out;
 }
 
-config_result apply_config(caf::actor_system& sys, const caf::actor& runner, module_config cfg,
+config_result apply_config(caf::actor_system& sys, const runner_actor& runner, module_config cfg,
                            caf::timespan timeout) {
   config_result out{false, {"runner: no reply"}};
   caf::scoped_actor self{sys};
@@ -47,11 +47,11 @@ config_result apply_config(caf::actor_system& sys, const caf::actor& runner, mod
   return out;
 }
 
-void subscribe(caf::actor_system&, const caf::actor& runner, const caf::actor& who) {
+void subscribe(caf::actor_system&, const runner_actor& runner, const caf::actor& who) {
   caf::anon_send(runner, subscribe_atom::value, who);
 }
 
-bool shutdown(caf::actor_system& sys, const caf::actor& runner, caf::timespan timeout) {
+bool shutdown(caf::actor_system& sys, const runner_actor& runner, caf::timespan timeout) {
   bool ok = false;
   caf::scoped_actor self{sys};
   self->request(runner, timeout, shutdown_atom::value)

@@ -1,4 +1,5 @@
-#include "transport/http_transport.hpp"
+#include "leasehold/transports.hpp"
+#include "transport/kube_client.hpp"
 
 #include <map>
 #include <memory>

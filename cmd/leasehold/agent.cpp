@@ -48,7 +48,7 @@ ojson errors_json(const std::vector<std::string>& errs) {
 /// live; other changed fields are reported as needing a restart.
 class config_reloader {
 public:
-  config_reloader(caf::actor_system& sys, caf::actor runner, const module_registry& reg,
+  config_reloader(caf::actor_system& sys, runner_actor runner, const module_registry& reg,
                   const run_options& opts, config_environment env, agent_config running,
                   json_logger& log)
     : sys_(sys), runner_(std::move(runner)), reg_(reg), opts_(opts), env_(std::move(env)),
@@ -96,7 +96,7 @@ private:
   }
 
   caf::actor_system& sys_;
-  caf::actor runner_;
+  runner_actor runner_;
   const module_registry& reg_;
   const run_options& opts_;
   config_environment env_;   // the start's: the default identity stays
@@ -226,7 +226,7 @@ int run(const run_options& opts) {
   caf::actor_system_config sys_cfg;
   tune_for_idle(sys_cfg);
   caf::actor_system sys{sys_cfg};
-  caf::actor runner;
+  runner_actor runner;
   health_sources sources;
   sources.timings = cfg.timings;
   sources.counters = &counters;

@@ -3,7 +3,7 @@
 #include <httplib.h>
 
 #include "cmd/leasehold/clock.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 #include "transport/listen.hpp"
 
 namespace leasehold::agent {

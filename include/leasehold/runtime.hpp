@@ -13,12 +13,10 @@
 //   leasehold::apply_config(sys, r.runner, cfg);    // config_result
 //   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
 //
-// Messages the runner understands (for actors that talk to it directly):
-//   module_config                    -> config_result
-//   get_status_atom                  -> runner_status
-//   subscribe_atom, actor            (sends leadership_changed to it)
-//   unsubscribe_atom, actor
-//   shutdown_atom                    -> bool (after the lease is released; the runner then exits)
+// Actors talk to the runner through its typed handle, runner_actor
+// (leasehold/runner.hpp), which lists what it takes and answers.
+// Everything here and in the headers it includes is the public API; nothing
+// else under the source tree is (docs/embedding.md).
 #pragma once
 
 #include <chrono>
@@ -26,14 +24,13 @@
 
 #include <caf/all.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/module_registry.hpp"
-#include "actors/observer.hpp"
-#include "actors/runner.hpp"
-#include "actors/timings.hpp"
-#include "transport/etcd_transport.hpp"
-#include "transport/http_transport.hpp"
-#include "transport/lease_transport.hpp"
+#include "leasehold/events.hpp"
+#include "leasehold/lease_transport.hpp"
+#include "leasehold/messages.hpp"
+#include "leasehold/modules.hpp"
+#include "leasehold/runner.hpp"
+#include "leasehold/timings.hpp"
+#include "leasehold/transports.hpp"
 
 namespace leasehold {
 
@@ -54,14 +51,14 @@ void tune_for_idle(caf::actor_system_config& cfg);
 
 /// Blocking helpers for non-actor code (main(), tests). Never call from an
 /// actor's handler.
-std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
+std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& runner,
                                     caf::timespan timeout = std::chrono::seconds(5));
-config_result apply_config(caf::actor_system& sys, const caf::actor& runner, module_config cfg,
+config_result apply_config(caf::actor_system& sys, const runner_actor& runner, module_config cfg,
                            caf::timespan timeout = std::chrono::seconds(5));
-void subscribe(caf::actor_system& sys, const caf::actor& runner, const caf::actor& who);
+void subscribe(caf::actor_system& sys, const runner_actor& runner, const caf::actor& who);
 /// Graceful stop: leader-only modules, then the lease release, then the rest.
 /// Returns false when the runner did not confirm within `timeout`.
-bool shutdown(caf::actor_system& sys, const caf::actor& runner,
+bool shutdown(caf::actor_system& sys, const runner_actor& runner,
               caf::timespan timeout = std::chrono::seconds(10));
 
 } // namespace leasehold
