@@ -21,6 +21,7 @@
 #include "cmd/leasehold/probes.hpp"
 #include "cmd/leasehold/signals.hpp"
 #include "leasehold/runtime.hpp"
+#include "transport/thread_name.hpp"
 #include "transport/kube_config.hpp"
 
 namespace leasehold::agent {
@@ -109,6 +110,7 @@ private:
 /// (a transport blocked in a request must not hold the exit).
 void exit_by(std::chrono::steady_clock::time_point deadline, json_logger& log) {
   std::thread([deadline, &log] {
+    name_this_thread("lh.exit-by");
     std::this_thread::sleep_until(deadline);
     log.log(log_level::warn, "shutdown took too long, exiting now");
     _exit(0);
