@@ -373,6 +373,15 @@ private:
   }
 
   void note_error(const api_error& err) {
+    if (err.kind == error_kind::conflict || err.kind == error_kind::already_exists) {
+      // A lost race (another replica wrote first): the API answered, and
+      // is as reachable as ever. Reported (the log keeps it at debug), but
+      // no outage: readiness stays.
+      emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
+      last_error_ = err;
+      answered();
+      return;
+    }
     if (!mem_.api_error_outstanding || err.kind != last_error_.kind)
       emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
     last_error_ = err;
@@ -668,7 +677,7 @@ private:
       // The watch tells of every change; nothing to ask until it could expire.
       return std::max(caf::timespan{0}, expires_at(*mem_.record) - clock().now());
     }
-    std::uniform_real_distribution<double> u(0.0, retry_jitter);
+    std::uniform_real_distribution<double> u(0.0, jitter_factor);
     auto base = opt_.timings.retry_period;
     return base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
   }

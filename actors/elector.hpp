@@ -31,8 +31,8 @@
 
 #include "actors/messages.hpp"
 #include "actors/observer.hpp"
-#include "actors/timings.hpp"
-#include "transport/lease_transport.hpp"
+#include "leasehold/timings.hpp"
+#include "leasehold/lease_transport.hpp"
 
 namespace leasehold {
 

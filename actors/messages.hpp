@@ -1,4 +1,5 @@
-// Typed messages between elector, runner, modules and embedders.
+// The runtime's internal messages: elector <-> runner, and the timer atoms.
+// What embedders and modules see is in include/leasehold/messages.hpp.
 // All are local (never serialized): allowed as unsafe message types.
 #pragma once
 
@@ -12,30 +13,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "transport/lease.hpp"
+#include "leasehold/messages.hpp"
 
 namespace leasehold {
-
-/// Fencing token handed to leader-only modules: the Lease's leaseTransitions
-/// at acquisition (`term`) and the holder identity. A module that writes to a
-/// shared system can reject writes carrying an older term.
-struct fencing_token {
-  lease_key lease;
-  std::string identity;
-  std::int64_t term = 0;
-  /// Until when (actor clock, ns since its epoch) this replica may still act
-  /// as leader: the last successful renew's send time + renew_deadline. The
-  /// elector moves it forward on every renew and zeroes it when the term
-  /// ends. A module checks `valid(self->clock().now())` right before
-  /// leader-only work, so a process resumed after a long pause (SIGSTOP,
-  /// VM freeze) does no work on a lease it no longer holds.
-  std::shared_ptr<std::atomic<std::int64_t>> valid_until =
-    std::make_shared<std::atomic<std::int64_t>>(0);
-
-  bool valid(caf::actor_clock::time_point now) const {
-    return valid_until && now.time_since_epoch().count() < valid_until->load();
-  }
-};
 
 /// What a replica knows about its Lease, kept by the runner across electors
 /// so that a respawned elector judges expiry exactly as the dead one would
@@ -69,26 +49,8 @@ struct lease_renewed { std::int64_t term = 0; std::int64_t valid_until = 0; };
 struct lease_observed { lease_memory memory; };
 struct leader_observed { std::string holder; std::int64_t term = 0; };
 
-// runner -> subscribers (and modules that asked)
-struct leadership_changed {
-  bool leading = false;
-  std::string holder;        // our identity when leading, else last observed holder
-  std::int64_t term = 0;
-  std::string reason;        // why leadership ended (empty on acquire)
-};
-
-// runner -> module: new settings for a running module (same type).
-struct module_settings {
-  std::string name;
-  nlohmann::json settings;
-};
-
 // Atoms (text at most 10 characters in CAF 0.17).
 using release_atom = caf::atom_constant<caf::atom("lh_release")>;
-using get_status_atom = caf::atom_constant<caf::atom("lh_status")>;
-using subscribe_atom = caf::atom_constant<caf::atom("lh_sub")>;
-using unsubscribe_atom = caf::atom_constant<caf::atom("lh_unsub")>;
-using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
 using tick_atom = caf::atom_constant<caf::atom("lh_tick")>;
 using deadline_atom = caf::atom_constant<caf::atom("lh_dline")>;
 using stop_timeout_atom = caf::atom_constant<caf::atom("lh_stopto")>;
@@ -98,11 +60,8 @@ using fatal_atom = caf::atom_constant<caf::atom("lh_fatal")>;
 
 } // namespace leasehold
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::fencing_token)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_acquired)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_lost)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_renewed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_observed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leader_observed)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_changed)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::module_settings)

@@ -1,4 +1,4 @@
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 
 #include <set>
 
@@ -26,13 +26,6 @@ bool module_config::any_leader_only_enabled() const {
     if (m.enabled && m.leader_only)
       return true;
   return false;
-}
-
-const module_spec* module_config::find(const std::string& name) const {
-  for (auto& m : modules)
-    if (m.name == name)
-      return &m;
-  return nullptr;
 }
 
 namespace {

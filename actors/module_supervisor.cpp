@@ -4,6 +4,18 @@
 
 namespace leasehold {
 
+const char* to_string(module_state s) {
+  switch (s) {
+    case module_state::stopped: return "stopped";
+    case module_state::running: return "running";
+    case module_state::stopping: return "stopping";
+    case module_state::restarting: return "restarting";
+    case module_state::failed: return "failed";
+    case module_state::disabled: return "disabled";
+  }
+  return "?";
+}
+
 bool add_restart(std::deque<caf::actor_clock::time_point>& times,
                  caf::actor_clock::time_point now, const restart_policy& p) {
   while (!times.empty() && now - times.front() > p.within)
@@ -15,12 +27,12 @@ bool add_restart(std::deque<caf::actor_clock::time_point>& times,
 restart_policy module_supervisor::policy(const slot& s) const {
   if (s.spec.restart)
     return *s.spec.restart;
-  return restart_policy{opt_.supervision.intensity, opt_.supervision.period};
+  return restart_policy{opt_.policy.intensity, opt_.policy.period};
 }
 
-module_supervisor::module_supervisor(caf::event_based_actor* self, const runner_options& opt,
+module_supervisor::module_supervisor(caf::event_based_actor* self, supervisor_options opt,
                                      event_emitter emit, hooks h)
-  : self_(self), opt_(opt), emit_(std::move(emit)), hooks_(std::move(h)) {
+  : self_(self), opt_(std::move(opt)), emit_(std::move(emit)), hooks_(std::move(h)) {
 }
 
 void module_supervisor::configure(const module_config& cfg) {
@@ -28,7 +40,7 @@ void module_supervisor::configure(const module_config& cfg) {
   for (auto& spec : cfg.modules) {
     auto old = slots_.find(spec.name);
     if (old == slots_.end()) {
-      slot s(opt_.supervision);
+      slot s(opt_.policy);
       s.spec = spec;
       s.state = spec.enabled ? module_state::stopped : module_state::disabled;
       next.emplace(spec.name, std::move(s));
@@ -114,7 +126,7 @@ void module_supervisor::spawn(slot& s, const std::optional<fencing_token>& fence
     ctx.fence = *fence;
   ctx.fence.lease = opt_.lease;        // every-replica modules learn the lease too
   ctx.fence.identity = opt_.identity;
-  ctx.runner = caf::actor_cast<caf::actor>(self_);
+  ctx.runner = caf::actor_cast<leadership_publisher>(self_);
   ctx.identity = opt_.identity;
   ctx.events = opt_.events;
   caf::actor a;
@@ -151,7 +163,7 @@ void module_supervisor::stop(slot& s, const std::string& reason) {
   self_->send_exit(s.actor, caf::exit_reason::user_shutdown);
   s.actor = nullptr;
   s.state = module_state::stopped;
-  self_->delayed_send(self_, opt_.timings.module_stop_timeout, stop_timeout_atom::value, id);
+  self_->delayed_send(self_, opt_.module_stop_timeout, stop_timeout_atom::value, id);
   emit_(event_type::module_stopping, [&](runtime_event& ev) {
     ev.module = s.spec.name;
     ev.leader_only = s.spec.leader_only;

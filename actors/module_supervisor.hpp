@@ -24,9 +24,10 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/module_registry.hpp"
 #include "actors/observer.hpp"
-#include "actors/runner.hpp"
+#include "leasehold/modules.hpp"
+#include "leasehold/supervision.hpp"
+#include "transport/backoff.hpp"
 
 namespace leasehold {
 
@@ -35,6 +36,16 @@ namespace leasehold {
 /// than `p.max_restarts` within the window (the supervisor gives up).
 bool add_restart(std::deque<caf::actor_clock::time_point>& times,
                  caf::actor_clock::time_point now, const restart_policy& p);
+
+/// What the supervisor needs to know: whose modules, built how, stopped how.
+struct supervisor_options {
+  std::string identity;                            // the replica (in each module_context)
+  lease_key lease;                                 // in every module's fence
+  std::shared_ptr<const module_registry> registry;
+  event_sink events;                               // handed to modules for their report lines
+  caf::timespan module_stop_timeout{0};            // exit message -> kill
+  supervision_policy policy;                       // default restart intensity and delays
+};
 
 class module_supervisor {
 public:
@@ -47,7 +58,7 @@ public:
     std::function<void(const std::string& module)> kill_unconfirmed;
   };
 
-  module_supervisor(caf::event_based_actor* self, const runner_options& opt, event_emitter emit,
+  module_supervisor(caf::event_based_actor* self, supervisor_options opt, event_emitter emit,
                     hooks h);
 
   /// Takes a new (validated) configuration: stops removed, disabled or
@@ -114,7 +125,7 @@ private:
   void crashed(slot& s, const std::string& reason, const std::string& code = {});
 
   caf::event_based_actor* self_;
-  const runner_options& opt_;
+  supervisor_options opt_;
   event_emitter emit_;
   hooks hooks_;
   std::map<std::string, slot> slots_;

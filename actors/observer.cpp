@@ -1,5 +1,7 @@
 #include "actors/observer.hpp"
 
+#include <mutex>
+
 #include <caf/all.hpp>
 
 namespace leasehold {
@@ -39,6 +41,48 @@ event_sink fan_out(std::vector<event_sink> sinks) {
     for (auto& s : sinks)
       if (s)
         s(ev);
+  };
+}
+
+event_sink default_event_sink(std::FILE* out) {
+  auto mx = std::make_shared<std::mutex>();
+  return [out, mx](const runtime_event& ev) {
+    std::string what;
+    auto term = " (term " + std::to_string(ev.term) + ")";
+    auto because = ev.reason.empty() ? std::string{} : ": " + ev.reason;
+    switch (ev.type) {
+      case event_type::term_acquired: what = "became leader" + term; break;
+      case event_type::term_lost: what = "stopped leading" + term + because; break;
+      case event_type::lease_released: what = "released the lease" + term; break;
+      case event_type::leader_changed:
+        what = ev.holder.empty() ? "the lease is free" : "leader is " + ev.holder;
+        break;
+      case event_type::api_error:
+        if (ev.error.kind == error_kind::conflict || ev.error.kind == error_kind::already_exists)
+          return;   // a lost race, not a failure
+        what = "API request failed: " + ev.error.describe();
+        break;
+      case event_type::api_recovered: what = "API reachable again"; break;
+      case event_type::module_started: what = "module " + ev.module + " started"; break;
+      case event_type::module_stopped: what = "module " + ev.module + " stopped" + because; break;
+      case event_type::module_killed: what = "module " + ev.module + " killed (did not stop in time)"; break;
+      case event_type::module_crashed: what = "module " + ev.module + " crashed" + because; break;
+      case event_type::module_failed:
+        what = "module " + ev.module + " failed: over its restart intensity, not restarted";
+        break;
+      case event_type::leadership_handed_over:
+        what = "handed leadership over: module " + ev.module + " is crash-looping";
+        break;
+      case event_type::config_rejected: what = "config rejected: " + ev.detail; break;
+      case event_type::identity_conflict:
+        what = "another process renews this replica's identity (" + ev.holder + "): stepping down";
+        break;
+      case event_type::fatal: what = "fatal: " + ev.reason; break;
+      default: return;   // renewals, state changes, module output: too chatty for a default
+    }
+    std::lock_guard<std::mutex> g(*mx);
+    std::fprintf(out, "leasehold [%s %s] %s\n", ev.identity.c_str(), ev.lease.c_str(), what.c_str());
+    std::fflush(out);
   };
 }
 

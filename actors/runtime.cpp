@@ -1,6 +1,8 @@
 // Blocking helpers of the embedding API (include/leasehold/runtime.hpp).
 #include "leasehold/runtime.hpp"
 
+#include <algorithm>
+
 namespace leasehold {
 
 connection_config bounded_by(connection_config c, const election_timings& t) {
@@ -21,14 +23,12 @@ void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg) {
   o.backend.server_expiry = true;
 }
 
-void tune_for_idle(caf::actor_system_config& cfg) {
-  cfg.set("work-stealing.aggressive-poll-attempts", size_t{1});
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{2});
-  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
-  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(10)});
+void tune_for_idle(caf::actor_system_config& cfg, size_t threads) {
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", std::max(threads, size_t{1}));
 }
 
-std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
+std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& runner,
                                     caf::timespan timeout) {
   std::optional<runner_status> out;
   caf::scoped_actor self{sys};
@@ -37,7 +37,7 @@ std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& ru
   return out;
 }
 
-config_result apply_config(caf::actor_system& sys, const caf::actor& runner, module_config cfg,
+config_result apply_config(caf::actor_system& sys, const runner_actor& runner, module_config cfg,
                            caf::timespan timeout) {
   config_result out{false, {"runner: no reply"}};
   caf::scoped_actor self{sys};
@@ -47,11 +47,11 @@ config_result apply_config(caf::actor_system& sys, const caf::actor& runner, mod
   return out;
 }
 
-void subscribe(caf::actor_system&, const caf::actor& runner, const caf::actor& who) {
+void subscribe(caf::actor_system&, const runner_actor& runner, const caf::actor& who) {
   caf::anon_send(runner, subscribe_atom::value, who);
 }
 
-bool shutdown(caf::actor_system& sys, const caf::actor& runner, caf::timespan timeout) {
+bool shutdown(caf::actor_system& sys, const runner_actor& runner, caf::timespan timeout) {
   bool ok = false;
   caf::scoped_actor self{sys};
   self->request(runner, timeout, shutdown_atom::value)

@@ -1,7 +1,8 @@
-#include "actors/timings.hpp"
+#include "leasehold/timings.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace leasehold {
 
@@ -10,15 +11,23 @@ std::string secs(caf::timespan t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
   return std::to_string(ms) + "ms";
 }
+
+/// "1.2": 1 + jitter_factor as written in the messages.
+std::string factor() {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%g", 1.0 + jitter_factor);
+  return buf;
+}
 } // namespace
 
 std::vector<std::string> validate(const election_timings& t) {
   std::vector<std::string> errs;
   if (t.retry_period.count() <= 0)
     errs.push_back("retry_period: must be > 0 (is " + secs(t.retry_period) + ")");
-  if (!(t.renew_deadline.count() > (1.0 + retry_jitter) * t.retry_period.count()))
-    errs.push_back("renew_deadline: must be > 1.2 * retry_period (" + secs(t.renew_deadline)
-                   + " <= 1.2 * " + secs(t.retry_period) + ")");
+  if (!(t.renew_deadline.count() > (1.0 + jitter_factor) * t.retry_period.count()))
+    errs.push_back("renew_deadline: must be > " + factor() + " * retry_period ("
+                   + secs(t.renew_deadline) + " <= " + factor() + " * " + secs(t.retry_period)
+                   + ")");
   if (!(t.lease_duration > t.renew_deadline))
     errs.push_back("lease_duration: must be > renew_deadline (" + secs(t.lease_duration)
                    + " <= " + secs(t.renew_deadline) + ")");

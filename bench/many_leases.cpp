@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     pool.push_back(leasehold::spawn_http_transport(sys, conn));
 
   auto start = std::chrono::steady_clock::now();
-  std::vector<caf::actor> runners;
+  std::vector<leasehold::runner_actor> runners;
   for (int i = 0; i < opt.leases; ++i) {
     leasehold::runner_options o;
     o.identity = "many-leases";

@@ -41,7 +41,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 #include "modules/settings.hpp"
 
 namespace leasehold::modules {

@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 #include "modules/settings.hpp"
 
 namespace leasehold::modules {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 #include "actors/observer.hpp"
 
 namespace leasehold::modules {

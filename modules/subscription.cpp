@@ -4,7 +4,7 @@
 
 namespace leasehold::modules {
 
-void follow_leadership(caf::scheduled_actor* self, const caf::actor& runner) {
+void follow_leadership(caf::scheduled_actor* self, const leadership_publisher& runner) {
   if (!runner)
     return;
   auto me = caf::actor_cast<caf::actor>(self);

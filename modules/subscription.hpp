@@ -4,9 +4,11 @@
 
 #include <caf/all.hpp>
 
+#include "leasehold/messages.hpp"
+
 namespace leasehold::modules {
 
 /// Does nothing when `runner` is invalid (a module spawned outside a runner).
-void follow_leadership(caf::scheduled_actor* self, const caf::actor& runner);
+void follow_leadership(caf::scheduled_actor* self, const leasehold::leadership_publisher& runner);
 
 } // namespace leasehold::modules

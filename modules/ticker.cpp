@@ -17,6 +17,8 @@ parsed<ticker_settings> parse_ticker_settings(const nlohmann::json& settings) {
 
 namespace {
 
+using tick_atom = caf::atom_constant<caf::atom("tk_tick")>;
+
 struct ticker_state {
   ticker_settings settings;
   output_reporter out;

@@ -12,7 +12,7 @@
 
 #include "modules/output.hpp"
 #include "modules/subscription.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 
 namespace leasehold::modules {
 

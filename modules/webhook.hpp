@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 #include "modules/settings.hpp"
 
 namespace leasehold::modules {

@@ -1,4 +1,4 @@
-#include "transport/api_result.hpp"
+#include "leasehold/api_result.hpp"
 
 namespace leasehold {
 

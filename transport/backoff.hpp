@@ -15,7 +15,6 @@ public:
   /// scripted tests are reproducible).
   caf::timespan next(double unit);
   void reset() { failures_ = 0; }
-  int failures() const { return failures_; }
   /// The largest delay next() can return.
   caf::timespan cap() const;
 

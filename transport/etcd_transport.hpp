@@ -27,23 +27,11 @@
 
 #include <caf/all.hpp>
 
+#include "leasehold/lease_transport.hpp"
+#include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
-#include "transport/lease_transport.hpp"
 
 namespace leasehold {
-
-struct etcd_config {
-  std::vector<std::string> endpoints;   // "http://127.0.0.1:2379", "https://10.0.0.5:2379"
-  std::string prefix = "/leasehold";    // keys are <prefix>/<namespace>/<name>
-  std::string username;                 // with password: /v3/auth/authenticate
-  std::string password;
-  /// TLS (ca_file, client_cert_file, client_key_file), timeouts and identity
-  /// for every endpoint; `server` is ignored (each endpoint is one server).
-  connection_config http;
-};
-
-/// One message per invalid field, named by its config path ("etcd.endpoints[1]: ...").
-std::vector<std::string> validate(const etcd_config& cfg);
 
 /// Blocking etcd client: use it from a detached actor or a thread only.
 /// Every call goes to the current endpoint; on a connection error, timeout or
@@ -69,9 +57,5 @@ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-/// Spawns a detached actor (its own thread) implementing
-/// lease_transport_actor with one etcd_client.
-lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config cfg);
 
 } // namespace leasehold

@@ -1,6 +1,6 @@
 // Blocking Kubernetes API client (cpp-httplib) for Leases and Events.
 //
-// Blocking: use it only from a detached actor (see http_transport.hpp) or a
+// Blocking: use it only from a detached actor (see spawn_http_transport) or a
 // plain thread, never from a scheduler thread.
 #pragma once
 
@@ -11,35 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "transport/api_result.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/transports.hpp"
 
 namespace leasehold {
-
-/// Where and how to reach the API server. Filled from in-cluster config,
-/// kubeconfig or --server (see kube_config.hpp).
-struct connection_config {
-  std::string server;                 // "https://10.0.0.1:443" or "http://127.0.0.1:8001"
-  std::string ca_file;                // PEM bundle path (https)
-  std::string ca_data;                // PEM text (kubeconfig certificate-authority-data, decoded)
-  std::string token;                  // bearer token (static)
-  std::string token_file;             // bearer token re-read when the file changes
-  std::string client_cert_file;
-  std::string client_key_file;
-  std::string client_cert_data;       // PEM text; used instead of client_cert_file when set
-  std::string client_key_data;        // PEM text; used instead of client_key_file when set
-  bool insecure_skip_tls_verify = false;
-  // Defaults keep one request (connect + write + read) well inside the
-  // default renew deadline (10 s), so a hung server is reported as `timeout`
-  // by the transport before an elector gives up on its term.
-  std::chrono::milliseconds connect_timeout{1000};
-  std::chrono::milliseconds read_timeout{2000};
-  std::chrono::milliseconds write_timeout{2000};
-  std::string user_agent;             // default "leasehold/<version>"
-  /// Sent as X-Leasehold-Identity (the replica), so API-side counters and
-  /// fault injection can tell replicas apart. Empty: not sent.
-  std::string identity;
-};
 
 /// Upper bound of one blocking request against a server that accepts and
 /// never answers (connect + write + read timeouts): pick actor request

@@ -1,4 +1,4 @@
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 
 #include <climits>
 #include <cstdio>

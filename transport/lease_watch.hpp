@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "transport/kube_client.hpp"
-#include "transport/lease_transport.hpp"
+#include "leasehold/lease_transport.hpp"
 
 namespace leasehold {
 

@@ -15,7 +15,7 @@
 
 #include <caf/all.hpp>
 
-#include "transport/lease_transport.hpp"
+#include "leasehold/lease_transport.hpp"
 
 namespace leasehold {
 

@@ -25,7 +25,7 @@
 #include "cmd/leasehold-apiserver/object_store.hpp"
 #include "cmd/leasehold-apiserver/resources.hpp"
 #include "cmd/leasehold-apiserver/selectors.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 #include "transport/listen.hpp"
 
 namespace leasehold {

@@ -7,7 +7,7 @@
 #include <ctime>
 #include <limits>
 
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 
 namespace leasehold::apiserver {
 

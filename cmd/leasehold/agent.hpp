@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 #include "cmd/leasehold/agent_config.hpp"
 
 namespace leasehold::agent {

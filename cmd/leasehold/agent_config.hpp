@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/module_registry.hpp"
-#include "actors/timings.hpp"
+#include "leasehold/modules.hpp"
+#include "leasehold/timings.hpp"
 #include "transport/etcd_transport.hpp"
 
 namespace leasehold::agent {

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "actors/module_registry.hpp"
+#include "leasehold/modules.hpp"
 #include "modules/leader_endpoint.hpp"
 
 namespace leasehold::agent {

@@ -12,8 +12,8 @@
 #include <caf/all.hpp>
 
 #include "actors/observer.hpp"
-#include "transport/lease.hpp"
-#include "transport/lease_transport.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/lease_transport.hpp"
 
 namespace leasehold::agent {
 

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/runner.hpp"
-#include "actors/timings.hpp"
+#include "leasehold/timings.hpp"
 #include "cmd/leasehold/metrics.hpp"
 #include "cmd/leasehold/probes.hpp"
 

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/leasehold/clock.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 
 namespace leasehold::agent {
 

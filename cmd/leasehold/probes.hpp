@@ -21,7 +21,7 @@
 
 #include "actors/observer.hpp"
 #include "actors/runner.hpp"
-#include "actors/timings.hpp"
+#include "leasehold/timings.hpp"
 
 namespace leasehold::agent {
 

@@ -13,12 +13,10 @@
 //   leasehold::apply_config(sys, r.runner, cfg);    // config_result
 //   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
 //
-// Messages the runner understands (for actors that talk to it directly):
-//   module_config                    -> config_result
-//   get_status_atom                  -> runner_status
-//   subscribe_atom, actor            (sends leadership_changed to it)
-//   unsubscribe_atom, actor
-//   shutdown_atom                    -> bool (after the lease is released; the runner then exits)
+// Actors talk to the runner through its typed handle, runner_actor
+// (leasehold/runner.hpp), which lists what it takes and answers.
+// Everything here and in the headers it includes is the public API; nothing
+// else under the source tree is (docs/embedding.md).
 #pragma once
 
 #include <chrono>
@@ -26,14 +24,13 @@
 
 #include <caf/all.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/module_registry.hpp"
-#include "actors/observer.hpp"
-#include "actors/runner.hpp"
-#include "actors/timings.hpp"
-#include "transport/etcd_transport.hpp"
-#include "transport/http_transport.hpp"
-#include "transport/lease_transport.hpp"
+#include "leasehold/events.hpp"
+#include "leasehold/lease_transport.hpp"
+#include "leasehold/messages.hpp"
+#include "leasehold/modules.hpp"
+#include "leasehold/runner.hpp"
+#include "leasehold/timings.hpp"
+#include "leasehold/transports.hpp"
 
 namespace leasehold {
 
@@ -47,21 +44,29 @@ connection_config bounded_by(connection_config c, const election_timings& t);
 /// judges expiry). Instead of setting o.transport to an HTTP transport.
 void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg);
 
-/// Scheduler settings for a mostly idle agent: CAF 0.17's work-stealing
-/// workers poll hard after each message by default; this trades at most
-/// ~10 ms of wake-up latency (nothing next to lease timings) for idle CPU.
-void tune_for_idle(caf::actor_system_config& cfg);
+/// Scheduler settings for a mostly idle agent (what `leasehold run` uses;
+/// an embedding program calls it only if it wants the same). Sets
+/// `scheduler.policy` to `sharing` and `scheduler.max-threads` to `threads`
+/// (at least 1). CAF 0.17's default, work stealing with max(cores, 4)
+/// workers, keeps every idle worker polling: each wakes up 100 times a
+/// second (`work-stealing.relaxed-sleep-duration`, 10 ms) even with nothing
+/// to do. Work sharing is one queue behind a condition variable: idle
+/// workers sleep until a message comes. It suits a few actors doing little
+/// work each; a program that keeps many actors busy is better off with work
+/// stealing. The leasehold actors never block (HTTP runs in detached
+/// actors, which own their threads), so two workers are plenty.
+void tune_for_idle(caf::actor_system_config& cfg, size_t threads = 2);
 
 /// Blocking helpers for non-actor code (main(), tests). Never call from an
 /// actor's handler.
-std::optional<runner_status> status(caf::actor_system& sys, const caf::actor& runner,
+std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& runner,
                                     caf::timespan timeout = std::chrono::seconds(5));
-config_result apply_config(caf::actor_system& sys, const caf::actor& runner, module_config cfg,
+config_result apply_config(caf::actor_system& sys, const runner_actor& runner, module_config cfg,
                            caf::timespan timeout = std::chrono::seconds(5));
-void subscribe(caf::actor_system& sys, const caf::actor& runner, const caf::actor& who);
+void subscribe(caf::actor_system& sys, const runner_actor& runner, const caf::actor& who);
 /// Graceful stop: leader-only modules, then the lease release, then the rest.
 /// Returns false when the runner did not confirm within `timeout`.
-bool shutdown(caf::actor_system& sys, const caf::actor& runner,
+bool shutdown(caf::actor_system& sys, const runner_actor& runner,
               caf::timespan timeout = std::chrono::seconds(10));
 
 } // namespace leasehold

@@ -1,4 +1,4 @@
-// A leader-only `exec` module whose command is `false` (issue 14, item 8):
+// A leader-only `exec` module whose command is `false`:
 // the agent hands leadership over and backs off instead of bouncing terms,
 // says so in /healthz, /readyz, /debug/state, metrics and its log, keeps
 // /livez at 200, and a fixed config ends the crash loop ("config accepted").

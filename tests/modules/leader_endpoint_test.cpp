@@ -51,7 +51,7 @@ TEST_CASE("leader_endpoint publishes leadership changes until it stops") {
   module_context ctx;
   ctx.name = "leader";
   ctx.type = "leader_endpoint";
-  ctx.runner = caf::actor_cast<caf::actor>(runner);
+  ctx.runner = caf::actor_cast<leadership_publisher>(runner);
   ctx.identity = "me";
   auto a = leader_endpoint_module(view).factory(sys, ctx);
   runner->monitor(a);

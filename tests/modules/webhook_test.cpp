@@ -13,7 +13,7 @@
 
 #include "event_log.hpp"
 #include "modules/webhook.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 
 using namespace leasehold;
 using namespace leasehold::modules;
@@ -95,7 +95,7 @@ struct fixture {
     ctx.type = "webhook";
     ctx.settings = std::move(settings);
     ctx.fence.lease = {"ns", "lease"};
-    ctx.runner = caf::actor_cast<caf::actor>(runner);
+    ctx.runner = caf::actor_cast<leadership_publisher>(runner);
     ctx.identity = "me";
     ctx.events = log.sink();
     auto a = webhook_module().factory(sys, ctx);

@@ -811,7 +811,7 @@ TEST_CASE("TLS: kube_client trusts the server with the CA, fails without it") {
   CHECK(s.control({{"mode", "recover"}})["mode"] == "none");
 }
 
-// ---- watch, PATCH, Table, selectors (issue 11) -------------------------------
+// ---- watch, PATCH, Table, selectors: what kubectl and client libraries use ----
 
 namespace {
 

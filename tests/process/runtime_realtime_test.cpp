@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <caf/policy/work_sharing.hpp>
+#include <caf/scheduler/coordinator.hpp>
 #include <httplib.h>
 
 #include "cmd/leasehold-apiserver/api_server.hpp"
@@ -109,7 +111,7 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
             nullptr});
 
   auto t = short_timings();
-  std::vector<caf::actor> runners;
+  std::vector<runner_actor> runners;
   std::vector<lease_transport_actor> transports;
   for (auto id : {"rt-a", "rt-b"}) {
     runner_options o;
@@ -160,13 +162,41 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
     caf::anon_send_exit(tr, caf::exit_reason::user_shutdown);
 }
 
+TEST_CASE("tune_for_idle: CAF's work-sharing scheduler with the given number of workers") {
+  using sharing = caf::scheduler::coordinator<caf::policy::work_sharing>;
+  for (auto [asked, workers] : {std::pair<size_t, size_t>{2, 2}, {3, 3}, {0, 1}}) {
+    caf::actor_system_config cfg;
+    if (asked == 2)
+      tune_for_idle(cfg);   // the default: what `leasehold run` uses
+    else
+      tune_for_idle(cfg, asked);
+    caf::actor_system sys{cfg};
+    CHECK(dynamic_cast<sharing*>(&sys.scheduler()) != nullptr);
+    CHECK(sys.scheduler().num_workers() == workers);
+    // Actors run on it: a request and its answer.
+    auto inc = sys.spawn([]() -> caf::behavior { return {[](int x) { return x + 1; }}; });
+    int got = 0;
+    caf::scoped_actor self{sys};
+    self->request(inc, caf::timespan{5s}, 41).receive([&](int r) { got = r; }, [](caf::error&) {});
+    CHECK(got == 42);
+    caf::anon_send_exit(inc, caf::exit_reason::user_shutdown);
+  }
+}
+
 TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
   local_api_server server;
   REQUIRE(server.start().error.empty());
-  auto build = std::getenv("LEASEHOLD_BUILD_ROOT");
-  REQUIRE(build != nullptr);
-  auto cmd = std::string(build) + "/examples/embedded-agent --server http://127.0.0.1:"
-             + std::to_string(server.port()) + " --identity example-1 --seconds 5 2>&1";
+  // LEASEHOLD_EXAMPLE_BIN: the example as built elsewhere (tests/install
+  // builds it from an installed prefix with pkg-config alone).
+  std::string bin;
+  if (auto b = std::getenv("LEASEHOLD_EXAMPLE_BIN"))
+    bin = b;
+  else if (auto build = std::getenv("LEASEHOLD_BUILD_ROOT"))
+    bin = std::string(build) + "/examples/embedded-agent";
+  REQUIRE(!bin.empty());
+  MESSAGE("example: " << bin);
+  auto cmd = bin + " --server http://127.0.0.1:" + std::to_string(server.port())
+             + " --identity example-1 --seconds 5 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -180,6 +210,11 @@ TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
   CHECK(out.find("hello 2 from the leader") != std::string::npos);
   CHECK(out.find("greeter stopped") != std::string::npos);
   CHECK(out.find("released") != std::string::npos);
+  // The example sets no event sink: the default one says what happened.
+  CHECK(out.find("leasehold [example-1 default/embedded-example] became leader (term ")
+        != std::string::npos);
+  CHECK(out.find("leasehold [example-1 default/embedded-example] released the lease")
+        != std::string::npos);
   // What the API saw: the Lease is released (holder empty, duration 1).
   httplib::Client c("127.0.0.1", server.port());
   auto r = c.Get("/apis/coordination.k8s.io/v1/namespaces/default/leases/embedded-example");

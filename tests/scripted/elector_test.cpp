@@ -235,3 +235,23 @@ TEST_CASE("after an outage a watching follower is ready again when its stream re
   CHECK(w.now() - back <= 100ms);
   CHECK(w.leader() == static_cast<int>(l));
 }
+
+TEST_CASE("a lost race (409 on create or update) is an answer, not an outage: readiness stays") {
+  // Three replicas start at once: all but one lose the create (AlreadyExists)
+  // or the update (Conflict). Before, each loser marked the API as failing
+  // (readiness 503 "API error outstanding: already_exists") until its next
+  // request.
+  world_options o;
+  o.replicas = 3;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  w.run_for(10s);
+  std::size_t races = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    races += w.rep(i).count(event_type::api_error);
+    CHECK(w.rep(i).count(event_type::api_recovered) == 0);
+  }
+  CHECK(races >= 1);   // the race did happen
+  CHECK(w.leader() == static_cast<int>(l));
+}

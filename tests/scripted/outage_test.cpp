@@ -1,8 +1,9 @@
-// Scripted scenarios of issue 3: API outages, stubborn modules, the original
+// Scripted scenarios: API outages, stubborn modules, the original
 // agent's stop/restart bug, disabling and re-enabling, crashes.
 #include <doctest/doctest.h>
 
 #include "sim_world.hpp"
+#include "transport/backoff.hpp"
 
 using namespace leasehold;
 using namespace leasehold::test;
@@ -61,7 +62,7 @@ TEST_CASE("API unreachable for 150 s while leading: modules stop in time, leader
   w.api().clear_faults();
   auto back = w.now();
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 60s));
-  auto bound = std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2) + backoff(
+  auto bound = std::chrono::duration_cast<caf::timespan>(t.retry_period * (1 + jitter_factor)) + backoff(
     t.backoff_min, t.backoff_max, t.backoff_jitter).cap();
   CHECK(w.now() - back <= bound);
   CHECK(w.tracker().last("replica-0", "work")->settings["value"] == 2);
@@ -134,7 +135,7 @@ TEST_CASE("all leader-only modules disabled while leading: lease released, then 
   auto rec = w.api().peek(o.lease);
   CHECK(rec->spec.holder_identity.empty());
   CHECK(rec->spec.lease_duration_seconds == 1);
-  CHECK(w.status(0).elector == nullptr);
+  CHECK(w.elector(0) == nullptr);
   CHECK(w.tracker().alive("replica-0", false) == 1);   // every-replica module untouched
   auto seen = w.api().requests().size();
   w.run_for(60s);
@@ -171,13 +172,13 @@ TEST_CASE("an elector that crashes while leading counts as a lost term") {
   world_options o;
   sim_world w(o);
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 10s));
-  auto first = w.status(0).elector;
+  auto first = w.elector(0);
   REQUIRE(first != nullptr);
   caf::anon_send_exit(first, caf::exit_reason::kill);
   REQUIRE(w.run_until([&] { return !leads(w, 0); }, 10s));
   CHECK(w.rep(0).count(event_type::term_lost) == 1);
   REQUIRE(w.run_until([&] { return leads(w, 0); }, 60s));
-  auto second = w.status(0).elector;
+  auto second = w.elector(0);
   CHECK(second != nullptr);
   CHECK(second != first);
   CHECK(w.tracker().started("replica-0", "work") == 2);

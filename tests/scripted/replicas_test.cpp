@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "sim_world.hpp"
+#include "transport/backoff.hpp"
 
 using namespace leasehold;
 using namespace leasehold::test;

@@ -1,4 +1,4 @@
-// The restart policy (issue 14, item 8): OTP's restart intensity per module
+// The restart policy: OTP's restart intensity per module
 // (add_restart), and a leader-only module over it hands leadership over and
 // backs off (capped) before competing again, so a broken module does not
 // bounce the lease for ever. Simulated time on the test coordinator.

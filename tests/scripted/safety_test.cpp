@@ -70,7 +70,7 @@ TEST_CASE("a respawned elector remembers the lease: an API wipe after an elector
   auto term_a = running_term(w, A);
   auto renews = w.rep(a).count(event_type::renewed);
   REQUIRE(w.run_until([&] { return w.rep(a).count(event_type::renewed) > renews; }, 10s));
-  auto elector = w.status(b).elector;
+  auto elector = w.elector(b);
   REQUIRE(elector);
   caf::anon_send_exit(elector, caf::exit_reason::kill);
   w.settle();
@@ -107,13 +107,13 @@ TEST_CASE("terms never go back after an elector respawn and an API wipe") {
   REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
   // A few terms first, so the term is well above 0.
   for (int k = 0; k < 3; ++k) {
-    caf::anon_send_exit(w.status(0).elector, caf::exit_reason::kill);
+    caf::anon_send_exit(w.elector(0), caf::exit_reason::kill);
     REQUIRE(w.run_until([&] { return w.leader() == -1; }, 10s));
     REQUIRE(w.run_until([&] { return w.leader() == 0; }, 60s));
   }
   auto before = running_term(w, "replica-0");
   CHECK(before >= 3);
-  caf::anon_send_exit(w.status(0).elector, caf::exit_reason::kill);
+  caf::anon_send_exit(w.elector(0), caf::exit_reason::kill);
   w.settle();
   w.api().wipe();
   REQUIRE(w.run_until([&] { return w.leader() == 0; }, 120s));

@@ -232,6 +232,17 @@ runner_status sim_world::status(std::size_t i) {
   return out;
 }
 
+caf::actor sim_world::elector(std::size_t i) {
+  caf::scoped_actor self{*sys_};
+  auto h = self->request(caf::actor_cast<caf::actor>(rep(i).runner), caf::infinite,
+                         get_elector_atom::value);
+  sched_->run();
+  caf::actor out;
+  h.receive([&](caf::actor& e) { out = std::move(e); },
+            [&](caf::error& e) { FAIL("elector: " << sys_->render(e)); });
+  return out;
+}
+
 config_result sim_world::configure(std::size_t i, module_config cfg) {
   caf::scoped_actor self{*sys_};
   auto h = self->request(rep(i).runner, caf::infinite, std::move(cfg));

@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include "actors/runner.hpp"
 #include "leasehold/runtime.hpp"
 #include "transport/sim_transport.hpp"
 
@@ -54,7 +55,7 @@ void register_probe(module_registry& reg, std::shared_ptr<probe_tracker> t);
 
 struct replica {
   std::string identity;
-  caf::actor runner;
+  runner_actor runner;
   lease_transport_actor transport;
   std::vector<runtime_event> events;
   std::vector<std::pair<sim_clock_time, runtime_event>> timeline;
@@ -99,6 +100,8 @@ public:
   void settle();
 
   runner_status status(std::size_t i);
+  /// The replica's current elector (null when none), asked of its runner.
+  caf::actor elector(std::size_t i);
   /// Simulated time of replica i's last successful renew (or acquisition).
   sim_clock_time last_renew(std::size_t i) const;
   config_result configure(std::size_t i, module_config cfg);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sim_cluster.hpp"
+#include "transport/backoff.hpp"
 
 namespace leasehold::sim {
 

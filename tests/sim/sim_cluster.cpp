@@ -274,7 +274,7 @@ private:
     std::unique_ptr<caf::actor_system_config> cfg;
     std::unique_ptr<caf::actor_system> sys;
     caf::scheduler::test_coordinator* sched = nullptr;
-    caf::actor runner;
+    runner_actor runner;
     lease_transport_actor transport;
     bool alive = false;
     bool paused = false;
@@ -583,22 +583,26 @@ private:
     return std::nullopt;
   }
 
-  /// Asks a live runner for its status, running the cluster (without moving
-  /// time) until it answers.
-  std::optional<runner_status> status(std::size_t i) {
+  /// Asks a live runner `msg`, running the cluster (without moving time)
+  /// until it answers with a T.
+  template <class T, class Msg>
+  std::optional<T> ask(std::size_t i, Msg msg) {
     auto& p = procs_[i];
     if (!p.alive || p.paused)
       return std::nullopt;
     caf::scoped_actor self{*p.sys};
-    self->send(p.runner, get_status_atom::value);
+    self->send(caf::actor_cast<caf::actor>(p.runner), msg);
     for (int guard = 0; guard < 100'000 && self->mailbox().empty(); ++guard)
       if (!step())
         break;
-    std::optional<runner_status> out;
+    std::optional<T> out;
     if (!self->mailbox().empty())
-      self->receive([&](runner_status& st) { out = std::move(st); },
-                    [&](caf::error&) {});
+      self->receive([&](T& x) { out = std::move(x); }, [&](caf::error&) {});
     return out;
+  }
+
+  std::optional<runner_status> status(std::size_t i) {
+    return ask<runner_status>(i, get_status_atom::value);
   }
 
   void apply(const op& o) {
@@ -631,9 +635,9 @@ private:
         chk_.last_wipe = now_;
         break;
       case op_kind::elector_kill:
-        if (auto st = status(i); st && st->elector) {
+        if (auto e = ask<caf::actor>(i, get_elector_atom::value); e && *e) {
           note(p.identity + " elector killed");
-          caf::anon_send_exit(st->elector, caf::exit_reason::kill);
+          caf::anon_send_exit(*e, caf::exit_reason::kill);
         }
         break;
       case op_kind::crash_loop:

@@ -29,6 +29,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include "actors/runner.hpp"
 #include "leasehold/runtime.hpp"
 #include "transport/sim_transport.hpp"
 

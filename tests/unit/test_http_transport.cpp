@@ -1,7 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/http_transport.hpp"
+#include "leasehold/transports.hpp"
+#include "transport/kube_client.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;

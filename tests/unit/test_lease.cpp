@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/lease.hpp"
 
 using namespace leasehold;
 using json = nlohmann::json;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/http_transport.hpp"
+#include "leasehold/transports.hpp"
 #include "transport/lease_watch.hpp"
 
 using namespace leasehold;

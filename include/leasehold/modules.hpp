@@ -1,4 +1,5 @@
-// Module types (factories) and the runtime configuration that enables them.
+// Module types (factories), what a module actor is started with, and the
+// configuration that enables modules.
 #pragma once
 
 #include <functional>
@@ -11,8 +12,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/messages.hpp"
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
+#include "leasehold/messages.hpp"
 
 namespace leasehold {
 
@@ -23,7 +24,7 @@ struct module_context {
   bool leader_only = false;
   nlohmann::json settings;          // validated settings
   fencing_token fence;              // leader-only modules: this term's token
-  caf::actor runner;                // the supervising runner
+  leadership_publisher runner;      // the supervising runner (to follow leadership)
   std::string identity;             // this replica
   event_sink events;                // report lines (event_type::module_output); may be empty
 };
@@ -95,7 +96,6 @@ struct module_spec {
 struct module_config {
   std::vector<module_spec> modules;
   bool any_leader_only_enabled() const;
-  const module_spec* find(const std::string& name) const;
 };
 
 /// Checks a whole config against the registry: unknown types, duplicate or

@@ -11,8 +11,8 @@
 
 #include <caf/all.hpp>
 
-#include "transport/api_result.hpp"
-#include "transport/lease.hpp"
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
 
 namespace leasehold {
 using lease_reply = api_result<lease>;

@@ -1,0 +1,76 @@
+// What the runtime reports about itself: one event type, one sink.
+// Logs, the journal, metrics and Kubernetes Events are all sinks of this.
+// Sinks are called from actor threads: they must be thread-safe and must not
+// block (queue anything slow).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "leasehold/api_result.hpp"
+
+namespace leasehold {
+
+enum class event_type {
+  term_acquired,     // term, holder
+  term_lost,         // term, reason
+  lease_released,    // term
+  leader_changed,    // holder (observed by a follower)
+  elector_started,   // attempt (respawn count), delay
+  api_error,         // error (logged once per change of kind by the elector)
+  api_recovered,     // first success after errors
+  renewed,           // detail: latency_ms (not logged; metrics)
+  module_started,    // module, leader_only, term
+  module_stopping,   // module, reason: exit message sent, kill at module_stop_timeout
+  module_stopped,    // module, reason: it went down
+  module_killed,     // module (did not stop within module_stop_timeout)
+  module_crashed,    // module, reason
+  module_restarting, // module, delay
+  module_failed,     // module: over its restart intensity
+  leadership_handed_over, // module, term, value: backoff ms before competing again
+  config_applied,
+  config_rejected,   // detail: errors
+  state_changed,     // detail: new runner state
+  module_output,     // module, detail: a line a module reports (ticker tick, exec output)
+  module_unconfirmed,// module: killed but not down yet; the lease is neither renewed nor released
+  fatal,             // reason: the runtime ends the process (a leader-only module outlives its kill)
+  watch_changed,     // detail "up" or "down", reason: why it is down (the elector polls meanwhile)
+  identity_conflict, // holder: another process writes this replica's identity (the term ends)
+};
+
+const char* to_string(event_type t);
+
+struct runtime_event {
+  event_type type = event_type::state_changed;
+  std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
+  std::string identity;
+  std::string lease;        // ns/name
+  std::int64_t term = -1;
+  std::string holder;
+  std::string module;
+  bool leader_only = false;
+  std::string reason;       // what happened, in words
+  std::string code;         // the raw exit code behind `reason` (CAF's rendering), if any
+  std::string detail;
+  api_error error;          // for api_error
+  double value = 0;         // latency_ms, delay_ms, ...
+  /// renewed / term_acquired: the fence's valid_until (actor clock ns; in a
+  /// real process that is CLOCK_MONOTONIC, comparable across processes).
+  std::int64_t valid_until_ns = 0;
+};
+
+using event_sink = std::function<void(const runtime_event&)>;
+
+/// Fans one event out to several sinks.
+event_sink fan_out(std::vector<event_sink> sinks);
+
+/// A sink that writes one plain line per event a person would want to read
+/// (leadership, module lifecycle, API errors, config) to `out` (default
+/// stderr): what an embedded runtime says when the program gives it no sink.
+event_sink default_event_sink(std::FILE* out = stderr);
+
+} // namespace leasehold

@@ -1,0 +1,67 @@
+// The messages an embedding program and its modules see: the fencing token
+// a leader-only module gets, leadership changes, new module settings.
+// All are local (never serialized): allowed as unsafe message types.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "leasehold/lease.hpp"
+
+namespace leasehold {
+
+/// Fencing token handed to leader-only modules: the Lease's leaseTransitions
+/// at acquisition (`term`) and the holder identity. A module that writes to a
+/// shared system can reject writes carrying an older term.
+struct fencing_token {
+  lease_key lease;
+  std::string identity;
+  std::int64_t term = 0;
+  /// Until when (actor clock, ns since its epoch) this replica may still act
+  /// as leader: the last successful renew's send time + renew_deadline. The
+  /// elector moves it forward on every renew and zeroes it when the term
+  /// ends. A module checks `valid(self->clock().now())` right before
+  /// leader-only work, so a process resumed after a long pause (SIGSTOP,
+  /// VM freeze) does no work on a lease it no longer holds.
+  std::shared_ptr<std::atomic<std::int64_t>> valid_until =
+    std::make_shared<std::atomic<std::int64_t>>(0);
+
+  bool valid(caf::actor_clock::time_point now) const {
+    return valid_until && now.time_since_epoch().count() < valid_until->load();
+  }
+};
+
+/// runner -> subscribers (and modules that asked).
+struct leadership_changed {
+  bool leading = false;
+  std::string holder;        // our identity when leading, else last observed holder
+  std::int64_t term = 0;
+  std::string reason;        // why leadership ended (empty on acquire)
+};
+
+/// runner -> module: new settings for a running module (same type).
+struct module_settings {
+  std::string name;
+  nlohmann::json settings;
+};
+
+// Atom texts are at most 10 characters (CAF 0.17).
+using subscribe_atom = caf::atom_constant<caf::atom("lh_sub")>;
+using unsubscribe_atom = caf::atom_constant<caf::atom("lh_unsub")>;
+
+/// Who announces leadership changes (the runner): `subscribe_atom, actor`
+/// makes it send that actor a leadership_changed now and at every change
+/// until `unsubscribe_atom, actor` or the actor ends.
+using leadership_publisher = caf::typed_actor<caf::reacts_to<subscribe_atom, caf::actor>,
+                                              caf::reacts_to<unsubscribe_atom, caf::actor>>;
+
+} // namespace leasehold
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::fencing_token)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_changed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::module_settings)

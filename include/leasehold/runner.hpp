@@ -1,0 +1,125 @@
+// The runner: one per lease. It supervises the modules, runs one elector at
+// a time, and is the only owner of the replica's state (docs/design.md).
+// This is its whole public face: the options it is spawned with, the status
+// it reports, and the typed handle that says what a program may send it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "leasehold/events.hpp"
+#include "leasehold/lease_transport.hpp"
+#include "leasehold/messages.hpp"
+#include "leasehold/modules.hpp"
+#include "leasehold/supervision.hpp"
+#include "leasehold/timings.hpp"
+
+namespace leasehold {
+
+struct runner_options {
+  std::string identity;                 // this replica (unique per process; POD_NAME)
+  lease_key lease;
+  election_timings timings;
+  supervision_policy supervision;
+  lease_transport_actor transport;      // spawn_http_transport / use_etcd (transports.hpp)
+  backend_traits backend;               // the transport's store (etcd: server_expiry)
+  std::shared_ptr<const module_registry> registry;
+  module_config modules;                // initial config (validated by spawn_runner)
+  /// Where the runtime reports what happens (thread-safe, non-blocking).
+  /// Unset: default_event_sink() (plain lines on stderr); to say nothing,
+  /// set a sink that ignores its events.
+  event_sink events;
+  std::uint64_t seed = 0;               // jitter RNG seed (0: random)
+  /// Followers watch the lease (a release is acted on when streamed; no
+  /// requests between changes); false: poll every retry_period.
+  bool watch = true;
+  /// Called when a leader-only module was killed and is still not down
+  /// shortly before another replica could take the lease: the process must
+  /// end now (the OS then stops every thread). Default: default_fatal_handler.
+  /// An embedding program may replace it (it must not return normally while
+  /// the module still runs, or safety is lost).
+  std::function<void(const std::string& reason)> on_fatal;
+};
+
+/// Writes "leasehold: fatal: REASON" to stderr and ends the process at once
+/// (std::_Exit(70)), as controller-runtime does when it loses leadership.
+void default_fatal_handler(const std::string& reason);
+
+/// The runner's state, as runner_status reports it. Every transition:
+///
+///            a leader-only module enabled            acquired
+///   idle ────────────────────────────────▶ follower ─────────▶ leader
+///    ▲  ◀── none enabled (lease released) ──┘  ▲ ↺ elector ended:    │ term lost, elector
+///    │                                         │   respawn, backoff  │ ended, module crash
+///    │                                         │                     │ loop, none enabled,
+///    │  none enabled                           │ respawn, backoff    │ shutdown
+///    └─────────────── stepping_down ───────────┘ ◀───────────────────┘
+///              (leader-only modules down, then the lease released)
+///
+///   idle, follower, stepping_down ── shutdown complete ──▶ stopped (final)
+///
+/// A leader never goes anywhere but stepping_down: its leader-only modules
+/// are down before the lease is released or another elector starts. Any
+/// other transition is a defect; the runner treats it as fatal (on_fatal).
+enum class runner_state { idle, follower, leader, stepping_down, stopped };
+const char* to_string(runner_state s);
+
+struct runner_status {
+  runner_state state = runner_state::idle;
+  std::string identity;
+  lease_key lease;
+  std::string holder;          // last known holder ("" unknown / released)
+  /// Time since this replica last saw a new version of the lease (a read or
+  /// its own write; a live holder renews every retry_period), ms; -1: never.
+  /// Older than lease_duration: `holder` is no longer known to hold it.
+  std::int64_t holder_age_ms = -1;
+  std::int64_t term = -1;      // current term when leading, else last seen
+  bool electing = false;       // an elector is alive (or a respawn is pending)
+  bool healthy = true;         // false: a module failed (over its restart intensity)
+  std::int64_t terms_won = 0;
+  std::int64_t terms_lost = 0;
+  /// Time since the last successful renew while leading (ms), -1 otherwise.
+  std::int64_t ms_since_renew = -1;
+  /// A leader-only module crash-looped: leadership was handed over and this
+  /// replica does not compete again for this long (< 0: not backing off).
+  caf::timespan handover_backoff{-1};
+  std::string handover_module;   // the module that crash-looped (while backing off)
+  std::vector<module_status> modules;
+};
+
+// Atom texts are at most 10 characters (CAF 0.17).
+using get_status_atom = caf::atom_constant<caf::atom("lh_status")>;
+using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
+
+/// What a program may send the runner, and what it answers:
+///   module_config   -> config_result (applied, or rejected with the errors;
+///                      the previous config stays)
+///   get_status_atom -> runner_status
+///   subscribe_atom, actor / unsubscribe_atom, actor: leadership_changed
+///                      messages to that actor (the current one at once)
+///   shutdown_atom   -> true once leader-only modules are down, the lease is
+///                      released and the other modules are down; the runner
+///                      then exits.
+/// (The runner also takes messages from its electors and its own timers;
+/// those are internal and not part of this interface.)
+using runner_actor = leadership_publisher::extend<
+  caf::replies_to<module_config>::with<config_result>,
+  caf::replies_to<get_status_atom>::with<runner_status>,
+  caf::replies_to<shutdown_atom>::with<bool>>;
+
+/// Validates options (timings and modules: errors name the field) and spawns
+/// the runner. Returns the errors instead of an actor when invalid.
+struct spawn_result {
+  runner_actor runner;
+  std::vector<std::string> errors;
+};
+spawn_result spawn_runner(caf::actor_system& sys, runner_options opts);
+
+} // namespace leasehold
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::runner_status)
