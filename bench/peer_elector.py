@@ -10,7 +10,9 @@ minimums). LeaderElection.run() returns after a lost term and does not elect
 again (the original bug); an API error that is not an ApiException (connection
 refused) propagates out of run(). Both are journaled ("elector_returned",
 "elector_crashed"); the leader-only thread is stopped only by
-onstopped_leading, as in the library.
+onstopped_leading, as in the library. Every ApiClient of the process sends
+X-Leasehold-Identity (the server's /_leasehold/stats count per client);
+nothing else is changed.
 """
 
 import argparse
@@ -38,6 +40,13 @@ def main():
     cfg = client.Configuration()
     cfg.host = a.server
     client.Configuration.set_default(cfg)
+
+    api_client_init = client.ApiClient.__init__
+
+    def with_identity(self, *args, **kw):
+        api_client_init(self, *args, **kw)
+        self.set_default_header("X-Leasehold-Identity", a.identity)
+    client.ApiClient.__init__ = with_identity
 
     journal = open(a.journal, "a", buffering=1)
     lock = threading.Lock()
