@@ -665,8 +665,11 @@ api_error etcd_client::stream(const std::string& path, const nlohmann::json& bod
   }
 }
 
-void etcd_client::fail_over() {
-  impl_->current = (impl_->current + 1) % impl_->servers.size();
+void etcd_client::stream_failed(error_kind kind) {
+  if (kind == error_kind::unauthorized)
+    impl_->token.clear();   // an expired simple token: authenticate again
+  if (fail_over_on(kind))
+    impl_->current = (impl_->current + 1) % impl_->servers.size();
 }
 
 void etcd_client::stop() {
@@ -732,12 +735,9 @@ private:
   api_error prepare() override {
     if (next_ > 0)
       return {};
-    auto st = client_.read_lease(watch_request().lease);
-    if (!st.ok()) {
-      if (fail_over_on(st.kind()))
-        client_.fail_over();
+    auto st = client_.read_lease(watch_request().lease);   // fails over by itself
+    if (!st.ok())
       return st.error;
-    }
     if (st.value->record) {
       present_ = true;
       send({lease_watch_event::kind::record, std::move(st.value->record), {}});
@@ -781,8 +781,7 @@ private:
       api_error err{grpc_kind(m.grpc_code, m.http_code), m.http_code, r.verb, r.path,
                     "watch error: " + m.message + " (endpoint " + client_.current_endpoint() + ")",
                     0};
-      if (fail_over_on(err.kind))
-        client_.fail_over();
+      client_.stream_failed(err.kind);
       return err;
     }
     if (m.canceled) {

@@ -110,9 +110,10 @@ public:
   api_error stream(const std::string& path, const nlohmann::json& body,
                    std::chrono::milliseconds idle_timeout, const std::function<void()>& on_open,
                    const std::function<bool(const char*, std::size_t)>& on_data);
-  /// Moves the next call to the next endpoint (a watch whose stream
-  /// reported an error another member may not have).
-  void fail_over();
+  /// A stream that opened then reported an error of `kind` in its body:
+  /// as for a failed call, authenticate again (unauthorized: simple tokens
+  /// expire) or move to the next endpoint (unavailable, no leader, ...).
+  void stream_failed(error_kind kind);
   /// Aborts a blocking stream() from another thread.
   void stop();
   const etcd_config& config() const;

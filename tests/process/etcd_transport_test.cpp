@@ -251,7 +251,27 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     with.password = "pw";
     etcd_client authed(with);
     auto created = authed.create_lease(record("auth", "A"));
-    CHECK_MESSAGE(created.ok(), created.error.describe());
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    {   // the watch authenticates too
+      caf::actor_system_config cfg;
+      caf::actor_system sys{cfg};
+      auto t = spawn_etcd_transport(sys, with);
+      caf::scoped_actor self{sys};
+      lease_watch_request req;
+      req.lease = {"ns1", "auth"};
+      req.resource_version = created.value->resource_version;
+      req.idle_timeout = 2s;
+      req.subscriber = caf::actor{self.ptr()};
+      self->send(t, watch_lease_atom::value, req);
+      auto up = next_event(self, 5s);
+      REQUIRE(up);
+      CHECK_MESSAGE(up->what == lease_watch_event::kind::up, up->reason);
+      auto release = *created.value;
+      release.spec.holder_identity.clear();
+      REQUIRE(authed.update_lease(release).ok());
+      CHECK(wait_event(self, lease_watch_event::kind::deleted, 3s));
+      self->send_exit(t, caf::exit_reason::user_shutdown);
+    }
     etcd_client anonymous(config({etcd.endpoint()}));
     auto denied = anonymous.get_lease({"ns1", "auth"});
     CHECK_MESSAGE(denied.kind() == error_kind::invalid, denied.error.describe());
