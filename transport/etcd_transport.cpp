@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -815,11 +814,10 @@ private:
 lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::pointer self,
                                                     std::shared_ptr<etcd_client> client) {
   // One watch per subscriber, each on its own thread with its own client
-  // (own connections, own endpoint failover); it ends (and its thread is
-  // joined) when the subscriber terminates.
-  using watchers = std::map<caf::actor_addr, std::unique_ptr<etcd_lease_watcher>>;
-  auto streams = std::make_shared<watchers>();
-  self->set_down_handler([streams](caf::down_msg& m) { streams->erase(m.source); });
+  // (own connections, own endpoint failover).
+  auto watch = watch_per_subscriber(self, [client](lease_watch_request req) {
+    return std::make_unique<etcd_lease_watcher>(client->config(), std::move(req));
+  });
   return {
     [client](get_lease_atom, const lease_key& k) -> lease_reply {
       return client->get_lease(k);
@@ -833,13 +831,7 @@ lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::point
     [](post_event_atom, const kube_event&) -> event_reply {
       return event_reply::success(true);   // etcd keeps no Events
     },
-    [self, client, streams](watch_lease_atom, lease_watch_request& req) {
-      if (!req.subscriber)
-        return;
-      auto addr = req.subscriber.address();
-      self->monitor(req.subscriber);
-      (*streams)[addr] = std::make_unique<etcd_lease_watcher>(client->config(), std::move(req));
-    },
+    [watch](watch_lease_atom, lease_watch_request& req) { watch(req); },
   };
 }
 

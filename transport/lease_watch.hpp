@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -126,5 +127,22 @@ private:
   kube_client client_;
   std::string rv_;
 };
+
+/// A transport actor's watches: one per subscriber, each ended (its thread
+/// joined) when its subscriber terminates. Returns the watch_lease_atom
+/// handler's body; `make` builds the backend's watch for one request.
+template <class Self, class Make>
+std::function<void(lease_watch_request&)> watch_per_subscriber(Self* self, Make make) {
+  using watchers = std::map<caf::actor_addr, std::unique_ptr<lease_watch_loop>>;
+  auto streams = std::make_shared<watchers>();
+  self->set_down_handler([streams](caf::down_msg& m) { streams->erase(m.source); });
+  return [self, streams, make](lease_watch_request& req) {
+    if (!req.subscriber)
+      return;
+    auto addr = req.subscriber.address();
+    self->monitor(req.subscriber);
+    (*streams)[addr] = make(std::move(req));
+  };
+}
 
 } // namespace leasehold
