@@ -422,10 +422,7 @@ struct etcd_client::impl {
         current = (current + 1) % servers.size();
       return err;
     }
-    // gRPC metadata through the gateway: a member that loses its leader
-    // ends the watch (etcd's require-leader), so it fails over instead of
-    // streaming nothing from a minority.
-    http_headers headers{{"Grpc-Metadata-hasleader", "true"}};
+    http_headers headers;
     if (!token.empty())
       headers.emplace_back("Authorization", token);
     auto text = body.dump();
@@ -707,10 +704,11 @@ namespace {
 /// first and its state delivered, then watched from the read's revision +
 /// 1). PUT events are records, DELETE events (a revoked or expired etcd
 /// lease, too) `deleted`. A watch canceled because its start revision was
-/// compacted re-reads the current state; a stream that opened and then
-/// stayed quiet for idle_timeout (a renew on etcd writes nothing: a healthy
-/// leader's key is silent) is reopened without going down, so a member that
-/// stopped answering shows when the reopen times out. A broken or failed
+/// compacted re-reads the current state; so does a stream that opened and
+/// then stayed quiet for idle_timeout (a renew on etcd writes nothing: a
+/// healthy leader's key is silent), without going down: a member that
+/// stopped answering, or lost its quorum (a watch on it would stay open and
+/// silent), fails that read, which moves to the next endpoint. A broken or failed
 /// stream moves to the next endpoint. The loop itself is lease_watch_loop's.
 class etcd_lease_watcher : public lease_watch_loop {
 public:
@@ -762,8 +760,13 @@ private:
       opened = true;
       on_open();
     }, on_data);
-    if (opened && err.kind == error_kind::timeout)
-      return api_error{};   // quiet, not broken: reopen from next_
+    if (opened && err.kind == error_kind::timeout) {
+      // Quiet, not broken: read the key again (a linearizable range, so a
+      // member cut off from its quorum fails it and the read, then the
+      // stream, move to the next endpoint), then watch on from that read.
+      next_ = 0;
+      return api_error{};
+    }
     return err;
   }
 

@@ -21,8 +21,9 @@
 //          (parsed as get_lease does), a DELETE (revoke, expired TTL) is
 //          `deleted`; no revision to resume from, or a compacted one: the
 //          key is read first and its state delivered. The loop (thread,
-//          backoff, up/down, idle) is lease_watch_loop's; a quiet stream
-//          (renews write nothing) is reopened without going down.
+//          backoff, up/down, idle) is lease_watch_loop's; a stream quiet
+//          for idle_timeout (renews write nothing) reads the key again and
+//          watches on, without going down.
 // Expiry is judged by etcd (lease TTL), so electors on this backend run
 // with backend_traits{.server_expiry = true} (docs/safety.md).
 #pragma once
