@@ -708,8 +708,8 @@ namespace {
 /// then stayed quiet for idle_timeout (a renew on etcd writes nothing: a
 /// healthy leader's key is silent), without going down: a member that
 /// stopped answering, or lost its quorum (a watch on it would stay open and
-/// silent), fails that read, which moves to the next endpoint. A broken or failed
-/// stream moves to the next endpoint. The loop itself is lease_watch_loop's.
+/// silent), fails that read, which moves to the next endpoint; so does a
+/// broken or failed stream. The loop itself is lease_watch_loop's.
 class etcd_lease_watcher : public lease_watch_loop {
 public:
   etcd_lease_watcher(etcd_config cfg, lease_watch_request req)
