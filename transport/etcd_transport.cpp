@@ -1,11 +1,14 @@
 #include "transport/etcd_transport.hpp"
+#include "transport/thread_name.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "transport/kube_config.hpp"
+#include "transport/lease_watch.hpp"
 
 namespace leasehold {
 
@@ -73,6 +76,97 @@ bool fail_over_on(error_kind k) {
          || k == error_kind::server_error || k == error_kind::tls_error;
 }
 
+/// One key-value object of a range reply or a watch event (`where` names
+/// it in errors: "kvs[0]", "events[1].kv").
+parse_result<etcd_kv> parse_kv(const json& j, const std::string& where) {
+  parse_result<etcd_kv> out;
+  if (!j.is_object()) {
+    out.error = where + ": expected an object";
+    return out;
+  }
+  etcd_kv kv;
+  if (!int64_field(j, "create_revision", kv.create_revision) || kv.create_revision <= 0) {
+    out.error = where + ".create_revision: expected a positive int64";
+    return out;
+  }
+  if (!int64_field(j, "mod_revision", kv.mod_revision) || kv.mod_revision <= 0) {
+    out.error = where + ".mod_revision: expected a positive int64";
+    return out;
+  }
+  kv.lease_id = id_field(j, "lease");
+  auto v = j.find("value");
+  auto decoded = v != j.end() && v->is_string() ? decode_base64(v->get<std::string>())
+                                                 : std::optional<std::string>{""};
+  if (!decoded) {
+    out.error = where + ".value: invalid base64";
+    return out;
+  }
+  kv.value = std::move(*decoded);
+  out.value = std::move(kv);
+  return out;
+}
+
+/// kvs[0] of a range reply; nullopt when the key does not exist.
+parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
+  parse_result<std::optional<etcd_kv>> out;
+  auto it = reply.find("kvs");
+  if (it == reply.end() || (it->is_array() && it->empty())) {
+    out.value = std::optional<etcd_kv>{};
+    return out;
+  }
+  if (!it->is_array()) {
+    out.error = "kvs: expected an array of objects";
+    return out;
+  }
+  auto kv = parse_kv((*it)[0], "kvs[0]");
+  if (!kv.ok()) {
+    out.error = kv.error;
+    return out;
+  }
+  out.value = std::move(kv.value);
+  return out;
+}
+
+/// The lease record for `kv` (of a range reply or a watch event, `where`):
+/// the value's holder, duration and acquire time, leaseTransitions =
+/// create_revision, resourceVersion = mod_revision.
+parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
+                             const std::string& where = "kvs[0]") {
+  parse_result<lease> out;
+  auto v = json::parse(kv.value, nullptr, false);
+  if (!v.is_object()) {
+    out.error = where + ".value: not a JSON object";
+    return out;
+  }
+  lease l;
+  l.ns = k.ns;
+  l.name = k.name;
+  l.resource_version = std::to_string(kv.mod_revision);
+  if (kv.create_revision > INT_MAX) {
+    out.error = where + ".create_revision: " + std::to_string(kv.create_revision)
+                + " exceeds the fencing token range (int32)";
+    return out;
+  }
+  l.spec.lease_transitions = static_cast<int>(kv.create_revision);
+  if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
+    l.spec.holder_identity = h->get<std::string>();
+  if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
+    l.spec.lease_duration_seconds = d->get<int>();
+  if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
+    l.spec.acquire_time = parse_micro_time(a->get<std::string>());
+  out.value = std::move(l);
+  return out;
+}
+
+/// header.revision of a reply; 0 when absent or not an int64.
+std::int64_t header_revision(const json& reply) {
+  std::int64_t rev = 0;
+  auto header = reply.find("header");
+  if (header == reply.end() || !header->is_object() || !int64_field(*header, "revision", rev))
+    return 0;
+  return rev;
+}
+
 } // namespace
 
 std::vector<std::string> validate(const etcd_config& cfg) {
@@ -96,6 +190,131 @@ std::vector<std::string> validate(const etcd_config& cfg) {
   if (cfg.username.empty() != cfg.password.empty())
     errs.push_back("etcd.username, etcd.password: must be set together");
   return errs;
+}
+
+namespace {
+
+/// An int field of the gateway's error object; 0 when absent or not an int.
+int int_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
+std::string string_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+/// A boolean field (absent: false); false in `ok` when it is something else.
+bool bool_field(const json& j, const char* name, bool& ok) {
+  auto it = j.find(name);
+  if (it == j.end())
+    return false;
+  if (!it->is_boolean()) {
+    ok = false;
+    return false;
+  }
+  return it->get<bool>();
+}
+
+} // namespace
+
+parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
+                                                       const lease_key& k) {
+  parse_result<etcd_watch_message> out;
+  auto j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    out.error = "not a JSON object";
+    return out;
+  }
+  etcd_watch_message m;
+  if (auto e = j.find("error"); e != j.end()) {
+    if (!e->is_object()) {
+      out.error = "error: expected an object";
+      return out;
+    }
+    m.error = true;
+    m.grpc_code = int_field(*e, "grpc_code");
+    m.http_code = int_field(*e, "http_code");
+    m.message = string_field(*e, "message");
+    out.value = std::move(m);
+    return out;
+  }
+  auto r = j.find("result");
+  if (r == j.end() || !r->is_object()) {
+    out.error = "result: expected an object";
+    return out;
+  }
+  bool ok = true;
+  m.created = bool_field(*r, "created", ok);
+  if (!ok) {
+    out.error = "result.created: expected a boolean";
+    return out;
+  }
+  m.canceled = bool_field(*r, "canceled", ok);
+  if (!ok) {
+    out.error = "result.canceled: expected a boolean";
+    return out;
+  }
+  if (!int64_field(*r, "compact_revision", m.compact_revision) || m.compact_revision < 0) {
+    out.error = "result.compact_revision: expected an int64";
+    return out;
+  }
+  m.cancel_reason = string_field(*r, "cancel_reason");
+  auto evs = r->find("events");
+  if (evs != r->end() && !evs->is_array()) {
+    out.error = "result.events: expected an array";
+    return out;
+  }
+  for (std::size_t i = 0; evs != r->end() && i < evs->size(); ++i) {
+    auto where = "result.events[" + std::to_string(i) + "]";
+    auto& e = (*evs)[i];
+    if (!e.is_object()) {
+      out.error = where + ": expected an object";
+      return out;
+    }
+    etcd_watch_message::event ev;
+    // mvccpb.Event.EventType: PUT is 0, the default, which the gateway omits.
+    auto t = e.find("type");
+    if (t == e.end() || (t->is_string() && t->get<std::string>() == "PUT")
+        || (t->is_number_integer() && t->get<int>() == 0))
+      ev.deleted = false;
+    else if ((t->is_string() && t->get<std::string>() == "DELETE")
+             || (t->is_number_integer() && t->get<int>() == 1))
+      ev.deleted = true;
+    else {
+      out.error = where + ".type: expected PUT or DELETE (is " + t->dump() + ")";
+      return out;
+    }
+    auto kv = e.find("kv");
+    if (kv == e.end() || !kv->is_object()) {
+      out.error = where + ".kv: expected an object";
+      return out;
+    }
+    if (ev.deleted) {
+      // A deleted key keeps only its key and the deletion's revision.
+      if (!int64_field(*kv, "mod_revision", ev.mod_revision) || ev.mod_revision <= 0) {
+        out.error = where + ".kv.mod_revision: expected a positive int64";
+        return out;
+      }
+    } else {
+      auto parsed = parse_kv(*kv, where + ".kv");
+      if (!parsed.ok()) {
+        out.error = parsed.error;
+        return out;
+      }
+      auto rec = to_lease(k, *parsed.value, where + ".kv");
+      if (!rec.ok()) {
+        out.error = rec.error;
+        return out;
+      }
+      ev.mod_revision = parsed.value->mod_revision;
+      ev.record = std::move(rec.value);
+    }
+    m.events.push_back(std::move(ev));
+  }
+  out.value = std::move(m);
+  return out;
 }
 
 struct etcd_client::impl {
@@ -188,73 +407,44 @@ struct etcd_client::impl {
     return api_result<json>::failure(last);
   }
 
+  /// One streaming POST (a watch) to the current endpoint, authenticated
+  /// like call(). A failure after which another endpoint may answer moves
+  /// the next call to the next endpoint, except a stream that opened and
+  /// then went quiet for `idle` (kind timeout): nothing says its member is
+  /// unwell.
+  api_error stream(const std::string& path, const json& body, std::chrono::milliseconds idle,
+                   const std::function<void()>& on_open,
+                   const std::function<bool(const char*, std::size_t)>& on_data) {
+    auto& server = *servers[current];
+    api_error err;
+    if (!cfg.username.empty() && token.empty() && !authenticate(server, err)) {
+      err.reason += " (endpoint " + cfg.endpoints[current] + ")";
+      if (fail_over_on(err.kind))
+        current = (current + 1) % servers.size();
+      return err;
+    }
+    http_headers headers;
+    if (!token.empty())
+      headers.emplace_back("Authorization", token);
+    auto text = body.dump();
+    bool opened = false;
+    err = server.stream("POST", path, &text, headers, idle, [&] {
+      opened = true;
+      on_open();
+    }, on_data);
+    if (err.kind == error_kind::none)
+      return err;
+    err.reason += " (endpoint " + cfg.endpoints[current] + ")";
+    if (err.kind == error_kind::unauthorized)
+      token.clear();   // authenticate again on the next stream
+    if (fail_over_on(err.kind) && !(opened && err.kind == error_kind::timeout))
+      current = (current + 1) % servers.size();
+    return err;
+  }
+
   // -- the lease mapping -------------------------------------------------------
 
   std::string key_of(const lease_key& k) const { return cfg.prefix + "/" + k.ns + "/" + k.name; }
-
-  /// kvs[0] of a range reply; nullopt when the key does not exist.
-  static parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
-    parse_result<std::optional<etcd_kv>> out;
-    auto it = reply.find("kvs");
-    if (it == reply.end() || (it->is_array() && it->empty())) {
-      out.value = std::optional<etcd_kv>{};
-      return out;
-    }
-    if (!it->is_array() || !(*it)[0].is_object()) {
-      out.error = "kvs: expected an array of objects";
-      return out;
-    }
-    auto& j = (*it)[0];
-    etcd_kv kv;
-    if (!int64_field(j, "create_revision", kv.create_revision) || kv.create_revision <= 0) {
-      out.error = "kvs[0].create_revision: expected a positive int64";
-      return out;
-    }
-    if (!int64_field(j, "mod_revision", kv.mod_revision)) {
-      out.error = "kvs[0].mod_revision: expected an int64";
-      return out;
-    }
-    kv.lease_id = id_field(j, "lease");
-    auto v = j.find("value");
-    auto decoded = v != j.end() && v->is_string() ? decode_base64(v->get<std::string>())
-                                                   : std::optional<std::string>{""};
-    if (!decoded) {
-      out.error = "kvs[0].value: invalid base64";
-      return out;
-    }
-    kv.value = std::move(*decoded);
-    out.value = std::move(kv);
-    return out;
-  }
-
-  /// The lease record for `kv`: the value's holder, duration and acquire
-  /// time, leaseTransitions = create_revision, resourceVersion = mod_revision.
-  static parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv) {
-    parse_result<lease> out;
-    auto v = json::parse(kv.value, nullptr, false);
-    if (!v.is_object()) {
-      out.error = "kvs[0].value: not a JSON object";
-      return out;
-    }
-    lease l;
-    l.ns = k.ns;
-    l.name = k.name;
-    l.resource_version = std::to_string(kv.mod_revision);
-    if (kv.create_revision > INT_MAX) {
-      out.error = "kvs[0].create_revision: " + std::to_string(kv.create_revision)
-                  + " exceeds the fencing token range (int32)";
-      return out;
-    }
-    l.spec.lease_transitions = static_cast<int>(kv.create_revision);
-    if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
-      l.spec.holder_identity = h->get<std::string>();
-    if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
-      l.spec.lease_duration_seconds = d->get<int>();
-    if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
-      l.spec.acquire_time = parse_micro_time(a->get<std::string>());
-    out.value = std::move(l);
-    return out;
-  }
 
   static std::string value_of(const lease_spec& s) {
     json v = {{"holderIdentity", s.holder_identity}};
@@ -268,6 +458,7 @@ struct etcd_client::impl {
   struct current_key {
     std::optional<etcd_kv> kv;
     std::optional<lease> record;
+    std::int64_t revision = 0;   // the store's revision the range was read at
   };
 
   api_result<current_key> range(const lease_key& k) {
@@ -281,6 +472,7 @@ struct etcd_client::impl {
         api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
     current_key out;
     out.kv = *kv.value;
+    out.revision = header_revision(*r.value);
     if (out.kv) {
       auto rec = to_lease(k, *out.kv);
       if (!rec.ok())
@@ -343,10 +535,8 @@ struct etcd_client::impl {
       return api_result<lease>::failure(t.error);
     }
     if (t.value->value("succeeded", false)) {
-      std::int64_t rev = 0;
-      auto header = t.value->find("header");
-      if (header == t.value->end() || !header->is_object() || !int64_field(*header, "revision", rev)
-          || rev <= 0) {
+      std::int64_t rev = header_revision(*t.value);
+      if (rev <= 0) {
         revoke(id);
         return api_result<lease>::failure(
           api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
@@ -445,6 +635,49 @@ api_result<lease> guarded(const char* what, F&& f) {
   }
 }
 
+api_result<etcd_lease_state> etcd_client::read_lease(const lease_key& k) {
+  const std::string path = "/v3/kv/range";
+  try {
+    auto cur = impl_->range(k);
+    if (!cur.ok())
+      return api_result<etcd_lease_state>::failure(cur.error);
+    if (cur.value->revision <= 0)
+      return api_result<etcd_lease_state>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
+    return api_result<etcd_lease_state>::success({cur.value->record, cur.value->revision});
+  } catch (const std::exception& e) {
+    return api_result<etcd_lease_state>::failure(
+      api_error{error_kind::other, 0, "POST", path, std::string("internal error: ") + e.what()});
+  }
+}
+
+api_error etcd_client::stream(const std::string& path, const nlohmann::json& body,
+                              std::chrono::milliseconds idle_timeout,
+                              const std::function<void()>& on_open,
+                              const std::function<bool(const char*, std::size_t)>& on_data) {
+  try {
+    return impl_->stream(path, body, idle_timeout, on_open, on_data);
+  } catch (const std::exception& e) {
+    return api_error{error_kind::other, 0, "POST", path, std::string("internal error: ") + e.what()};
+  }
+}
+
+void etcd_client::stream_failed(error_kind kind) {
+  if (kind == error_kind::unauthorized)
+    impl_->token.clear();   // an expired simple token: authenticate again
+  if (fail_over_on(kind))
+    impl_->current = (impl_->current + 1) % impl_->servers.size();
+}
+
+void etcd_client::stop() {
+  for (auto& server : impl_->servers)
+    server->stop();
+}
+
+const etcd_config& etcd_client::config() const {
+  return impl_->cfg;
+}
+
 api_result<lease> etcd_client::get_lease(const lease_key& k) {
   return guarded("/v3/kv/range", [&] { return impl_->get_lease(k); });
 }
@@ -467,8 +700,129 @@ const std::string& etcd_client::current_endpoint() const {
 
 namespace {
 
-lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::pointer,
+/// The etcd watch of one lease key: POST /v3/watch on the gateway from the
+/// revision after the last one delivered (no revision: the key is read
+/// first and its state delivered, then watched from the read's revision +
+/// 1). PUT events are records, DELETE events (a revoked or expired etcd
+/// lease, too) `deleted`. A watch canceled because its start revision was
+/// compacted re-reads the current state; so does a stream that opened and
+/// then stayed quiet for idle_timeout (a renew on etcd writes nothing: a
+/// healthy leader's key is silent), without going down: a member that
+/// stopped answering, or lost its quorum (a watch on it would stay open and
+/// silent), fails that read, which moves to the next endpoint; so does a
+/// broken or failed stream. The loop itself is lease_watch_loop's.
+class etcd_lease_watcher : public lease_watch_loop {
+public:
+  etcd_lease_watcher(etcd_config cfg, lease_watch_request req)
+    : lease_watch_loop(std::move(req)), client_(std::move(cfg)) {
+    auto& rv = watch_request().resource_version;
+    auto last = parse_revision(rv);
+    next_ = last > 0 ? last + 1 : 0;
+    present_ = last > 0;
+    start();
+  }
+  ~etcd_lease_watcher() override { halt(); }
+
+private:
+  static std::int64_t parse_revision(const std::string& rv) {
+    if (rv.empty() || rv.size() > 18 || rv.find_first_not_of("0123456789") != std::string::npos)
+      return 0;
+    return std::stoll(rv);
+  }
+
+  api_error prepare() override {
+    if (next_ > 0)
+      return {};
+    auto st = client_.read_lease(watch_request().lease);   // fails over by itself
+    if (!st.ok())
+      return st.error;
+    if (st.value->record) {
+      present_ = true;
+      send({lease_watch_event::kind::record, std::move(st.value->record), {}});
+    } else if (present_) {
+      present_ = false;   // gone while we were not watching (compacted away)
+      send({lease_watch_event::kind::deleted, std::nullopt, {}});
+    }
+    next_ = st.value->revision + 1;
+    return {};
+  }
+
+  request next_request() override { return {"POST", "/v3/watch"}; }
+
+  api_error open(const request& r, std::chrono::milliseconds idle,
+                 const std::function<void()>& on_open,
+                 const std::function<bool(const char*, std::size_t)>& on_data) override {
+    json body = {{"create_request",
+                  {{"key", encode_base64(client_.key_of(watch_request().lease))},
+                   {"start_revision", std::to_string(next_)},
+                   {"progress_notify", true}}}};
+    bool opened = false;
+    auto err = client_.stream(r.path, body, idle, [&] {
+      opened = true;
+      on_open();
+    }, on_data);
+    if (opened && err.kind == error_kind::timeout) {
+      // Quiet, not broken: read the key again (a linearizable range, so a
+      // member cut off from its quorum fails it and the read, then the
+      // stream, move to the next endpoint), then watch on from that read.
+      next_ = 0;
+      return api_error{};
+    }
+    return err;
+  }
+
+  void abort() override { client_.stop(); }
+
+  std::optional<api_error> on_line(const std::string& line, const request& r,
+                                   bool& delivered) override {
+    auto parsed = parse_etcd_watch_line(line, watch_request().lease);
+    if (!parsed.ok())
+      return malformed(r, "malformed watch message: " + parsed.error + " (endpoint "
+                          + client_.current_endpoint() + ")");
+    auto& m = *parsed.value;
+    if (m.error) {
+      api_error err{grpc_kind(m.grpc_code, m.http_code), m.http_code, r.verb, r.path,
+                    "watch error: " + m.message + " (endpoint " + client_.current_endpoint() + ")",
+                    0};
+      client_.stream_failed(err.kind);
+      return err;
+    }
+    if (m.canceled) {
+      if (m.compact_revision > 0) {
+        next_ = 0;   // the revision we wanted is gone: read the current state again
+        return api_error{};
+      }
+      return api_error{error_kind::other, 200, r.verb, r.path,
+                       "watch canceled by the server"
+                         + (m.cancel_reason.empty() ? std::string{} : ": " + m.cancel_reason)
+                         + " (endpoint " + client_.current_endpoint() + ")",
+                       0};
+    }
+    delivered = true;
+    for (auto& ev : m.events) {
+      next_ = std::max(next_, ev.mod_revision + 1);
+      present_ = !ev.deleted;
+      if (ev.deleted)
+        send({lease_watch_event::kind::deleted, std::nullopt, {}});
+      else
+        send({lease_watch_event::kind::record, std::move(ev.record), {}});
+    }
+    return std::nullopt;
+  }
+
+  etcd_client client_;
+  std::int64_t next_ = 0;   // the revision the next stream starts at (0: read first)
+  bool present_ = false;    // what the subscriber was last told: the key exists
+};
+
+lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::pointer self,
                                                     std::shared_ptr<etcd_client> client) {
+  name_this_thread("lh.etcd");   // detached: this runs on the actor's own thread
+  // One watch per subscriber, each on its own thread with its own client
+  // (own connections, own endpoint failover).
+  auto watch = watch_per_subscriber(self, [client](lease_watch_request req) {
+    return std::make_unique<etcd_lease_watcher>(client->config(), std::move(req));
+  });
   return {
     [client](get_lease_atom, const lease_key& k) -> lease_reply {
       return client->get_lease(k);
@@ -482,12 +836,7 @@ lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::point
     [](post_event_atom, const kube_event&) -> event_reply {
       return event_reply::success(true);   // etcd keeps no Events
     },
-    [](watch_lease_atom, const lease_watch_request& req) {
-      // No etcd watch yet: the elector polls (see lease_watch_request).
-      caf::anon_send(req.subscriber,
-                     lease_watch_event{lease_watch_event::kind::down, std::nullopt,
-                                       "the etcd backend has no watch: polling every retry_period"});
-    },
+    [watch](watch_lease_atom, lease_watch_request& req) { watch(req); },
   };
 }
 

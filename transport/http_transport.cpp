@@ -1,7 +1,6 @@
 #include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
 
-#include <map>
 #include <memory>
 
 #include "transport/lease_watch.hpp"
@@ -14,19 +13,12 @@ namespace {
 lease_transport_actor::behavior_type http_transport(lease_transport_actor::pointer self,
                                                     std::shared_ptr<kube_client> client) {
   name_this_thread("lh.http");   // detached: this runs on the actor's own thread
-  // One watch stream per subscriber, each on its own thread and connection;
-  // it ends (and its thread is joined) when the subscriber terminates.
-  using watchers = std::map<caf::actor_addr, std::unique_ptr<lease_watcher>>;
-  auto streams = std::make_shared<watchers>();
-  self->set_down_handler([streams](caf::down_msg& m) { streams->erase(m.source); });
+  // One watch stream per subscriber, each on its own thread and connection.
+  auto watch = watch_per_subscriber(self, [client](lease_watch_request req) {
+    return std::make_unique<lease_watcher>(client->config(), std::move(req));
+  });
   return {
-    [self, client, streams](watch_lease_atom, lease_watch_request& req) {
-      if (!req.subscriber)
-        return;
-      auto addr = req.subscriber.address();
-      self->monitor(req.subscriber);
-      (*streams)[addr] = std::make_unique<lease_watcher>(client->config(), std::move(req));
-    },
+    [watch](watch_lease_atom, lease_watch_request& req) { watch(req); },
     [client](get_lease_atom, const lease_key& k) -> lease_reply {
       return client->get_lease(k);
     },

@@ -536,14 +536,22 @@ api_result<bool> kube_client::create_event(const kube_event& e) {
   });
 }
 
-api_error kube_client::stream(const std::string& path, std::chrono::milliseconds idle_timeout,
+api_error kube_client::stream(const std::string& verb, const std::string& path,
+                              const std::string* body, const http_headers& headers,
+                              std::chrono::milliseconds idle_timeout,
                               const std::function<void()>& on_open,
                               const std::function<bool(const char*, std::size_t)>& on_data) {
   auto& d = *impl_;
   std::lock_guard<std::mutex> guard(d.mtx);
   httplib::Request req;
-  if (auto err = d.prepare(req, "GET", path))
+  if (auto err = d.prepare(req, verb, path))
     return *err;
+  for (auto& h : headers)
+    req.headers.emplace(h.first, h.second);
+  if (body) {
+    req.body = *body;
+    req.headers.emplace("Content-Type", "application/json");
+  }
   d.http->set_read_timeout(idle_timeout);
   int status = 0;
   std::string error_body;   // a non-200 answer's Status, kept for the error
@@ -573,7 +581,7 @@ api_error kube_client::stream(const std::string& path, std::chrono::milliseconds
     return api_error{};
   if (!res) {
     auto elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start);
-    auto e = transport_error("GET", path, res.error(), status != 0, elapsed, d.cfg);
+    auto e = transport_error(verb, path, res.error(), status != 0, elapsed, d.cfg);
     if (status == 200 && res.error() == httplib::Error::Read) {
       auto quiet = std::chrono::duration_cast<milliseconds>(steady::now() - last_data);
       if (quiet >= idle_timeout) {
@@ -589,7 +597,7 @@ api_error kube_client::stream(const std::string& path, std::chrono::milliseconds
     return e;
   }
   if (status != 200)
-    return classify_response("GET", path, status, error_body, res->get_header_value("Retry-After"));
+    return classify_response(verb, path, status, error_body, res->get_header_value("Retry-After"));
   return api_error{};
 }
 

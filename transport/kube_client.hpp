@@ -59,12 +59,15 @@ public:
   api_result<http_response> send(const std::string& verb, const std::string& path,
                                  const std::string* body, const http_headers& headers = {});
 
-  /// A streaming GET (a watch): `on_open` once the server answered 200,
-  /// then `on_data` for every chunk until the server ends the stream,
-  /// on_data returns false, nothing arrives for `idle_timeout`, or stop() is
-  /// called. Returns why the stream ended (kind none: the server ended it).
+  /// A streaming request (a watch: GET for Kubernetes, POST with a JSON
+  /// `body` and `headers` for the etcd gateway): `on_open` once the server
+  /// answered 200, then `on_data` for every chunk until the server ends the
+  /// stream, on_data returns false, nothing arrives for `idle_timeout`, or
+  /// stop() is called. Returns why the stream ended (kind none: the server
+  /// ended it, or on_data did).
   /// Blocks: call it from its own thread, with a client of its own.
-  api_error stream(const std::string& path, std::chrono::milliseconds idle_timeout,
+  api_error stream(const std::string& verb, const std::string& path, const std::string* body,
+                   const http_headers& headers, std::chrono::milliseconds idle_timeout,
                    const std::function<void()>& on_open,
                    const std::function<bool(const char*, std::size_t)>& on_data);
   /// Aborts a blocking stream() from any thread.

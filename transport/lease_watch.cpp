@@ -89,39 +89,54 @@ std::string lease_watch_path(const lease_key& k, const std::string& rv, int time
   return path;
 }
 
-lease_watcher::lease_watcher(connection_config cfg, lease_watch_request req)
-  : client_(std::move(cfg)), req_(std::move(req)), rv_(req_.resource_version) {
+// -- the loop ------------------------------------------------------------------
+
+lease_watch_loop::lease_watch_loop(lease_watch_request req) : req_(std::move(req)) {}
+
+lease_watch_loop::~lease_watch_loop() {
+  // A derived class halts first (its abort() is gone by now); this only
+  // guards against one that forgot.
+  stopping_ = true;
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void lease_watch_loop::start() {
   thread_ = std::thread([this] { run(); });
 }
 
-lease_watcher::~lease_watcher() {
+void lease_watch_loop::halt() {
   {
     std::lock_guard<std::mutex> g(mx_);
     stopping_ = true;
   }
   cv_.notify_all();
-  client_.stop();
+  abort();
   if (thread_.joinable())
     thread_.join();
 }
 
-void lease_watcher::send(lease_watch_event ev) {
+api_error lease_watch_loop::malformed(const request& r, std::string reason) {
+  return api_error{error_kind::malformed_body, 200, r.verb, r.path, std::move(reason), 0};
+}
+
+void lease_watch_loop::send(lease_watch_event ev) {
   caf::anon_send(req_.subscriber, std::move(ev));
 }
 
-void lease_watcher::set_up(bool up, const std::string& reason) {
+void lease_watch_loop::set_up(bool up, const std::string& reason) {
   if (up == up_)
     return;
   up_ = up;
   send({up ? lease_watch_event::kind::up : lease_watch_event::kind::down, std::nullopt, reason});
 }
 
-bool lease_watcher::wait(caf::timespan d) {
+bool lease_watch_loop::wait(caf::timespan d) {
   std::unique_lock<std::mutex> g(mx_);
   return !cv_.wait_for(g, d, [this] { return stopping_.load(); });
 }
 
-void lease_watcher::run() {
+void lease_watch_loop::run() {
   name_this_thread("lh.watch");
   using namespace std::chrono_literals;
   backoff retry(100ms, 5s, 0.2);
@@ -130,7 +145,9 @@ void lease_watcher::run() {
   while (!stopping_) {
     bool delivered = false;
     auto began = std::chrono::steady_clock::now();
-    auto err = stream_once(delivered);
+    auto err = prepare();
+    if (err.kind == error_kind::none && !stopping_)
+      err = stream_once(delivered);
     if (stopping_)
       return;
     bool lasted = std::chrono::steady_clock::now() - began >= 1s;
@@ -145,65 +162,91 @@ void lease_watcher::run() {
   }
 }
 
-api_error lease_watcher::stream_once(bool& delivered) {
-  auto path = lease_watch_path(req_.lease, rv_, stream_seconds);
+api_error lease_watch_loop::stream_once(bool& delivered) {
+  auto r = next_request();
   std::string buf;
   std::optional<api_error> failure;   // set by a line that ends the stream
   auto idle = req_.idle_timeout.count() > 0
                 ? std::chrono::duration_cast<std::chrono::milliseconds>(req_.idle_timeout)
                 : std::chrono::milliseconds(stream_seconds * 1000 + 10000);
-  auto bad = [&](std::string reason) {
-    failure = api_error{error_kind::malformed_body, 200, "GET", path, std::move(reason), 0};
-    return false;
-  };
-  auto on_line = [&](const std::string& line) -> bool {
-    if (line.empty())
-      return true;
-    auto parsed = parse_watch_line(line);
-    if (!parsed.ok())
-      return bad("malformed watch event: " + parsed.error);
-    auto& w = *parsed.value;
-    using t = watch_line::type;
-    if (w.what == t::error) {
-      if (w.status_code == 410) {
-        rv_.clear();   // too old: start again from the current state
-        failure = api_error{};   // an ordinary end
-        return false;
-      }
-      failure = api_error{error_kind::other, w.status_code, "GET", path,
-                          "ERROR event: " + std::to_string(w.status_code) + " " + w.message, 0};
-      return false;
-    }
-    if (!w.resource_version.empty())
-      rv_ = w.resource_version;
-    delivered = true;
-    if (w.what == t::bookmark)
-      return true;
-    if (w.what == t::deleted)
-      send({lease_watch_event::kind::deleted, std::nullopt, {}});
-    else
-      send({lease_watch_event::kind::record, std::move(w.record), {}});
-    return true;
-  };
-  auto err = client_.stream(
-    path, idle, [&] { set_up(true, {}); },
+  auto err = open(
+    r, idle, [&] { set_up(true, {}); },
     [&](const char* data, std::size_t n) {
       buf.append(data, n);
       std::size_t start = 0;
       for (auto nl = buf.find('\n'); nl != std::string::npos; nl = buf.find('\n', start)) {
-        if (!on_line(buf.substr(start, nl - start)))
-          return false;
+        auto line = buf.substr(start, nl - start);
         start = nl + 1;
+        if (line.empty() || line == "\r")
+          continue;
+        failure = on_line(line, r, delivered);
+        if (failure)
+          return false;
       }
       buf.erase(0, start);
-      return buf.size() <= max_line || bad("watch event line longer than 1 MiB");
+      if (buf.size() <= max_line)
+        return true;
+      failure = malformed(r, "watch event line longer than 1 MiB");
+      return false;
     });
   if (failure)
     return *failure;
   if (err.kind == error_kind::none && !buf.empty())
-    return api_error{error_kind::malformed_body, 200, "GET", path,
-                     "watch stream ended inside an event line", 0};
+    return malformed(r, "watch stream ended inside an event line");
   return err;
+}
+
+// -- Kubernetes ------------------------------------------------------------------
+
+lease_watcher::lease_watcher(connection_config cfg, lease_watch_request req)
+  : lease_watch_loop(std::move(req)), client_(std::move(cfg)),
+    rv_(watch_request().resource_version) {
+  start();
+}
+
+lease_watcher::~lease_watcher() {
+  halt();
+}
+
+lease_watch_loop::request lease_watcher::next_request() {
+  return {"GET", lease_watch_path(watch_request().lease, rv_, stream_seconds)};
+}
+
+api_error lease_watcher::open(const request& r, std::chrono::milliseconds idle,
+                              const std::function<void()>& on_open,
+                              const std::function<bool(const char*, std::size_t)>& on_data) {
+  return client_.stream(r.verb, r.path, nullptr, {}, idle, on_open, on_data);
+}
+
+void lease_watcher::abort() {
+  client_.stop();
+}
+
+std::optional<api_error> lease_watcher::on_line(const std::string& line, const request& r,
+                                                bool& delivered) {
+  auto parsed = parse_watch_line(line);
+  if (!parsed.ok())
+    return malformed(r, "malformed watch event: " + parsed.error);
+  auto& w = *parsed.value;
+  using t = watch_line::type;
+  if (w.what == t::error) {
+    if (w.status_code == 410) {
+      rv_.clear();   // too old: start again from the current state
+      return api_error{};   // an ordinary end
+    }
+    return api_error{error_kind::other, w.status_code, r.verb, r.path,
+                     "ERROR event: " + std::to_string(w.status_code) + " " + w.message, 0};
+  }
+  if (!w.resource_version.empty())
+    rv_ = w.resource_version;
+  delivered = true;
+  if (w.what == t::bookmark)
+    return std::nullopt;
+  if (w.what == t::deleted)
+    send({lease_watch_event::kind::deleted, std::nullopt, {}});
+  else
+    send({lease_watch_event::kind::record, std::move(w.record), {}});
+  return std::nullopt;
 }
 
 } // namespace leasehold

@@ -14,7 +14,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,31 +44,105 @@ parse_result<watch_line> parse_watch_line(const std::string& line);
 /// The path of the watch request for `k` from `rv` ("" = current state first).
 std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds);
 
-class lease_watcher {
+/// The loop every lease watch shares, whatever the backend: a thread of
+/// its own; a stream that ends cleanly is reopened at once (the backend
+/// resumes after the last version it delivered), a failed one is reported
+/// `down` (naming the request) and retried with backoff (backoff.hpp); `up`
+/// once a stream opens; the body split into lines, a line longer than 1 MiB
+/// or a stream ending inside a line is malformed; a stream silent for the
+/// request's idle_timeout is closed. A backend says only how to open its
+/// stream and what one line means.
+class lease_watch_loop {
 public:
-  lease_watcher(connection_config cfg, lease_watch_request req);
-  /// Stops the stream and joins the thread (promptly: the blocking read is aborted).
-  ~lease_watcher();
-  lease_watcher(const lease_watcher&) = delete;
-  lease_watcher& operator=(const lease_watcher&) = delete;
+  virtual ~lease_watch_loop();
+  lease_watch_loop(const lease_watch_loop&) = delete;
+  lease_watch_loop& operator=(const lease_watch_loop&) = delete;
+
+protected:
+  explicit lease_watch_loop(lease_watch_request req);
+  /// Starts the thread: the last statement of a derived constructor.
+  void start();
+  /// Stops the stream and joins the thread (promptly: the blocking read is
+  /// aborted): the first statement of a derived destructor.
+  void halt();
+
+  /// A stream's request, as errors name it.
+  struct request {
+    std::string verb;
+    std::string path;
+  };
+  /// Before each stream (the etcd watch reads the current state when it has
+  /// no revision to resume from); an error fails this attempt.
+  virtual api_error prepare() { return {}; }
+  /// The next stream's request, from where the last one stopped.
+  virtual request next_request() = 0;
+  /// Opens `r` and blocks until the stream ends; see kube_client::stream.
+  virtual api_error open(const request& r, std::chrono::milliseconds idle,
+                         const std::function<void()>& on_open,
+                         const std::function<bool(const char*, std::size_t)>& on_data) = 0;
+  /// Aborts a blocking open() from another thread.
+  virtual void abort() = 0;
+  /// One non-empty line: nullopt to read on, or the stream ends (an error
+  /// of kind none: an ordinary end, reopened at once). Sets `delivered` when
+  /// the line shows the stream is alive.
+  virtual std::optional<api_error> on_line(const std::string& line, const request& r,
+                                           bool& delivered) = 0;
+
+  /// A malformed_body error naming `r`.
+  static api_error malformed(const request& r, std::string reason);
+  void send(lease_watch_event ev);
+  const lease_watch_request& watch_request() const { return req_; }
 
 private:
   void run();
   /// One stream; returns why it ended (kind none: the server ended it cleanly).
   api_error stream_once(bool& delivered);
-  void send(lease_watch_event ev);
   void set_up(bool up, const std::string& reason);
   /// Sleeps `d` unless stopped first; false when stopped.
   bool wait(caf::timespan d);
 
-  kube_client client_;
   lease_watch_request req_;
-  std::string rv_;
   bool up_ = false;
   std::atomic<bool> stopping_{false};
   std::mutex mx_;
   std::condition_variable cv_;
   std::thread thread_;
 };
+
+/// The Kubernetes watch of one Lease (the request above).
+class lease_watcher : public lease_watch_loop {
+public:
+  lease_watcher(connection_config cfg, lease_watch_request req);
+  ~lease_watcher() override;
+
+private:
+  request next_request() override;
+  api_error open(const request& r, std::chrono::milliseconds idle,
+                 const std::function<void()>& on_open,
+                 const std::function<bool(const char*, std::size_t)>& on_data) override;
+  void abort() override;
+  std::optional<api_error> on_line(const std::string& line, const request& r,
+                                   bool& delivered) override;
+
+  kube_client client_;
+  std::string rv_;
+};
+
+/// A transport actor's watches: one per subscriber, each ended (its thread
+/// joined) when its subscriber terminates. Returns the watch_lease_atom
+/// handler's body; `make` builds the backend's watch for one request.
+template <class Self, class Make>
+std::function<void(lease_watch_request&)> watch_per_subscriber(Self* self, Make make) {
+  using watchers = std::map<caf::actor_addr, std::unique_ptr<lease_watch_loop>>;
+  auto streams = std::make_shared<watchers>();
+  self->set_down_handler([streams](caf::down_msg& m) { streams->erase(m.source); });
+  return [self, streams, make](lease_watch_request& req) {
+    if (!req.subscriber)
+      return;
+    auto addr = req.subscriber.address();
+    self->monitor(req.subscriber);
+    (*streams)[addr] = make(std::move(req));
+  };
+}
 
 } // namespace leasehold

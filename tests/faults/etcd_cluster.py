@@ -10,7 +10,8 @@ live under /dev/shm when it exists (no disk syncs on a shared CI disk).
 Raft timings are short (heartbeat 50 ms, election 500 ms) so elections
 after a fault take well under a second. Also usable as a command:
 `etcd_cluster.py --members 3 --dir D` starts a cluster, prints one JSON line
-{"endpoints": [...]} and runs until SIGTERM (scripts/demo).
+{"endpoints": [...], "pids": [...]} (the members' pids, for SIGSTOP) and
+runs until SIGTERM (scripts/demo).
 """
 
 import json
@@ -170,7 +171,8 @@ def main(argv):
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     with EtcdCluster(a.members, a.dir) as e:
-        print(json.dumps({"endpoints": e.endpoints()}), flush=True)
+        print(json.dumps({"endpoints": e.endpoints(), "pids": [p.pid for p in e.procs]}),
+              flush=True)
         while not stop:
             time.sleep(0.2)
     return 0

@@ -20,12 +20,20 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, Timings, mono_ns, run_cases, wait_for  # noqa: E402
 from etcd_cluster import EtcdCluster  # noqa: E402
+from run_fault import handover  # noqa: E402
 from run_fenced import (FencedAgent, kill_agent, pid_alive, stop_group,  # noqa: E402
                         verdict as heartbeat_verdict, wait_leader_child)
 
 # etcd lease TTLs are whole seconds: lease 3 s (TTL 3), renew deadline 2 s.
 TIMINGS = Timings(lease=3.0, renew=2.0, retry=0.5, stop=0.5, backoff_min=0.3, backoff_max=1.0)
 STOP_MARGIN_S = 1.0   # leader-only work gone within renew + stop + this after quorum loss
+# watch-handover: a poll period (retry) long enough that a successor within
+# stop + WATCH_WAKE_S of the SIGTERM is the watch's doing (the release
+# revokes the etcd lease, the key's DELETE wakes the followers), not a poll's.
+WATCH_TIMINGS = Timings(lease=6.0, renew=4.0, retry=2.5, stop=0.5, backoff_min=0.3,
+                        backoff_max=1.0)
+WATCH_WAKE_S = 0.8
+CASE_TIMINGS = {"watch-handover": WATCH_TIMINGS}
 
 
 class EtcdStore(EtcdCluster):
@@ -145,8 +153,30 @@ def case_member_sigstop(c):
     verdict(c, min_children=1)
 
 
+def case_watch_handover(c):
+    """Three graceful handovers with followers watching the key: each
+    successor starts within the old leader's stop plus WATCH_WAKE_S, well
+    inside one poll period (2.5 s); polling alone would need up to a whole
+    period. Every follower's watch was open."""
+    limit = c.timings.stop + WATCH_WAKE_S
+    for round_ in range(3):
+        leader = c.wait_leader()
+        followers = [a for a in c.agents if a is not leader and a.alive()]
+        wait_for(lambda: all(watch_open(a) for a in followers), 10.0,
+                 f"round {round_}: every follower's watch open")
+        handover(c, f"round {round_}", limit)
+    verdict(c)
+
+
+def watch_open(agent):
+    """The agent's log says its watch is open (its last watch message is 'open')."""
+    with open(agent.log_path, encoding="utf-8", errors="replace") as f:
+        said = [line for line in f if '"msg":"lease watch' in line]
+    return bool(said) and '"msg":"lease watch open"' in said[-1]
+
+
 def run(name, case):
-    with Cluster(3, timings=TIMINGS, name="etcd-" + name, agent_class=FencedAgent,
+    with Cluster(3, timings=CASE_TIMINGS.get(name, TIMINGS), name="etcd-" + name, agent_class=FencedAgent,
                       lease_name="leasehold-etcd", store=EtcdStore) as c:
         case(c)
     return f"etcd-{name}"

@@ -62,6 +62,8 @@ public:
     auto j = nlohmann::json::parse(line.substr(0, line.find('\n')), nullptr, false);
     if (j.is_object() && j.contains("endpoints"))
       endpoint_ = j["endpoints"][0].get<std::string>();
+    if (j.is_object() && j.contains("pids"))
+      member_pid_ = j["pids"][0].get<int>();
   }
   ~etcd_member() {
     if (pid_ <= 0)
@@ -76,9 +78,14 @@ public:
     }
   }
   const std::string& endpoint() const { return endpoint_; }
+  /// SIGSTOP / SIGCONT the etcd member (a network pause).
+  void pause() { kill(member_pid_, SIGSTOP); }
+  void resume() { kill(member_pid_, SIGCONT); }
+  bool has_pid() const { return member_pid_ > 0; }
 
 private:
   pid_t pid_ = -1;
+  pid_t member_pid_ = -1;
   std::string endpoint_;
 };
 
@@ -102,6 +109,27 @@ lease record(const std::string& name, const std::string& holder, int duration_s 
     wall_clock::now());
   l.spec.lease_transitions = 1;   // what the elector asks for; the store's revision wins
   return l;
+}
+
+/// The next watch event of the subscriber `self`, or nullopt after `within`.
+std::optional<lease_watch_event> next_event(caf::scoped_actor& self, caf::timespan within) {
+  std::optional<lease_watch_event> out;
+  self->receive([&](lease_watch_event& ev) { out = std::move(ev); },
+                caf::after(within) >> [] {});
+  return out;
+}
+
+/// Skips events until one of kind `k` (at most `within` in all).
+std::optional<lease_watch_event> wait_event(caf::scoped_actor& self, lease_watch_event::kind k,
+                                            caf::timespan within) {
+  auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto left = std::chrono::duration_cast<caf::timespan>(deadline - std::chrono::steady_clock::now());
+    auto ev = next_event(self, left);
+    if (ev && ev->what == k)
+      return ev;
+  }
+  return std::nullopt;
 }
 
 /// Runs `cmd` (etcdctl) and returns its exit status.
@@ -223,7 +251,27 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     with.password = "pw";
     etcd_client authed(with);
     auto created = authed.create_lease(record("auth", "A"));
-    CHECK_MESSAGE(created.ok(), created.error.describe());
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    {   // the watch authenticates too
+      caf::actor_system_config cfg;
+      caf::actor_system sys{cfg};
+      auto t = spawn_etcd_transport(sys, with);
+      caf::scoped_actor self{sys};
+      lease_watch_request req;
+      req.lease = {"ns1", "auth"};
+      req.resource_version = created.value->resource_version;
+      req.idle_timeout = 2s;
+      req.subscriber = caf::actor{self.ptr()};
+      self->send(t, watch_lease_atom::value, req);
+      auto up = next_event(self, 5s);
+      REQUIRE(up);
+      CHECK_MESSAGE(up->what == lease_watch_event::kind::up, up->reason);
+      auto release = *created.value;
+      release.spec.holder_identity.clear();
+      REQUIRE(authed.update_lease(release).ok());
+      CHECK(wait_event(self, lease_watch_event::kind::deleted, 3s));
+      self->send_exit(t, caf::exit_reason::user_shutdown);
+    }
     etcd_client anonymous(config({etcd.endpoint()}));
     auto denied = anonymous.get_lease({"ns1", "auth"});
     CHECK_MESSAGE(denied.kind() == error_kind::invalid, denied.error.describe());
@@ -234,4 +282,73 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     CHECK(!r.ok());
     CHECK(r.error.path == "/v3/auth/authenticate");
   }
+}
+
+TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, a paused member goes down and up") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_client a(config({etcd.endpoint()}));
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto t = spawn_etcd_transport(sys, config({etcd.endpoint()}));
+  caf::scoped_actor self{sys};
+  lease_watch_request req;
+  req.lease = {"ns1", "watched"};
+  req.idle_timeout = 1s;
+  req.subscriber = caf::actor{self.ptr()};
+  self->send(t, watch_lease_atom::value, req);
+  using kind = lease_watch_event::kind;
+  // No key yet: nothing to report but that the stream is open.
+  auto first = next_event(self, 5s);
+  REQUIRE(first);
+  CHECK(first->what == kind::up);
+
+  auto created = a.create_lease(record("watched", "A"));
+  REQUIRE_MESSAGE(created.ok(), created.error.describe());
+  auto put = wait_event(self, kind::record, 3s);
+  REQUIRE(put);
+  CHECK(put->record->spec.holder_identity == "A");
+  CHECK(put->record->spec.lease_transitions == created.value->spec.lease_transitions);
+  CHECK(put->record->resource_version == created.value->resource_version);
+
+  // A release revokes the etcd lease: its key is deleted, and the watch says
+  // so at once (a follower on etcd acquires only an absent key).
+  auto release = *created.value;
+  release.spec.holder_identity.clear();
+  auto released_at = std::chrono::steady_clock::now();
+  REQUIRE(a.update_lease(release).ok());
+  auto gone = wait_event(self, kind::deleted, 3s);
+  CHECK(gone);
+  MESSAGE("release to deleted event: "
+          << std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - released_at).count()
+          << " ms");
+
+  // The TTL runs out: etcd deletes the key, the watch tells.
+  REQUIRE(a.create_lease(record("watched", "B", 1)).ok());
+  CHECK(wait_event(self, kind::record, 3s));
+  CHECK(wait_event(self, kind::deleted, 6s));
+
+  // A quiet stream reads the key again and watches on without going down; a
+  // member that stops answering goes down: the read or the reopen times
+  // out. It comes back up when the member does.
+  REQUIRE(etcd.has_pid());
+  auto quiet = next_event(self, 2500ms);
+  CHECK_MESSAGE(!quiet, "an idle stream reported " << (quiet ? quiet->reason : ""));
+  etcd.pause();
+  auto down = wait_event(self, kind::down, 8s);
+  etcd.resume();
+  REQUIRE(down);
+  // The quiet stream's re-read (POST /v3/kv/range) or the reopened stream
+  // (POST /v3/watch) timed out, naming the request and the member.
+  CHECK_MESSAGE(down->reason.find("watch POST /v3/") == 0, down->reason);
+  CHECK_MESSAGE(down->reason.find(etcd.endpoint()) != std::string::npos, down->reason);
+  CHECK(wait_event(self, kind::up, 10s));
+
+  // Still watching after the pause: a new record arrives.
+  REQUIRE(a.create_lease(record("watched", "C")).ok());
+  auto again = wait_event(self, kind::record, 5s);
+  REQUIRE(again);
+  CHECK(again->record->spec.holder_identity == "C");
+  self->send_exit(t, caf::exit_reason::user_shutdown);
 }
