@@ -1,16 +1,15 @@
 #include "transport/kube_client.hpp"
 
-#include "transport/kube_config.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
-#include <unistd.h>
-
 #include <httplib.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
+
+#include "transport/http_errors.hpp"
+#include "transport/kube_config.hpp"
+#include "transport/server_url.hpp"
+#include "transport/tls_files.hpp"
 
 #ifndef LEASEHOLD_VERSION
 #define LEASEHOLD_VERSION "dev"
@@ -25,225 +24,6 @@ using steady = std::chrono::steady_clock;
 
 constexpr const char* lease_group_prefix = "/apis/coordination.k8s.io/v1/namespaces/";
 
-bool is_success(int status) { return status >= 200 && status < 300; }
-
-/// scheme://host[:port][/prefix] of connection_config::server.
-struct endpoint {
-  bool tls = false;
-  std::string host;
-  int port = 0;
-  std::string prefix; // path prefix of the server URL, without trailing '/'
-};
-
-std::optional<endpoint> parse_server_url(const std::string& url, std::string& err) {
-  endpoint ep;
-  std::string rest;
-  if (url.rfind("https://", 0) == 0) {
-    ep.tls = true;
-    rest = url.substr(8);
-  } else if (url.rfind("http://", 0) == 0) {
-    rest = url.substr(7);
-  } else {
-    err = "server \"" + url + "\": expected http:// or https:// URL";
-    return std::nullopt;
-  }
-  auto slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  if (authority.find('@') != std::string::npos) {   // the URL itself is not echoed: a password
-    err = "server URL: user information (\"user:password@\") is not supported; put credentials "
-          "in a kubeconfig";
-    return std::nullopt;
-  }
-  if (slash != std::string::npos) {
-    ep.prefix = rest.substr(slash);
-    while (!ep.prefix.empty() && ep.prefix.back() == '/')
-      ep.prefix.pop_back();
-  }
-  std::string port_text;
-  if (!authority.empty() && authority.front() == '[') { // [ipv6]:port
-    auto close = authority.find(']');
-    if (close == std::string::npos) {
-      err = "server \"" + url + "\": unterminated IPv6 address";
-      return std::nullopt;
-    }
-    ep.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size()) {
-      if (authority[close + 1] != ':') {
-        err = "server \"" + url + "\": invalid authority";
-        return std::nullopt;
-      }
-      port_text = authority.substr(close + 2);
-    }
-  } else {
-    auto colon = authority.rfind(':');
-    ep.host = authority.substr(0, colon);
-    if (colon != std::string::npos)
-      port_text = authority.substr(colon + 1);
-  }
-  if (ep.host.empty()) {
-    err = "server \"" + url + "\": missing host";
-    return std::nullopt;
-  }
-  ep.port = ep.tls ? 443 : 80;
-  if (!port_text.empty()) {
-    bool digits = port_text.size() <= 5 &&
-                  std::all_of(port_text.begin(), port_text.end(),
-                              [](char c) { return c >= '0' && c <= '9'; });
-    int port = digits ? std::atoi(port_text.c_str()) : 0;
-    if (port < 1 || port > 65535) {
-      err = "server \"" + url + "\": invalid port \"" + port_text + "\"";
-      return std::nullopt;
-    }
-    ep.port = port;
-  }
-  return ep;
-}
-
-} // namespace
-
-std::string server_url_error(const std::string& url) {
-  std::string err;
-  parse_server_url(url, err);
-  return err;
-}
-
-namespace {
-
-/// A file private to this process (mode 0600), removed on destruction.
-class private_temp_file {
-public:
-  private_temp_file() = default;
-  private_temp_file(const private_temp_file&) = delete;
-  private_temp_file& operator=(const private_temp_file&) = delete;
-  ~private_temp_file() {
-    if (!path_.empty())
-      ::unlink(path_.c_str());
-  }
-
-  bool write(const std::string& content) {
-    const char* dir = std::getenv("TMPDIR");
-    std::string templ = std::string(dir && *dir ? dir : "/tmp") + "/leasehold-ca-XXXXXX";
-    int fd = ::mkstemp(templ.data()); // mode 0600
-    if (fd < 0)
-      return false;
-    path_ = templ;
-    size_t done = 0;
-    while (done < content.size()) {
-      auto n = ::write(fd, content.data() + done, content.size() - done);
-      if (n <= 0)
-        break;
-      done += static_cast<size_t>(n);
-    }
-    ::close(fd);
-    return done == content.size();
-  }
-
-  const std::string& path() const { return path_; }
-
-private:
-  std::string path_;
-};
-
-struct x509_deleter {
-  void operator()(X509* p) const { X509_free(p); }
-};
-struct pkey_deleter {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct bio_deleter {
-  void operator()(BIO* p) const { BIO_free(p); }
-};
-using bio_ptr = std::unique_ptr<BIO, bio_deleter>;
-
-bio_ptr pem_bio(const std::string& pem) {
-  return bio_ptr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-}
-
-/// PEM text from `data`, else the contents of `file`; empty when neither is set.
-std::optional<std::string> pem_from(const std::string& data, const std::string& file,
-                                    const char* what, std::string& err) {
-  if (!data.empty() || file.empty())
-    return data;
-  auto text = read_text_file(file);
-  if (!text)
-    err = std::string(what) + " " + file + ": unreadable";
-  return text;
-}
-
-int parse_retry_after(const std::string& header) {
-  auto text = trim_whitespace(header);
-  if (text.empty() || text.size() > 9 ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return 0; // absent, or an HTTP-date (not used by the API server)
-  return std::atoi(text.c_str());
-}
-
-/// Short reason for a non-Status error body (e.g. from a proxy).
-std::string body_excerpt(int status, const std::string& body) {
-  auto text = trim_whitespace(body.substr(0, body.find('\n')));
-  if (text.empty())
-    return "HTTP " + std::to_string(status);
-  constexpr size_t max_len = 200;
-  return text.size() > max_len ? text.substr(0, max_len) + "..." : text;
-}
-
-/// An api_error for a request that got no complete response.
-api_error transport_error(const std::string& verb, const std::string& path, httplib::Error e,
-                          bool got_headers, milliseconds elapsed,
-                          const connection_config& cfg) {
-  api_error err;
-  err.verb = verb;
-  err.path = path;
-  // httplib reports a read or handshake timeout with the same code as a
-  // closed connection; the time spent tells them apart.
-  auto waited = [&](milliseconds limit) { return elapsed * 10 >= limit * 9; };
-  auto detail = " (" + httplib::to_string(e) + ")";
-  switch (e) {
-    case httplib::Error::Connection:
-      err.kind = error_kind::connection_refused;
-      err.reason = "cannot connect" + detail;
-      break;
-    case httplib::Error::ConnectionTimeout:
-      err.kind = error_kind::timeout;
-      err.reason = "connect timed out after " + std::to_string(cfg.connect_timeout.count()) +
-                   "ms" + detail;
-      break;
-    case httplib::Error::Read:
-      if (waited(cfg.read_timeout)) {
-        err.kind = error_kind::timeout;
-        err.reason = "no response within " + std::to_string(cfg.read_timeout.count()) + "ms" +
-                     detail;
-      } else if (got_headers) {
-        err.kind = error_kind::malformed_body;
-        err.reason = "body: truncated (connection closed before the end)" + detail;
-      } else {
-        err.kind = error_kind::connection_refused;
-        err.reason = "connection closed before a response" + detail;
-      }
-      break;
-    case httplib::Error::Write:
-      err.kind = waited(cfg.write_timeout) ? error_kind::timeout : error_kind::connection_refused;
-      err.reason = "cannot send request" + detail;
-      break;
-    case httplib::Error::SSLConnection:
-      err.kind = waited(cfg.connect_timeout) ? error_kind::timeout : error_kind::tls_error;
-      err.reason = "TLS handshake failed" + detail;
-      break;
-    case httplib::Error::SSLServerVerification:
-      err.kind = error_kind::tls_error;
-      err.reason = "server certificate not trusted" + detail;
-      break;
-    case httplib::Error::SSLLoadingCerts:
-      err.kind = error_kind::tls_error;
-      err.reason = "cannot load CA certificates" + detail;
-      break;
-    default:
-      err.kind = error_kind::other;
-      err.reason = "request failed" + detail;
-      break;
-  }
-  return err;
-}
 
 template <class T, class F>
 api_result<T> never_throw(const std::string& verb, const std::string& path, F&& f) {
@@ -273,47 +53,6 @@ std::string events_path(const std::string& ns) {
 
 std::chrono::milliseconds max_request_time(const connection_config& cfg) {
   return cfg.connect_timeout + cfg.write_timeout + cfg.read_timeout;
-}
-
-api_error classify_response(const std::string& verb, const std::string& path, int status,
-                            const std::string& body, const std::string& retry_after_header) {
-  api_error e;
-  e.verb = verb;
-  e.path = path;
-  e.http_status = status;
-  if (is_success(status))
-    return e;
-  auto st = parse_status(body);
-  e.reason = st.ok() && !st.value->message.empty() ? st.value->message
-                                                    : body_excerpt(status, body);
-  e.retry_after_seconds = parse_retry_after(retry_after_header);
-  switch (status) {
-    case 404: e.kind = error_kind::not_found; break;
-    case 409:
-      e.kind = st.ok() && st.value->reason == "AlreadyExists" ? error_kind::already_exists
-                                                               : error_kind::conflict;
-      break;
-    case 400:
-    case 422: e.kind = error_kind::invalid; break;
-    case 401: e.kind = error_kind::unauthorized; break;
-    case 403: e.kind = error_kind::forbidden; break;
-    case 429: e.kind = error_kind::throttled; break;
-    default: e.kind = status >= 500 && status < 600 ? error_kind::server_error : error_kind::other;
-  }
-  return e;
-}
-
-api_result<lease> lease_from_response(const std::string& verb, const std::string& path,
-                                      int status, const std::string& body,
-                                      const std::string& retry_after_header) {
-  if (!is_success(status))
-    return api_result<lease>::failure(
-      classify_response(verb, path, status, body, retry_after_header));
-  auto parsed = parse_lease(body);
-  if (parsed.ok())
-    return api_result<lease>::success(std::move(*parsed.value));
-  return api_result<lease>::failure(
-    {error_kind::malformed_body, status, verb, path, parsed.error, 0});
 }
 
 struct kube_client::impl {

@@ -14,6 +14,7 @@
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/transports.hpp"
+#include "transport/server_url.hpp"
 
 namespace leasehold {
 
@@ -21,12 +22,6 @@ namespace leasehold {
 /// never answers (connect + write + read timeouts): pick actor request
 /// timeouts above it so the transport's `timeout` reply arrives first.
 std::chrono::milliseconds max_request_time(const connection_config& cfg);
-
-/// Why `url` cannot be connection_config::server ("" when it can), the
-/// client's own check: not http(s)://, no host, user information
-/// ("user:pw@"), or a port that is not a number in 1-65535 ("18o8o"). No
-/// retry fixes any of these: the agent reports them at start-up.
-std::string server_url_error(const std::string& url);
 
 std::string lease_path(const lease_key& k);             // .../namespaces/{ns}/leases/{name}
 std::string leases_path(const std::string& ns);         // .../namespaces/{ns}/leases
@@ -79,18 +74,5 @@ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-/// Maps an HTTP status and body to an api_error (used by the client and tests).
-/// A 2xx status gives kind `none` (the body is checked by the caller, see
-/// lease_from_response); other statuses take their reason from the Status body.
-api_error classify_response(const std::string& verb, const std::string& path,
-                            int status, const std::string& body,
-                            const std::string& retry_after_header);
-
-/// A Lease response: classify_response for non-2xx, else the parsed Lease or
-/// malformed_body naming the field ("spec.leaseTransitions: expected integer").
-api_result<lease> lease_from_response(const std::string& verb, const std::string& path,
-                                      int status, const std::string& body,
-                                      const std::string& retry_after_header);
 
 } // namespace leasehold

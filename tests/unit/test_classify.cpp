@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/unit/test_support.hpp"
+#include "transport/http_errors.hpp"
 #include "transport/kube_client.hpp"
 
 using namespace leasehold;

@@ -1,0 +1,45 @@
+// What went wrong with an HTTP request, as an api_error: a response's status
+// and Status body (classify_response), a Lease response (lease_from_response),
+// or a request that got no complete response (transport_error).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <httplib.h>
+
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/transports.hpp"
+
+namespace leasehold {
+
+inline bool is_success(int status) { return status >= 200 && status < 300; }
+
+/// Seconds of a Retry-After header; 0 when absent or an HTTP-date.
+int parse_retry_after(const std::string& header);
+
+/// Short reason for a non-Status error body (e.g. from a proxy).
+std::string body_excerpt(int status, const std::string& body);
+
+/// An api_error for a request that got no complete response: httplib's
+/// error, whether headers had arrived, and the time spent (which tells a
+/// timeout from a closed connection, as httplib reports both alike).
+api_error transport_error(const std::string& verb, const std::string& path, httplib::Error e,
+                          bool got_headers, std::chrono::milliseconds elapsed,
+                          const connection_config& cfg);
+
+/// Maps an HTTP status and body to an api_error (used by the client and tests).
+/// A 2xx status gives kind `none` (the body is checked by the caller, see
+/// lease_from_response); other statuses take their reason from the Status body.
+api_error classify_response(const std::string& verb, const std::string& path,
+                            int status, const std::string& body,
+                            const std::string& retry_after_header);
+
+/// A Lease response: classify_response for non-2xx, else the parsed Lease or
+/// malformed_body naming the field ("spec.leaseTransitions: expected integer").
+api_result<lease> lease_from_response(const std::string& verb, const std::string& path,
+                                      int status, const std::string& body,
+                                      const std::string& retry_after_header);
+
+} // namespace leasehold
