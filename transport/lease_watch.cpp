@@ -111,7 +111,19 @@ void lease_watch_loop::halt() {
     stopping_ = true;
   }
   cv_.notify_all();
+  // abort() ends the stream in progress; one the thread opens just after it
+  // (it had not yet seen stopping_) would block until its idle timeout, so
+  // abort again until the thread is done (at most ~5 s of 20 ms rounds).
   abort();
+  {
+    std::unique_lock<std::mutex> g(mx_);
+    for (int i = 0; i < 250 && !finished_; ++i)
+      if (!cv_.wait_for(g, std::chrono::milliseconds(20), [this] { return finished_; })) {
+        g.unlock();
+        abort();
+        g.lock();
+      }
+  }
   if (thread_.joinable())
     thread_.join();
 }
@@ -137,6 +149,13 @@ bool lease_watch_loop::wait(caf::timespan d) {
 }
 
 void lease_watch_loop::run() {
+  run_streams();
+  std::lock_guard<std::mutex> g(mx_);
+  finished_ = true;
+  cv_.notify_all();
+}
+
+void lease_watch_loop::run_streams() {
   name_this_thread("lh.watch");
   using namespace std::chrono_literals;
   backoff retry(100ms, 5s, 0.2);

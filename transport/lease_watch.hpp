@@ -94,7 +94,8 @@ protected:
   const lease_watch_request& watch_request() const { return req_; }
 
 private:
-  void run();
+  void run();           // run_streams(), then finished_
+  void run_streams();   // the reconnect loop
   /// One stream; returns why it ended (kind none: the server ended it cleanly).
   api_error stream_once(bool& delivered);
   void set_up(bool up, const std::string& reason);
@@ -104,6 +105,7 @@ private:
   lease_watch_request req_;
   bool up_ = false;
   std::atomic<bool> stopping_{false};
+  bool finished_ = false;   // under mx_: run() has returned
   std::mutex mx_;
   std::condition_variable cv_;
   std::thread thread_;

@@ -199,3 +199,55 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
   ws.closing = true;
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well under its idle timeout") {
+  // Every stream delivers a bookmark and ends, so the watcher reopens in a
+  // tight loop; streams opened after `stall` is set stay silent. A stop that
+  // lands between two streams (before the thread sees it) would leave the
+  // next, silent stream blocking until its idle timeout (3 s here); halt()
+  // aborts again until the thread is done. (The window is microseconds: this
+  // bounds the stop, it did not catch the race on the code before.)
+  test::loopback_server<> server;
+  std::atomic<bool> stall{false};
+  std::atomic<bool> closing{false};
+  server.http().Get(leases_path(key.ns), [&](const httplib::Request&, httplib::Response& res) {
+    bool quiet = stall.load();
+    res.set_chunked_content_provider("application/json", [&, quiet](std::size_t,
+                                                                    httplib::DataSink& sink) {
+      if (quiet) {
+        for (int i = 0; i < 400 && !closing; ++i)   // at most 4 s
+          std::this_thread::sleep_for(10ms);
+      } else {
+        std::string line = R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}})"
+                           "\n";
+        sink.write(line.data(), line.size());
+      }
+      sink.done();
+      return true;
+    });
+  });
+  server.start();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  connection_config cc;
+  cc.server = server.url();
+  auto slowest = 0ms;
+  for (int i = 0; i < 30; ++i) {
+    stall = false;
+    lease_watch_request req;
+    req.lease = key;
+    req.idle_timeout = 3s;
+    req.subscriber = caf::actor{self.ptr()};
+    auto w = std::make_unique<lease_watcher>(cc, req);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 7));
+    stall = true;
+    auto t0 = std::chrono::steady_clock::now();
+    w.reset();
+    slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - t0));
+  }
+  MESSAGE("slowest stop: " << slowest.count() << " ms");
+  CHECK(slowest < 1000ms);
+  closing = true;
+}
