@@ -111,6 +111,17 @@ caf::timespan liveness_bound(const election_timings& t) {
          + backoff(t.backoff_min, t.backoff_max, t.backoff_jitter).cap() + 3 * poll;
 }
 
+caf::timespan liveness_bound(const election_timings& t, backend_kind backend) {
+  if (backend != backend_kind::etcd)
+    return liveness_bound(t);
+  // etcd's TTL: the lease duration rounded up to whole seconds (at least 1).
+  auto secs = std::chrono::duration<double>(t.lease_duration).count();
+  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
+  auto longer = t;
+  longer.lease_duration = std::max(t.lease_duration, ttl);
+  return liveness_bound(longer);
+}
+
 scenario generate(std::uint64_t seed) {
   draw d{std::mt19937_64{seed * 0x9E3779B97F4A7C15ULL + 1}};
   scenario sc;
