@@ -310,6 +310,7 @@ public:
     r.log = log_;
     r.steps = steps_;
     r.simulated = now_ - start_;
+    r.requests = api_->request_count();
     return r;
   }
 

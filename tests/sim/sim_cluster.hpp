@@ -168,6 +168,7 @@ struct run_result {
   std::vector<std::string> log;       // the step log: operations and leadership events
   std::uint64_t steps = 0;
   caf::timespan simulated{0};
+  std::size_t requests = 0;           // requests the store saw (faulted ones too)
 };
 
 /// Runs a scenario; stops at the first violation.

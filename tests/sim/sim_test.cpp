@@ -143,3 +143,29 @@ TEST_CASE("a killed leader-only module that hangs: no release, no renew, the pro
     return l.find("released the lease") != std::string::npos;
   }));
 }
+
+TEST_CASE("a follower waiting on its watch does not poll a held lease without pause, on either backend") {
+  // On etcd a renew is a keepalive: the record and its version stay as they
+  // were, so a follower that woke whenever the unchanged record was a lease
+  // duration old polled without pause from then on (thousands of reads).
+  using namespace std::chrono_literals;
+  for (auto backend : {backend_kind::kubernetes, backend_kind::etcd}) {
+    std::string name = to_string(backend);
+    CAPTURE(name);
+    scenario sc;
+    sc.seed = 7;
+    sc.replicas = 2;
+    sc.watch = true;
+    sc.base_latency = 10ms;
+    sc.backend = backend;
+    sc.length = 120s;
+    auto r = run(sc);
+    CHECK_MESSAGE(r.ok, r.violation);
+    CHECK(std::any_of(r.log.begin(), r.log.end(), [](const std::string& l) {
+      return l.find("acquired term") != std::string::npos;
+    }));
+    // The leader renews once per retry period; the follower reads far less.
+    auto periods = static_cast<std::size_t>(sc.length / sc.timings.retry_period);
+    CHECK(r.requests <= 2 * periods);
+  }
+}
