@@ -73,6 +73,13 @@ std::size_t draw_replicas(draw& d) {
 
 struct weighted { op_kind kind; int weight; };
 
+// The same list on both backends (a seed draws one scenario for both). On
+// etcd every kind applies as it is (faults hit the store's clients, latency
+// its two legs, the rest the replicas) except two that have no etcd
+// counterpart, mapped in sim_cluster.cpp: `wipe` becomes a raft leader change
+// (every lease gets its full TTL again), and `precreated_lease` (a released
+// record) is no key at all, since a release on etcd revokes the key.
+
 const std::vector<weighted>& chaos_kinds() {
   static const std::vector<weighted> k = {
     {op_kind::api_down, 6},       {op_kind::api_hang, 4},      {op_kind::api_errors, 4},
