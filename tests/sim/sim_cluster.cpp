@@ -866,6 +866,7 @@ private:
       if (now_ < start_ + b)
         return;
       in_quiet_ = true;
+      quiet_requests_ = api_->request_count();
       quiet_leader_at_.reset();
       released_at_.reset();
       lost_in_quiet_.clear();
@@ -901,6 +902,17 @@ private:
         if (st && p.knobs.leader_only_enabled && !st->electing)
           violation(p.identity + " has leader-only modules enabled but no elector and no respawn");
       }
+      // Without faults a replica sends about one request per retry period
+      // (a leader's renew, a polling follower's read; a watching follower
+      // less): twice that, plus room for a handover, bounds a window. More
+      // means something polls without pause.
+      auto sent = api_->request_count() - quiet_requests_;
+      auto periods = static_cast<std::size_t>((e - b) / sc_.timings.retry_period) + 1;
+      auto budget = 2 * procs_.size() * periods + 100;
+      if (sent > budget)
+        violation("the store saw " + std::to_string(sent) + " requests in a quiet window of "
+                  + std::to_string(ms(e - b)) + "ms (at most " + std::to_string(budget)
+                  + "): something polls without pause");
       in_quiet_ = false;
       ++q;
     }
@@ -930,6 +942,7 @@ private:
   std::optional<time_point> quiet_leader_at_;
   std::optional<time_point> released_at_;
   std::string lost_in_quiet_;
+  std::size_t quiet_requests_ = 0;   // the store's request count when the window began
 };
 
 } // namespace
