@@ -161,7 +161,8 @@ private:
     }
   }
 
-  bool should_elect() const { return !shutting_down_ && cfg_.any_leader_only_enabled(); }
+  bool should_elect() const { return !shutting_down() && cfg_.any_leader_only_enabled(); }
+  bool shutting_down() const { return shutdown_ != shutdown_phase::none; }
 
   // -- election ----------------------------------------------------------------
 
@@ -259,7 +260,7 @@ private:
   void stop_electing() {
     ++respawn_seq_;   // cancels a pending respawn
     if (state_ == runner_state::leader) {
-      begin_stepdown(shutting_down_ ? "shutdown" : "no leader-only module enabled");
+      begin_stepdown(shutting_down() ? "shutdown" : "no leader-only module enabled");
     } else if (state_ == runner_state::stepping_down) {
       // The step-down ends in settle(), which no longer elects.
     } else if (elector_) {
@@ -325,7 +326,7 @@ private:
 
   /// Picks the resting state after a step-down, a release or a config change.
   void settle() {
-    if (shutting_down_) {
+    if (shutting_down()) {
       finish_shutdown();
       return;
     }
@@ -341,7 +342,7 @@ private:
 
   void on_module_stopped() {
     check_stepdown_done();
-    if (shutting_down_)
+    if (shutting_down())
       finish_shutdown();
   }
 
@@ -431,19 +432,22 @@ private:
   // -- shutdown ----------------------------------------------------------------
 
   void begin_shutdown() {
-    if (shutting_down_) {
+    if (shutting_down()) {
       finish_shutdown();
       return;
     }
-    shutting_down_ = true;
+    shutdown_ = shutdown_phase::leader_only;
     stop_electing();
   }
 
+  /// Advances the shutdown as far as it can: leader-only modules down and
+  /// the lease released (no elector, no release in flight), then every
+  /// other module down, then stopped.
   void finish_shutdown() {
     if (releases_ > 0 || elector_ || modules_.stopping_leader_only())
       return;
-    if (!stopping_every_replica_) {
-      stopping_every_replica_ = true;
+    if (shutdown_ == shutdown_phase::leader_only) {
+      shutdown_ = shutdown_phase::the_rest;
       modules_.stop_all("shutdown");
     }
     if (modules_.stopping_any())
@@ -457,9 +461,30 @@ private:
 
   // -- reporting ---------------------------------------------------------------
 
+  /// The transitions of the diagram in include/leasehold/runner.hpp.
+  static bool legal(runner_state from, runner_state to) {
+    using st = runner_state;
+    switch (from) {
+      case st::idle: return to == st::follower || to == st::stopped;
+      case st::follower: return to == st::leader || to == st::idle || to == st::stopped;
+      case st::leader: return to == st::stepping_down;
+      case st::stepping_down: return to == st::follower || to == st::idle || to == st::stopped;
+      case st::stopped: return false;
+    }
+    return false;
+  }
+
   void set_state(runner_state s) {
     if (s == state_)
       return;
+    if (!legal(state_, s)) {
+      // A defect in the runner: its safety argument assumes the diagram.
+      auto reason = std::string("runner: illegal state transition ") + to_string(state_) + " -> "
+                    + to_string(s);
+      emit(event_type::fatal, [&](runtime_event& ev) { ev.reason = reason; });
+      opt_.on_fatal(reason);
+      return;
+    }
     state_ = s;
     emit(event_type::state_changed, [&](runtime_event& ev) { ev.detail = to_string(s); });
   }
@@ -521,11 +546,12 @@ private:
   std::int64_t terms_won_ = 0;
   std::int64_t terms_lost_ = 0;
   std::vector<caf::actor> subscribers_;
-  bool shutting_down_ = false;
+  /// Shutdown runs in two phases: leader-only modules down and the lease
+  /// released, then the other modules down.
+  enum class shutdown_phase { none, leader_only, the_rest } shutdown_ = shutdown_phase::none;
   int releases_ = 0;                        // release requests to old electors in flight
   lease_memory memory_;                     // what electors saw, for the next one
   std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
-  bool stopping_every_replica_ = false;
   std::vector<caf::response_promise> shutdown_rps_;
 };
 

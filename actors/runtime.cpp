@@ -1,6 +1,8 @@
 // Blocking helpers of the embedding API (include/leasehold/runtime.hpp).
 #include "leasehold/runtime.hpp"
 
+#include <algorithm>
+
 namespace leasehold {
 
 connection_config bounded_by(connection_config c, const election_timings& t) {
@@ -21,11 +23,9 @@ void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg) {
   o.backend.server_expiry = true;
 }
 
-void tune_for_idle(caf::actor_system_config& cfg) {
-  cfg.set("work-stealing.aggressive-poll-attempts", size_t{1});
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{2});
-  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
-  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(10)});
+void tune_for_idle(caf::actor_system_config& cfg, size_t threads) {
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", std::max(threads, size_t{1}));
 }
 
 std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& runner,

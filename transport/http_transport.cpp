@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "transport/lease_watch.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold {
 
@@ -12,6 +13,7 @@ namespace {
 
 lease_transport_actor::behavior_type http_transport(lease_transport_actor::pointer self,
                                                     std::shared_ptr<kube_client> client) {
+  name_this_thread("lh.http");   // detached: this runs on the actor's own thread
   // One watch stream per subscriber, each on its own thread and connection;
   // it ends (and its thread is joined) when the subscriber terminates.
   using watchers = std::map<caf::actor_addr, std::unique_ptr<lease_watcher>>;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "transport/backoff.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold {
 
@@ -121,6 +122,7 @@ bool lease_watcher::wait(caf::timespan d) {
 }
 
 void lease_watcher::run() {
+  name_this_thread("lh.watch");
   using namespace std::chrono_literals;
   backoff retry(100ms, 5s, 0.2);
   std::mt19937_64 rng{std::random_device{}()};

@@ -129,7 +129,10 @@ private:
   mutable std::condition_variable changed_;
   std::map<key, stored> objects_;
   std::map<std::string, std::map<std::uint64_t, key>> creation_order_;  // per plural
-  std::uint64_t resource_version_ = 0;
+  // Starts at 1, as etcd's revision does: an empty list's resourceVersion is
+  // never "0", which a watch reads as "any state" (the current objects as
+  // ADDED) instead of "the changes after this version".
+  std::uint64_t resource_version_ = 1;
   std::uint64_t mutations_ = 0;
   std::uint64_t wakes_ = 0;
   std::size_t history_limit_;

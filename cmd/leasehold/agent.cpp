@@ -20,7 +20,8 @@
 #include "cmd/leasehold/metrics.hpp"
 #include "cmd/leasehold/probes.hpp"
 #include "cmd/leasehold/signals.hpp"
-#include "include/leasehold/runtime.hpp"
+#include "leasehold/runtime.hpp"
+#include "transport/thread_name.hpp"
 #include "transport/kube_config.hpp"
 
 namespace leasehold::agent {
@@ -109,6 +110,7 @@ private:
 /// (a transport blocked in a request must not hold the exit).
 void exit_by(std::chrono::steady_clock::time_point deadline, json_logger& log) {
   std::thread([deadline, &log] {
+    name_this_thread("lh.exit-by");
     std::this_thread::sleep_until(deadline);
     log.log(log_level::warn, "shutdown took too long, exiting now");
     _exit(0);
@@ -192,137 +194,207 @@ int validate_file(const run_options& opts, std::ostream& out, std::ostream& err)
   return 0;
 }
 
+namespace {
+
+/// Shutdown margins. After SIGTERM the runner stops the leader-only modules
+/// (module_stop_timeout), releases the lease (release_timeout), then stops
+/// the rest; its confirmation takes a few more actor messages:
+constexpr std::chrono::milliseconds confirm_margin{200};
+/// Then queued Kubernetes Events get event_flush_bound, and the actor system
+/// ends (joining the detached transports). Should anything block past all
+/// of that (a transport stuck in a request), the process exits anyway:
+constexpr std::chrono::milliseconds exit_margin{400};
+
+caf::timespan shutdown_bound(const election_timings& t) {
+  return t.module_stop_timeout + t.release_timeout + confirm_margin;
+}
+
+/// `leasehold run` from a resolved config to its exit code, one method per
+/// phase. Members are declared in the order they are built and destroyed in
+/// reverse: the sinks' targets (metrics, API health, journal) outlive the
+/// actor system, and every actor handle is declared after it (a handle kept
+/// past the system would keep a detached transport alive and block the
+/// system's destructor).
+class agent_process {
+public:
+  agent_process(const run_options& opts, config_environment env, builtin_modules modules,
+                resolved_run resolved)
+    : opts_(opts), env_(std::move(env)), modules_(std::move(modules)),
+      cfg_(std::move(resolved.cfg)), conn_(std::move(resolved.conn)),
+      lease_{cfg_.ns, cfg_.lease_name},
+      log_(*parse_log_level(cfg_.log_level), cfg_.identity, lease_.to_string()),
+      sys_(tuned(sys_cfg_)) {}
+
+  /// Each start phase logs why it cannot go on and returns false.
+  bool open_journal() {
+    if (cfg_.journal.empty())
+      return true;
+    journal_ = std::make_unique<journal>(cfg_.journal, cfg_.identity);
+    if (journal_->ok())
+      return true;
+    log_.log(log_level::error, "cannot open the journal", {{"path", cfg_.journal}});
+    return false;
+  }
+
+  bool bind_health() {
+    health_sources sources;
+    sources.timings = cfg_.timings;
+    sources.counters = &counters_;
+    sources.api = &api_;
+    sources.leader = [view = modules_.leader](const std::string& path) {
+      return view->respond(path);
+    };
+    sources.status = [this]() { return status(sys_, runner_, status_timeout); };
+    health_ = std::make_unique<health_server>(sources);
+    health_port_ = health_->bind(cfg_.health_addr);
+    if (health_port_ >= 0)
+      return true;
+    log_.log(log_level::error, "cannot start the health server", {{"error", health_->error()}});
+    return false;
+  }
+
+  /// The transports, the Kubernetes Event poster and the runner.
+  bool spawn_runtime() {
+    bool on_etcd = cfg_.backend == "etcd";
+    auto event_conn = conn_;
+    event_conn.user_agent = "leasehold-events/" LEASEHOLD_VERSION;
+    event_poster_options poster_opts;
+    poster_opts.request_timeout
+      = std::chrono::duration_cast<caf::timespan>(max_request_time(event_conn))
+        + std::chrono::milliseconds(500);
+    // etcd keeps no Events: the poster then talks to an etcd transport, whose
+    // post_event is a no-op.
+    poster_ = spawn_event_poster(sys_, on_etcd ? spawn_etcd_transport(sys_, cfg_.etcd)
+                                               : spawn_http_transport(sys_, event_conn),
+                                 poster_opts);
+    std::vector<event_sink> sinks{log_.sink(), counters_.sink(), api_.sink(),
+                                  event_poster_sink(poster_, lease_), fatal_on_invalid(log_)};
+    if (journal_)
+      sinks.push_back(journal_->sink());
+    runner_options ropts;
+    ropts.identity = cfg_.identity;
+    ropts.lease = lease_;
+    ropts.timings = cfg_.timings;
+    ropts.watch = cfg_.watch;
+    if (on_etcd)
+      use_etcd(sys_, ropts, cfg_.etcd);
+    else
+      ropts.transport = spawn_http_transport(sys_, bounded_by(conn_, cfg_.timings));
+    transport_ = ropts.transport;
+    ropts.registry = modules_.registry;
+    ropts.modules = cfg_.modules;
+    ropts.events = fan_out(std::move(sinks));
+    auto spawned = spawn_runner(sys_, ropts);
+    if (!spawned.errors.empty()) {
+      for (auto& e : spawned.errors)
+        log_.log(log_level::error, "invalid config", {{"path", opts_.config_path}, {"error", e}});
+      return false;
+    }
+    runner_ = spawned.runner;
+    return true;
+  }
+
+  /// Serves probes, says "agent started", follows the config file.
+  void serve() {
+    health_->serve();
+    bool on_etcd = cfg_.backend == "etcd";
+    log_.log(log_level::info, "agent started",
+             {{"version", LEASEHOLD_VERSION},
+              {"backend", cfg_.backend},
+              {"server", on_etcd ? cfg_.etcd.endpoints.front() : conn_.server},
+              {"health_addr", cfg_.health_addr.substr(0, cfg_.health_addr.rfind(':') + 1)
+                                + std::to_string(health_port_)},
+              {"modules", cfg_.modules.modules.size()},
+              {"lease_duration_ms", to_ms(cfg_.timings.lease_duration)},
+              {"renew_deadline_ms", to_ms(cfg_.timings.renew_deadline)},
+              {"retry_period_ms", to_ms(cfg_.timings.retry_period)},
+              {"module_stop_timeout_ms", to_ms(cfg_.timings.module_stop_timeout)}});
+    reloader_ = std::make_unique<config_reloader>(sys_, runner_, *modules_.registry, opts_, env_,
+                                                  cfg_, log_);
+    if (auto text = read_text_file(opts_.config_path))
+      watcher_ = std::make_unique<config_watcher>(
+        opts_.config_path, *text, config_poll_interval,
+        [this](const std::string& content) { reloader_->on_change(content); });
+  }
+
+  /// After SIGTERM/SIGINT: the runner's graceful stop, the Events flushed,
+  /// everything ended; the process exits by the bounds above regardless.
+  int shut_down(int sig) {
+    auto bound = shutdown_bound(cfg_.timings);
+    auto deadline = bound + event_flush_bound + exit_margin;
+    exit_by(std::chrono::steady_clock::now()
+              + std::chrono::duration_cast<std::chrono::steady_clock::duration>(deadline),
+            log_);
+    log_.log(log_level::info, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    if (watcher_)
+      watcher_->stop();
+    if (!shutdown(sys_, runner_, bound))
+      log_.log(log_level::warn, "the runner did not confirm the shutdown in time",
+               {{"bound_ms", to_ms(bound)}});
+    if (!flush_events(sys_, poster_, event_flush_bound))
+      log_.log(log_level::warn, "dropping Kubernetes Events that could not be posted in time");
+    log_.log(log_level::info, "stopped");
+    return rejected_by_api ? 1 : 0;
+  }
+
+  ~agent_process() {
+    if (health_)
+      health_->stop();
+    if (poster_)
+      caf::anon_send_exit(poster_, caf::exit_reason::user_shutdown);
+    if (transport_)
+      caf::anon_send_exit(transport_, caf::exit_reason::user_shutdown);
+    if (runner_)
+      caf::anon_send_exit(runner_, caf::exit_reason::user_shutdown);
+  }
+
+private:
+  static caf::actor_system_config& tuned(caf::actor_system_config& cfg) {
+    tune_for_idle(cfg);
+    return cfg;
+  }
+
+  const run_options& opts_;
+  config_environment env_;
+  builtin_modules modules_;
+  agent_config cfg_;
+  connection_config conn_;
+  lease_key lease_;
+  json_logger log_;
+  std::unique_ptr<journal> journal_;
+  metrics counters_;
+  api_health api_;
+  caf::actor_system_config sys_cfg_;
+  caf::actor_system sys_;
+  std::unique_ptr<health_server> health_;
+  int health_port_ = -1;
+  runner_actor runner_;
+  caf::actor poster_;
+  lease_transport_actor transport_;
+  std::unique_ptr<config_reloader> reloader_;
+  std::unique_ptr<config_watcher> watcher_;
+};
+
+} // namespace
+
 int run(const run_options& opts) {
   auto env = config_environment::from_process();
   auto modules = make_builtin_modules();
   auto resolved = resolve_run(opts, env, *modules.registry);
-  auto& cfg = resolved.cfg;
   if (!resolved.errors.empty()) {
+    auto& cfg = resolved.cfg;
     json_logger boot(log_level::info, cfg.identity.empty() ? default_identity(env) : cfg.identity,
                      "");
     for (auto& e : resolved.errors)
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;
   }
-  bool on_etcd = cfg.backend == "etcd";
-  lease_key lease{cfg.ns, cfg.lease_name};
-  json_logger log(*parse_log_level(cfg.log_level), cfg.identity, lease.to_string());
-  auto& conn = resolved.conn;
-
-  std::unique_ptr<journal> jrn;
-  if (!cfg.journal.empty()) {
-    jrn = std::make_unique<journal>(cfg.journal, cfg.identity);
-    if (!jrn->ok()) {
-      log.log(log_level::error, "cannot open the journal", {{"path", cfg.journal}});
-      return 1;
-    }
-  }
-
-  // The sinks' targets outlive the actor system; every actor handle is
-  // declared after it (a handle kept past the system would keep a detached
-  // transport alive and block the system's destructor).
-  metrics counters;
-  api_health api;
-  caf::actor_system_config sys_cfg;
-  tune_for_idle(sys_cfg);
-  caf::actor_system sys{sys_cfg};
-  runner_actor runner;
-  health_sources sources;
-  sources.timings = cfg.timings;
-  sources.counters = &counters;
-  sources.api = &api;
-  sources.leader = [view = modules.leader](const std::string& path) {
-    return view->respond(path);
-  };
-  sources.status = [&sys, &runner]() { return status(sys, runner, status_timeout); };
-  health_server health(sources);
-  int health_port = health.bind(cfg.health_addr);
-  if (health_port < 0) {
-    log.log(log_level::error, "cannot start the health server", {{"error", health.error()}});
+  agent_process agent(opts, env, std::move(modules), std::move(resolved));
+  if (!agent.open_journal() || !agent.bind_health() || !agent.spawn_runtime())
     return 1;
-  }
-
-  auto event_conn = conn;
-  event_conn.user_agent = "leasehold-events/" LEASEHOLD_VERSION;
-  event_poster_options poster_opts;
-  poster_opts.request_timeout
-    = std::chrono::duration_cast<caf::timespan>(max_request_time(event_conn))
-      + std::chrono::milliseconds(500);
-  // etcd keeps no Events: the poster then talks to an etcd transport, whose
-  // post_event is a no-op.
-  auto poster = spawn_event_poster(sys, on_etcd ? spawn_etcd_transport(sys, cfg.etcd)
-                                                 : spawn_http_transport(sys, event_conn),
-                                   poster_opts);
-
-  std::vector<event_sink> sinks{log.sink(), counters.sink(), api.sink(),
-                                event_poster_sink(poster, lease), fatal_on_invalid(log)};
-  if (jrn)
-    sinks.push_back(jrn->sink());
-  runner_options ropts;
-  ropts.identity = cfg.identity;
-  ropts.lease = lease;
-  ropts.timings = cfg.timings;
-  ropts.watch = cfg.watch;
-  if (on_etcd)
-    use_etcd(sys, ropts, cfg.etcd);
-  else
-    ropts.transport = spawn_http_transport(sys, bounded_by(conn, cfg.timings));
-  ropts.registry = modules.registry;
-  ropts.modules = cfg.modules;
-  ropts.events = fan_out(std::move(sinks));
-  auto spawned = spawn_runner(sys, ropts);
-  if (!spawned.errors.empty()) {
-    for (auto& e : spawned.errors)
-      log.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
-    caf::anon_send_exit(poster, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(ropts.transport, caf::exit_reason::user_shutdown);
-    return 1;
-  }
-  runner = spawned.runner;
-  health.serve();
-  log.log(log_level::info, "agent started",
-          {{"version", LEASEHOLD_VERSION},
-           {"backend", cfg.backend},
-           {"server", on_etcd ? cfg.etcd.endpoints.front() : conn.server},
-           {"health_addr", cfg.health_addr.substr(0, cfg.health_addr.rfind(':') + 1)
-                             + std::to_string(health_port)},
-           {"modules", cfg.modules.modules.size()},
-           {"lease_duration_ms", to_ms(cfg.timings.lease_duration)},
-           {"renew_deadline_ms", to_ms(cfg.timings.renew_deadline)},
-           {"retry_period_ms", to_ms(cfg.timings.retry_period)},
-           {"module_stop_timeout_ms", to_ms(cfg.timings.module_stop_timeout)}});
-
-  config_reloader reloader(sys, runner, *modules.registry, opts, env, cfg, log);
-  std::unique_ptr<config_watcher> watcher;
-  if (auto text = read_text_file(opts.config_path))
-    watcher = std::make_unique<config_watcher>(
-      opts.config_path, *text, config_poll_interval,
-      [&reloader](const std::string& content) { reloader.on_change(content); });
-
+  agent.serve();
   start_signal_thread();
-  int sig = wait_for_shutdown_signal();
-  auto budget = cfg.timings.module_stop_timeout + std::chrono::seconds(2);
-  exit_by(std::chrono::steady_clock::now()
-            + std::chrono::duration_cast<std::chrono::steady_clock::duration>(budget)
-            - std::chrono::milliseconds(100),
-          log);
-  log.log(log_level::info, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  if (watcher)
-    watcher->stop();
-  auto bound = cfg.timings.module_stop_timeout + cfg.timings.release_timeout
-               + std::chrono::milliseconds(200);
-  bool released = shutdown(sys, runner, bound);
-  if (!released)
-    log.log(log_level::warn, "the runner did not confirm the shutdown in time",
-            {{"bound_ms", to_ms(bound)}});
-  if (!flush_events(sys, poster, event_flush_bound))
-    log.log(log_level::warn, "dropping Kubernetes Events that could not be posted in time");
-  health.stop();
-  caf::anon_send_exit(poster, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(ropts.transport, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(runner, caf::exit_reason::user_shutdown);
-  log.log(log_level::info, "stopped");
-  return rejected_by_api ? 1 : 0;
+  return agent.shut_down(wait_for_shutdown_signal());
 }
 
 } // namespace leasehold::agent

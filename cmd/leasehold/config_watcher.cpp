@@ -1,6 +1,7 @@
 #include "cmd/leasehold/config_watcher.hpp"
 
 #include "transport/kube_config.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold::agent {
 
@@ -26,6 +27,7 @@ void config_watcher::stop() {
 }
 
 void config_watcher::run() {
+  name_this_thread("lh.config");
   std::unique_lock<std::mutex> lock(mtx_);
   while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
     lock.unlock();

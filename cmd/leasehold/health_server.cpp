@@ -5,12 +5,21 @@
 #include "cmd/leasehold/clock.hpp"
 #include "leasehold/lease.hpp"
 #include "transport/listen.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold::agent {
 
 namespace {
 
 constexpr const char* json_type = "application/json";
+
+// Threads serving requests. httplib's default is one per hardware thread,
+// at least 8, all started up front; the endpoints serve a few probes and a
+// scrape. A keep-alive connection holds its thread while it lasts (up to
+// httplib's 5 s idle keep-alive timeout), so a client that keeps one open
+// still leaves the others to the probes; a request beyond these waits in
+// httplib's queue.
+constexpr size_t health_threads = 4;
 
 void reply_json(httplib::Response& res, int code, const nlohmann::json& body) {
   res.status = code;
@@ -96,6 +105,7 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
 health_server::health_server(health_sources src)
   : src_(std::move(src)), server_(std::make_unique<httplib::Server>()) {
   auto& s = *server_;
+  s.new_task_queue = [] { return new httplib::ThreadPool(health_threads); };
   s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
     reply_probe(res, liveness(src_.status(), src_.timings));
   });
@@ -155,7 +165,10 @@ int health_server::bind(const std::string& addr) {
 }
 
 void health_server::serve() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    name_this_thread("lh.health");   // its request threads inherit the name
+    server_->listen_after_bind();
+  });
 }
 
 void health_server::stop() {

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include "transport/thread_name.hpp"
+
 namespace leasehold::agent {
 
 namespace {
@@ -37,6 +39,7 @@ void start_signal_thread() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::thread([] {
+      name_this_thread("lh.signal");
       auto set = shutdown_set();
       for (;;) {
         int sig = 0;

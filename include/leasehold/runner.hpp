@@ -50,11 +50,22 @@ struct runner_options {
 /// (std::_Exit(70)), as controller-runtime does when it loses leadership.
 void default_fatal_handler(const std::string& reason);
 
-//   idle ──(a leader-only module enabled)──▶ follower ──acquired──▶ leader
-//     ▲                                        ▲                      │ lost / elector ended /
-//     └──(none enabled: release)───────────────┤                      │ module crash loop /
-//                                              └─(respawn, backoff)◀──┴─▶ stepping_down
-//   any ──shutdown──▶ (leader-only modules down, lease released, the rest down) ──▶ stopped
+/// The runner's state, as runner_status reports it. Every transition:
+///
+///            a leader-only module enabled            acquired
+///   idle ────────────────────────────────▶ follower ─────────▶ leader
+///    ▲  ◀── none enabled (lease released) ──┘  ▲ ↺ elector ended:    │ term lost, elector
+///    │                                         │   respawn, backoff  │ ended, module crash
+///    │                                         │                     │ loop, none enabled,
+///    │  none enabled                           │ respawn, backoff    │ shutdown
+///    └─────────────── stepping_down ───────────┘ ◀───────────────────┘
+///              (leader-only modules down, then the lease released)
+///
+///   idle, follower, stepping_down ── shutdown complete ──▶ stopped (final)
+///
+/// A leader never goes anywhere but stepping_down: its leader-only modules
+/// are down before the lease is released or another elector starts. Any
+/// other transition is a defect; the runner treats it as fatal (on_fatal).
 enum class runner_state { idle, follower, leader, stepping_down, stopped };
 const char* to_string(runner_state s);
 

@@ -44,10 +44,18 @@ connection_config bounded_by(connection_config c, const election_timings& t);
 /// judges expiry). Instead of setting o.transport to an HTTP transport.
 void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg);
 
-/// Scheduler settings for a mostly idle agent: CAF 0.17's work-stealing
-/// workers poll hard after each message by default; this trades at most
-/// ~10 ms of wake-up latency (nothing next to lease timings) for idle CPU.
-void tune_for_idle(caf::actor_system_config& cfg);
+/// Scheduler settings for a mostly idle agent (what `leasehold run` uses;
+/// an embedding program calls it only if it wants the same). Sets
+/// `scheduler.policy` to `sharing` and `scheduler.max-threads` to `threads`
+/// (at least 1). CAF 0.17's default, work stealing with max(cores, 4)
+/// workers, keeps every idle worker polling: each wakes up 100 times a
+/// second (`work-stealing.relaxed-sleep-duration`, 10 ms) even with nothing
+/// to do. Work sharing is one queue behind a condition variable: idle
+/// workers sleep until a message comes. It suits a few actors doing little
+/// work each; a program that keeps many actors busy is better off with work
+/// stealing. The leasehold actors never block (HTTP runs in detached
+/// actors, which own their threads), so two workers are plenty.
+void tune_for_idle(caf::actor_system_config& cfg, size_t threads = 2);
 
 /// Blocking helpers for non-actor code (main(), tests). Never call from an
 /// actor's handler.

@@ -924,6 +924,31 @@ TEST_CASE("watch: ADDED, MODIFIED, DELETED in order with their resourceVersions;
   CHECK(s.stats()["total"]["by_verb"]["watch"] == 4);   // 3 streams and the bad resourceVersion
 }
 
+TEST_CASE("watch: from an empty store's list version, a watch that connects late replays every change") {
+  // The list version of a fresh store was "0", which a watch reads as "any
+  // state": a watch that connected after the changes got the current
+  // objects instead of the changes (the selector test below failed under
+  // load that way).
+  fixture_server s;
+  auto c = s.client();
+  std::string from = "&resourceVersion=" + parse(c->Get(leases))["metadata"]["resourceVersion"].get<std::string>();
+  parse(c->Post(leases, lease_body("other").dump(), json_type));
+  auto wanted = parse(c->Post(leases, lease_body("wanted").dump(), json_type));
+  json labelled = wanted;
+  labelled["metadata"]["labels"] = {{"team", "x"}};
+  labelled = parse(c->Put(leases + "/wanted", labelled.dump(), json_type));
+  json unlabelled = labelled;
+  unlabelled["metadata"]["labels"] = {{"team", "y"}};
+  parse(c->Put(leases + "/wanted", unlabelled.dump(), json_type));
+  watch_reader by_name(s.server.port(), leases + "?watch=1&fieldSelector=metadata.name%3Dwanted&timeoutSeconds=5" + from);
+  watch_reader by_label(s.server.port(), "/apis/coordination.k8s.io/v1/leases?watch=1&labelSelector=team%3Dx&timeoutSeconds=5" + from);
+  auto named = by_name.events(3);
+  CHECK(types_of(named) == strings{"ADDED", "MODIFIED", "MODIFIED"});
+  auto labels = by_label.events(2);
+  REQUIRE(types_of(labels) == strings{"ADDED", "DELETED"});
+  CHECK(labels[0]["object"] == labelled);
+}
+
 TEST_CASE("watch: fieldSelector and labelSelector, with selector transitions") {
   fixture_server s;
   auto c = s.client();

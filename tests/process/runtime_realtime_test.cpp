@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <caf/policy/work_sharing.hpp>
+#include <caf/scheduler/coordinator.hpp>
 #include <httplib.h>
 
 #include "cmd/leasehold-apiserver/api_server.hpp"
@@ -158,6 +160,27 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
   CHECK(iv.running() == 0);
   for (auto& tr : transports)
     caf::anon_send_exit(tr, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("tune_for_idle: CAF's work-sharing scheduler with the given number of workers") {
+  using sharing = caf::scheduler::coordinator<caf::policy::work_sharing>;
+  for (auto [asked, workers] : {std::pair<size_t, size_t>{2, 2}, {3, 3}, {0, 1}}) {
+    caf::actor_system_config cfg;
+    if (asked == 2)
+      tune_for_idle(cfg);   // the default: what `leasehold run` uses
+    else
+      tune_for_idle(cfg, asked);
+    caf::actor_system sys{cfg};
+    CHECK(dynamic_cast<sharing*>(&sys.scheduler()) != nullptr);
+    CHECK(sys.scheduler().num_workers() == workers);
+    // Actors run on it: a request and its answer.
+    auto inc = sys.spawn([]() -> caf::behavior { return {[](int x) { return x + 1; }}; });
+    int got = 0;
+    caf::scoped_actor self{sys};
+    self->request(inc, caf::timespan{5s}, 41).receive([&](int r) { got = r; }, [](caf::error&) {});
+    CHECK(got == 42);
+    caf::anon_send_exit(inc, caf::exit_reason::user_shutdown);
+  }
 }
 
 TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {

@@ -1,0 +1,82 @@
+#include "cmd/leasehold-apiserver/kube_routes.hpp"
+
+#include <cstddef>
+#include <sstream>
+#include <vector>
+
+namespace leasehold::apiserver {
+
+namespace {
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::stringstream in(path);
+  std::string part;
+  while (std::getline(in, part, '/'))
+    if (!part.empty())
+      parts.push_back(part);
+  return parts;
+}
+
+} // namespace
+
+std::optional<kube_route> parse_route(const std::string& method, const std::string& path) {
+  auto parts = split_path(path);
+  std::size_t prefix = 0;
+  std::string group, version;
+  if (parts.size() >= 2 && parts[0] == "api") {
+    version = parts[1];
+    prefix = 2;
+  } else if (parts.size() >= 3 && parts[0] == "apis") {
+    group = parts[1];
+    version = parts[2];
+    prefix = 3;
+  }
+  kube_route route;
+  if (prefix == 0 || parts.size() == prefix) {
+    route.verb = method == "GET" ? "discovery" : "";
+    return route;
+  }
+  std::vector<std::string> rest(parts.begin() + static_cast<std::ptrdiff_t>(prefix), parts.end());
+  std::string plural;
+  if (rest.size() == 1) {
+    plural = rest[0];
+  } else if ((rest.size() == 3 || rest.size() == 4) && rest[0] == "namespaces") {
+    route.ns = rest[1];
+    plural = rest[2];
+    route.name = rest.size() == 4 ? rest[3] : "";
+  } else {
+    return std::nullopt;
+  }
+  route.resource = find_resource(group, version, plural);
+  if (route.resource == nullptr)
+    return std::nullopt;
+  bool collection = route.name.empty();
+  if (method == "GET")
+    route.verb = collection ? "list" : "get";
+  else if (method == "POST" && collection && !route.ns.empty())
+    route.verb = "create";
+  else if (method == "PUT" && !collection)
+    route.verb = "update";
+  else if (method == "PATCH" && !collection)
+    route.verb = "patch";
+  else if (method == "DELETE" && !collection)
+    route.verb = "delete";
+  return route;
+}
+
+std::optional<bool> parse_bool(const std::string& text) {
+  for (const char* t : {"1", "t", "T", "TRUE", "true", "True"})
+    if (text == t)
+      return true;
+  for (const char* f : {"", "0", "f", "F", "FALSE", "false", "False"})
+    if (text == f)
+      return false;
+  return std::nullopt;
+}
+
+bool wants_table(const httplib::Request& req) {
+  return req.get_header_value("Accept").find("as=Table") != std::string::npos;
+}
+
+} // namespace leasehold::apiserver
