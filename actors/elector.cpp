@@ -675,6 +675,13 @@ private:
     }
     if (waits_on_watch()) {
       // The watch tells of every change; nothing to ask until it could expire.
+      // With server expiry the record never tells when: a keepalive changes
+      // neither the record nor its version, so the time since it last
+      // changed passes a lease duration while it is still held, and waking
+      // then would poll without pause. The watch streams the key's deletion;
+      // a read once per lease duration only guards the stream.
+      if (opt_.backend.server_expiry)
+        return opt_.timings.lease_duration;
       return std::max(caf::timespan{0}, expires_at(*mem_.record) - clock().now());
     }
     std::uniform_real_distribution<double> u(0.0, jitter_factor);

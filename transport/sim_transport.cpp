@@ -6,13 +6,11 @@
 
 namespace leasehold {
 
-namespace {
+// -- sim_store: what every simulated store shares ------------------------------
 
-} // namespace
-
-void sim_api::set_fault(sim_fault f, const std::string& client, int error_status) {
+void sim_store::set_fault(sim_fault f, const std::string& client, int error_status) {
   {
-    std::lock_guard<std::mutex> g(mx_);
+    std::lock_guard<std::mutex> g(net_mx_);
     if (f == sim_fault::none)
       faults_.erase(client);
     else
@@ -21,29 +19,123 @@ void sim_api::set_fault(sim_fault f, const std::string& client, int error_status
   poke_watchers();
 }
 
-void sim_api::clear_faults() {
+void sim_store::clear_faults() {
   {
-    std::lock_guard<std::mutex> g(mx_);
+    std::lock_guard<std::mutex> g(net_mx_);
     faults_.clear();
     latency_ = caf::timespan{0};
   }
   poke_watchers();
 }
 
-std::uint64_t sim_api::add_watcher(std::function<void()> poke) {
-  std::lock_guard<std::mutex> g(mx_);
+void sim_store::set_latency(caf::timespan d) {
+  std::lock_guard<std::mutex> g(net_mx_);
+  latency_ = d;
+}
+
+caf::timespan sim_store::latency() const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  return latency_;
+}
+
+void sim_store::set_latency_jitter(caf::timespan max, std::uint64_t seed) {
+  std::lock_guard<std::mutex> g(net_mx_);
+  jitter_ = max;
+  rng_.seed(seed);
+}
+
+caf::timespan sim_store::draw_latency() {
+  std::lock_guard<std::mutex> g(net_mx_);
+  if (jitter_.count() <= 0)
+    return latency_;
+  std::uniform_int_distribution<caf::timespan::rep> u(0, jitter_.count());
+  return latency_ + caf::timespan{u(rng_)};
+}
+
+sim_fault sim_store::fault_for(const std::string& client, int& error_status) const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  for (auto& key : {client, std::string{}}) {
+    auto i = faults_.find(key);
+    if (i != faults_.end()) {
+      error_status = i->second.second;
+      return i->second.first;
+    }
+  }
+  return sim_fault::none;
+}
+
+std::uint64_t sim_store::add_watcher(std::function<void()> poke) {
+  std::lock_guard<std::mutex> g(net_mx_);
   auto id = next_watcher_++;
   watchers_.emplace(id, std::move(poke));
   return id;
 }
 
-void sim_api::remove_watcher(std::uint64_t id) {
-  std::lock_guard<std::mutex> g(mx_);
+void sim_store::remove_watcher(std::uint64_t id) {
+  std::lock_guard<std::mutex> g(net_mx_);
   watchers_.erase(id);
 }
 
-std::vector<sim_api::change> sim_api::changes_since(const lease_key& k, std::uint64_t rv) const {
-  std::lock_guard<std::mutex> g(mx_);
+void sim_store::poke_watchers() {
+  std::vector<std::function<void()>> pokes;
+  {
+    std::lock_guard<std::mutex> g(net_mx_);
+    for (auto& [id, f] : watchers_)
+      pokes.push_back(f);
+  }
+  for (auto& f : pokes)
+    f();
+}
+
+std::vector<sim_request> sim_store::requests() const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  return requests_;
+}
+
+std::vector<sim_request> sim_store::requests_since(std::size_t from) const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  if (from >= requests_.size())
+    return {};
+  return {requests_.begin() + static_cast<std::ptrdiff_t>(from), requests_.end()};
+}
+
+std::size_t sim_store::request_count() const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  return requests_.size();
+}
+
+std::size_t sim_store::count(const std::string& verb, const std::string& client) const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  std::size_t n = 0;
+  for (auto& r : requests_)
+    if (r.verb == verb && (client.empty() || r.client == client))
+      ++n;
+  return n;
+}
+
+void sim_store::log(const std::string& client, const std::string& verb, const lease_key& k,
+                    error_kind r, const std::string& holder) {
+  std::lock_guard<std::mutex> g(net_mx_);
+  requests_.push_back(sim_request{client, verb, k.to_string(), r, holder});
+}
+
+lease_reply sim_store::failure(const std::string& client, const std::string& verb,
+                               const lease_key& k, sim_fault f, int status) {
+  auto path = path_of(verb, k);
+  api_error e;
+  if (f == sim_fault::down)
+    e = api_error{error_kind::connection_refused, 0, verb, path, "connection refused"};
+  else if (status == 429)
+    e = api_error{error_kind::throttled, 429, verb, path, "too many requests"};
+  else
+    e = api_error{error_kind::server_error, status, verb, path, "simulated server error"};
+  log(client, verb, k, e.kind, {});
+  return lease_reply::failure(e);
+}
+
+std::vector<sim_store::change> sim_store::changes_since(const lease_key& k,
+                                                       std::uint64_t rv) const {
+  std::lock_guard<std::mutex> g(net_mx_);
   std::vector<change> out;
   // Versions only grow, so the log is sorted by rv.
   auto first = std::upper_bound(changes_.begin(), changes_.end(), rv,
@@ -54,41 +146,27 @@ std::vector<sim_api::change> sim_api::changes_since(const lease_key& k, std::uin
   return out;
 }
 
-void sim_api::record_change(const lease_key& k, std::optional<lease> rec) {
+void sim_store::record_change(change c) {
+  std::lock_guard<std::mutex> g(net_mx_);
+  changes_.push_back(std::move(c));
+}
+
+// -- sim_api: the Kubernetes Lease API ------------------------------------------
+
+void sim_api::note_change(const lease_key& k, std::optional<lease> rec) {
   auto rv = rec ? std::stoull(rec->resource_version) : next_rv_++;
-  changes_.push_back(change{k, rv, std::move(rec)});
+  record_change(change{k, rv, std::move(rec)});
 }
 
-void sim_api::poke_watchers() {
-  std::vector<std::function<void()>> pokes;
-  {
-    std::lock_guard<std::mutex> g(mx_);
-    for (auto& [id, f] : watchers_)
-      pokes.push_back(f);
-  }
-  for (auto& f : pokes)
-    f();
-}
-
-void sim_api::set_latency_jitter(caf::timespan max, std::uint64_t seed) {
-  std::lock_guard<std::mutex> g(mx_);
-  jitter_ = max;
-  rng_.seed(seed);
-}
-
-caf::timespan sim_api::draw_latency() {
-  std::lock_guard<std::mutex> g(mx_);
-  if (jitter_.count() <= 0)
-    return latency_;
-  std::uniform_int_distribution<caf::timespan::rep> u(0, jitter_.count());
-  return latency_ + caf::timespan{u(rng_)};
+std::string sim_api::path_of(const std::string& verb, const lease_key& k) const {
+  return verb == "WATCH" ? leases_path(k.ns) : lease_path(k);
 }
 
 void sim_api::wipe() {
   {
     std::lock_guard<std::mutex> g(mx_);
     for (auto& [k, l] : store_)
-      record_change(k, std::nullopt);
+      note_change(k, std::nullopt);
     store_.clear();
   }
   poke_watchers();
@@ -110,67 +188,9 @@ std::optional<lease> sim_api::peek(const lease_key& k) const {
   return i->second;
 }
 
-std::vector<sim_request> sim_api::requests() const {
-  std::lock_guard<std::mutex> g(mx_);
-  return requests_;
-}
-
-std::vector<sim_request> sim_api::requests_since(std::size_t from) const {
-  std::lock_guard<std::mutex> g(mx_);
-  if (from >= requests_.size())
-    return {};
-  return {requests_.begin() + static_cast<std::ptrdiff_t>(from), requests_.end()};
-}
-
-std::size_t sim_api::request_count() const {
-  std::lock_guard<std::mutex> g(mx_);
-  return requests_.size();
-}
-
 std::vector<kube_event> sim_api::events() const {
   std::lock_guard<std::mutex> g(mx_);
   return events_;
-}
-
-std::size_t sim_api::count(const std::string& verb, const std::string& client) const {
-  std::lock_guard<std::mutex> g(mx_);
-  std::size_t n = 0;
-  for (auto& r : requests_)
-    if (r.verb == verb && (client.empty() || r.client == client))
-      ++n;
-  return n;
-}
-
-sim_fault sim_api::fault_for(const std::string& client, int& error_status) const {
-  std::lock_guard<std::mutex> g(mx_);
-  for (auto& key : {client, std::string{}}) {
-    auto i = faults_.find(key);
-    if (i != faults_.end()) {
-      error_status = i->second.second;
-      return i->second.first;
-    }
-  }
-  return sim_fault::none;
-}
-
-void sim_api::log(const std::string& client, const std::string& verb, const lease_key& k,
-                  error_kind r, const std::string& holder) {
-  requests_.push_back(sim_request{client, verb, k.to_string(), r, holder});
-}
-
-lease_reply sim_api::failure(const std::string& client, const std::string& verb,
-                             const lease_key& k, sim_fault f, int status) {
-  std::lock_guard<std::mutex> g(mx_);
-  auto path = lease_path(k);
-  api_error e;
-  if (f == sim_fault::down)
-    e = api_error{error_kind::connection_refused, 0, verb, path, "connection refused"};
-  else if (status == 429)
-    e = api_error{error_kind::throttled, 429, verb, path, "too many requests"};
-  else
-    e = api_error{error_kind::server_error, status, verb, path, "simulated server error"};
-  log(client, verb, k, e.kind, {});
-  return lease_reply::failure(e);
 }
 
 lease_reply sim_api::get(const std::string& client, const lease_key& k) {
@@ -197,7 +217,7 @@ lease_reply sim_api::store_create(const std::string& client, lease l) {
   l.resource_version = std::to_string(next_rv_++);
   l.uid = "sim-" + std::to_string(next_uid_++);
   store_[k] = l;
-  record_change(k, l);
+  note_change(k, l);
   log(client, "POST", k, error_kind::none, l.spec.holder_identity);
   return lease_reply::success(std::move(l));
 }
@@ -224,7 +244,7 @@ lease_reply sim_api::store_update(const std::string& client, lease l) {
   l.resource_version = std::to_string(next_rv_++);
   l.uid = i->second.uid;
   i->second = l;
-  record_change(k, l);
+  note_change(k, l);
   log(client, "PUT", k, error_kind::none, l.spec.holder_identity);
   return lease_reply::success(std::move(l));
 }
@@ -244,8 +264,8 @@ lease_reply sim_api::update(const std::string& client, lease l) {
 }
 
 event_reply sim_api::post_event(const std::string& client, kube_event e) {
-  std::lock_guard<std::mutex> g(mx_);
   log(client, "EVENT", e.involved, error_kind::none, {});
+  std::lock_guard<std::mutex> g(mx_);
   events_.push_back(std::move(e));
   return event_reply::success(true);
 }
@@ -267,7 +287,7 @@ struct sim_watch {
 };
 
 struct sim_transport_state {
-  std::shared_ptr<sim_api> api;
+  std::shared_ptr<sim_store> api;
   std::string client;
   std::vector<caf::response_promise> hanging;   // never answered (kept, not dropped)
   std::map<std::uint64_t, std::pair<caf::response_promise, caf::message>> delayed;
@@ -335,7 +355,7 @@ void sync_watch(sim_self self, sim_watch& w) {
     if (w.up) {
       w.up = false;
       deliver_watch(self, w, {kind::down, std::nullopt,
-                              "watch " + leases_path(w.req.lease.ns) + ": "
+                              "watch " + st.api->path_of("WATCH", w.req.lease) + ": "
                                 + (f == sim_fault::down ? "connection refused"
                                                         : "HTTP " + std::to_string(status))});
     }
@@ -403,9 +423,9 @@ void start_watch(sim_self self, lease_watch_request req) {
 
 } // namespace
 
-lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_ptr<sim_api> api,
+lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_ptr<sim_store> api,
                                           std::string client) {
-  auto fn = [](sim_self self, std::shared_ptr<sim_api> a, std::string c) -> caf::behavior {
+  auto fn = [](sim_self self, std::shared_ptr<sim_store> a, std::string c) -> caf::behavior {
     self->state.api = std::move(a);
     self->state.client = std::move(c);
     self->set_down_handler([=](caf::down_msg& m) { self->state.watches.erase(m.source); });
@@ -464,7 +484,7 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
         if (w.up && self->state.api->fault_for(self->state.client, status) == sim_fault::hang) {
           w.up = false;
           deliver_watch(self, w, {lease_watch_event::kind::down, std::nullopt,
-                                  "watch " + leases_path(w.req.lease.ns) + ": nothing received for "
+                                  "watch " + self->state.api->path_of("WATCH", w.req.lease) + ": nothing received for "
                                     + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                        w.req.idle_timeout).count())
                                     + "ms"});

@@ -73,6 +73,13 @@ std::size_t draw_replicas(draw& d) {
 
 struct weighted { op_kind kind; int weight; };
 
+// The same list on both backends (a seed draws one scenario for both). On
+// etcd every kind applies as it is (faults hit the store's clients, latency
+// its two legs, the rest the replicas) except two that have no etcd
+// counterpart, mapped in sim_cluster.cpp: `wipe` becomes a raft leader change
+// (every lease gets its full TTL again), and `precreated_lease` (a released
+// record) is no key at all, since a release on etcd revokes the key.
+
 const std::vector<weighted>& chaos_kinds() {
   static const std::vector<weighted> k = {
     {op_kind::api_down, 6},       {op_kind::api_hang, 4},      {op_kind::api_errors, 4},
@@ -109,6 +116,17 @@ caf::timespan liveness_bound(const election_timings& t) {
   // respawn backoff cap, and a few polls.
   return 2 * t.lease_duration + t.module_stop_timeout + (t.lease_duration - t.renew_deadline)
          + backoff(t.backoff_min, t.backoff_max, t.backoff_jitter).cap() + 3 * poll;
+}
+
+caf::timespan liveness_bound(const election_timings& t, backend_kind backend) {
+  if (backend != backend_kind::etcd)
+    return liveness_bound(t);
+  // etcd's TTL: the lease duration rounded up to whole seconds (at least 1).
+  auto secs = std::chrono::duration<double>(t.lease_duration).count();
+  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
+  auto longer = t;
+  longer.lease_duration = std::max(t.lease_duration, ttl);
+  return liveness_bound(longer);
 }
 
 scenario generate(std::uint64_t seed) {

@@ -18,6 +18,18 @@ long long ms(caf::timespan t) {
 
 } // namespace
 
+const char* to_string(backend_kind b) {
+  return b == backend_kind::etcd ? "etcd" : "kubernetes";
+}
+
+std::optional<backend_kind> parse_backend(const std::string& name) {
+  if (name == "kubernetes")
+    return backend_kind::kubernetes;
+  if (name == "etcd")
+    return backend_kind::etcd;
+  return std::nullopt;
+}
+
 const char* to_string(op_kind k) {
   switch (k) {
     case op_kind::api_down: return "api_down";
@@ -63,6 +75,18 @@ void checker::started(probe_instance inst) {
     if (!inst.fence.valid(t))
       violations.push_back(inst.identity + "/" + inst.module + " started on an invalid fence (term "
                            + std::to_string(inst.term) + ")");
+    if (server_expiry && inst.fence.valid(t)) {
+      // etcd: a term is a key's life (create_revision); its work starts only
+      // while that key exists and names its holder (it outlives the fence).
+      auto rec = peek ? peek() : std::nullopt;
+      if (!rec || rec->spec.holder_identity != inst.identity
+          || rec->spec.lease_transitions != inst.term)
+        violations.push_back(inst.identity + "/" + inst.module + " started term "
+                             + std::to_string(inst.term) + " but the key "
+                             + (rec ? "names " + rec->spec.holder_identity + " in term "
+                                        + std::to_string(rec->spec.lease_transitions)
+                                    : std::string("is gone")));
+    }
     const void* cell = inst.fence.valid_until.get();
     bool known = std::any_of(acquisitions.begin(), acquisitions.end(),
                              [&](const acquisition& a) { return a.cell == cell; });
@@ -123,16 +147,25 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
                            + " but the lease it holds is at leaseTransitions "
                            + std::to_string(record->spec.lease_transitions));
   }
-  // A release (holder emptied) frees the lease for every other replica at
-  // once, so the term it ends must have no leader-only work left running.
-  if (last_record && record && !last_record->spec.holder_identity.empty()
-      && record->spec.holder_identity.empty()) {
+  // Kubernetes: a release (holder emptied) frees the lease for every other
+  // replica at once, so the term it ends must have no leader-only work left
+  // running. etcd: the key going away (a revoke, or its TTL run out) frees
+  // it at once the same way, so the same holds when the key is gone, except
+  // for the work of a paused process (its lease ran out while it was
+  // frozen: its fence has expired too, and the stale rule judges it once it
+  // resumes).
+  bool freed = server_expiry
+                 ? last_record && !record && !last_record->spec.holder_identity.empty()
+                 : last_record && record && !last_record->spec.holder_identity.empty()
+                     && record->spec.holder_identity.empty();
+  if (freed) {
     auto& ended = last_record->spec;
     last_release = t;
     for (auto k : live)
       if (auto& i = instances[k]; i.leader_only && !i.stale_since && i.identity == ended.holder_identity
-          && i.term == ended.lease_transitions) {
-        violations.push_back("the lease was released (" + ended.holder_identity + ", term "
+          && i.term == ended.lease_transitions && !(server_expiry && paused(i.replica))) {
+        violations.push_back(std::string(server_expiry ? "the key was deleted (" : "the lease was released (")
+                             + ended.holder_identity + ", term "
                              + std::to_string(ended.lease_transitions) + ") while "
                              + i.identity + "/" + i.module + " still runs on that term");
         break;
@@ -202,9 +235,20 @@ public:
     chk_.now = [this] { return now_; };
     chk_.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
     chk_.renew_deadline = sc_.timings.renew_deadline;
+    if (sc_.backend == backend_kind::etcd) {
+      etcd_ = std::make_shared<sim_etcd>([this] { return now_; });
+      api_ = etcd_;
+      chk_.server_expiry = true;
+    } else {
+      kube_ = std::make_shared<sim_api>();
+      api_ = kube_;
+    }
+    chk_.peek = [this] { return api_->peek(lease_); };
     api_->set_latency_jitter(sc_.base_latency, sc_.seed);
-    if (sc_.precreated_lease)
-      api_->create_released(lease_);
+    // etcd has no released record: a release revokes the key, so a lease
+    // "left behind by an earlier run" is no key at all there.
+    if (sc_.precreated_lease && kube_)
+      kube_->create_released(lease_);
     procs_.resize(sc_.replicas);
     for (std::size_t i = 0; i < procs_.size(); ++i) {
       procs_[i].index = i;
@@ -249,6 +293,9 @@ public:
       for (auto& [key, until] : hung_)
         if (until > now_)
           next = std::min(next, until);
+      if (etcd_)
+        if (auto e = etcd_->next_expiry())
+          next = std::min(next, *e);
       if (quiet_index < sc_.quiet.size())
         next = std::min(next, next_liveness_deadline(quiet_index));
       advance(std::max(next, now_));
@@ -263,6 +310,7 @@ public:
     r.log = log_;
     r.steps = steps_;
     r.simulated = now_ - start_;
+    r.requests = api_->request_count();
     return r;
   }
 
@@ -366,6 +414,7 @@ private:
     o.modules = make_config(p.knobs);
     o.seed = rng_();
     o.watch = sc_.watch;
+    o.backend.server_expiry = sc_.backend == backend_kind::etcd;
     o.events = [this, i](const runtime_event& ev) { on_event(i, ev); };
     // The process ends at this instant: its work with it. The teardown of
     // its actor system follows once the current step has returned.
@@ -556,6 +605,10 @@ private:
 
   void advance(time_point to) {
     now_ = to;
+    // The store's clock first: a key whose TTL ran out is gone before any
+    // timer due at the same instant fires.
+    if (etcd_ && etcd_->expire_due())
+      check();
     for (auto& p : procs_)
       if (p.alive && !p.paused)
         fire_due(p);
@@ -631,8 +684,16 @@ private:
         break;
       }
       case op_kind::wipe:
-        api_->wipe();
-        chk_.last_wipe = now_;
+        // etcd: a store that loses its data is a documented limit (a
+        // restored backup hands revisions out again; docs/safety.md), not a
+        // fault to survive. The nearest fault etcd does survive is a raft
+        // leader change: every lease gets its full TTL again.
+        if (etcd_) {
+          etcd_->leader_change();
+        } else {
+          kube_->wipe();
+          chk_.last_wipe = now_;
+        }
         break;
       case op_kind::elector_kill:
         if (auto e = ask<caf::actor>(i, get_elector_atom::value); e && *e) {
@@ -782,7 +843,7 @@ private:
     if (!in_quiet_)
       return start_ + b;
     if (!quiet_leader_at_)
-      return std::min(start_ + e, start_ + b + liveness_bound(sc_.timings));
+      return std::min(start_ + e, start_ + b + liveness_bound(sc_.timings, sc_.backend));
     if (released_at_)
       return *released_at_ + handover_bound();
     return start_ + e;
@@ -805,6 +866,7 @@ private:
       if (now_ < start_ + b)
         return;
       in_quiet_ = true;
+      quiet_requests_ = api_->request_count();
       quiet_leader_at_.reset();
       released_at_.reset();
       lost_in_quiet_.clear();
@@ -815,8 +877,8 @@ private:
       note("liveness: leader " + procs_[*leader].identity + " after "
            + std::to_string(ms(now_ - (start_ + b))) + "ms of quiet");
     }
-    if (!quiet_leader_at_ && now_ >= start_ + b + liveness_bound(sc_.timings)) {
-      violation("no leader within " + std::to_string(ms(liveness_bound(sc_.timings)))
+    if (!quiet_leader_at_ && now_ >= start_ + b + liveness_bound(sc_.timings, sc_.backend)) {
+      violation("no leader within " + std::to_string(ms(liveness_bound(sc_.timings, sc_.backend)))
                 + "ms after the faults healed");
       return;
     }
@@ -840,6 +902,17 @@ private:
         if (st && p.knobs.leader_only_enabled && !st->electing)
           violation(p.identity + " has leader-only modules enabled but no elector and no respawn");
       }
+      // Without faults a replica sends about one request per retry period
+      // (a leader's renew, a polling follower's read; a watching follower
+      // less): twice that, plus room for a handover, bounds a window. More
+      // means something polls without pause.
+      auto sent = api_->request_count() - quiet_requests_;
+      auto periods = static_cast<std::size_t>((e - b) / sc_.timings.retry_period) + 1;
+      auto budget = 2 * procs_.size() * periods + 100;
+      if (sent > budget)
+        violation("the store saw " + std::to_string(sent) + " requests in a quiet window of "
+                  + std::to_string(ms(e - b)) + "ms (at most " + std::to_string(budget)
+                  + "): something polls without pause");
       in_quiet_ = false;
       ++q;
     }
@@ -848,7 +921,9 @@ private:
   const scenario& sc_;
   std::mt19937_64 rng_;
   lease_key lease_{"default", "sim-lock"};
-  std::shared_ptr<sim_api> api_ = std::make_shared<sim_api>();
+  std::shared_ptr<sim_store> api_;    // the store, whichever backend
+  std::shared_ptr<sim_api> kube_;     // set on Kubernetes
+  std::shared_ptr<sim_etcd> etcd_;    // set on etcd
   std::vector<proc> procs_;
   checker chk_;
   time_point now_{};
@@ -867,6 +942,7 @@ private:
   std::optional<time_point> quiet_leader_at_;
   std::optional<time_point> released_at_;
   std::string lost_in_quiet_;
+  std::size_t quiet_requests_ = 0;   // the store's request count when the window began
 };
 
 } // namespace
@@ -876,9 +952,10 @@ run_result run(const scenario& sc) {
   return c.run();
 }
 
-seed_report run_seed(std::uint64_t seed, bool shrink) {
+seed_report run_seed(std::uint64_t seed, backend_kind backend, bool shrink) {
   seed_report rep;
   rep.minimal = generate(seed);
+  rep.minimal.backend = backend;
   rep.result = run(rep.minimal);
   if (rep.result.ok || !shrink)
     return rep;
@@ -903,8 +980,11 @@ seed_report run_seed(std::uint64_t seed, bool shrink) {
 std::string format_failure(const seed_report& r) {
   std::ostringstream os;
   auto& t = r.minimal.timings;
-  os << "simulation seed " << r.minimal.seed << " FAILED: " << r.result.violation << "\n"
-     << "  replay: LEASEHOLD_SIM_SEED=" << r.minimal.seed << " build/tests/sim/sim-test\n"
+  os << "simulation seed " << r.minimal.seed << " (" << to_string(r.minimal.backend)
+     << ") FAILED: " << r.result.violation << "\n"
+     << "  replay: LEASEHOLD_SIM_SEED=" << r.minimal.seed
+     << (r.minimal.backend == backend_kind::etcd ? " LEASEHOLD_SIM_BACKEND=etcd" : "")
+     << " build/tests/sim/sim-test\n"
      << "  replicas " << r.minimal.replicas << ", lease " << ms(t.lease_duration) << "ms, renew deadline "
      << ms(t.renew_deadline) << "ms, retry " << ms(t.retry_period) << "ms, stop timeout "
      << ms(t.module_stop_timeout) << "ms, request timeout " << ms(t.effective_request_timeout())

@@ -15,6 +15,12 @@
 //   - a *crashed* replica loses its actor system and everything in it at once.
 //
 // The invariants are checked after every single message (see checker).
+//
+// The shared store has either backend's semantics (scenario::backend): the
+// Kubernetes Lease API (sim_api) or etcd (sim_etcd: revisions, lease TTLs
+// expiring by the store's clock, watch). A seed draws the same scenario for
+// both; the replicas' electors get server_expiry on etcd, and the checker's
+// backend-dependent rules say which backend they are for.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +37,18 @@
 
 #include "actors/runner.hpp"
 #include "leasehold/runtime.hpp"
+#include "sim_etcd.hpp"
 #include "transport/sim_transport.hpp"
 
 namespace leasehold::sim {
 
 using time_point = caf::actor_clock::time_point;
+
+/// The store the replicas share.
+enum class backend_kind { kubernetes, etcd };
+const char* to_string(backend_kind b);
+/// "kubernetes" / "etcd"; nullopt for anything else.
+std::optional<backend_kind> parse_backend(const std::string& name);
 
 /// One leader-only (or every-replica) probe module instance, as the module
 /// itself saw its life: when it started, on which fence, when it ended.
@@ -89,8 +102,13 @@ public:
   caf::timespan renew_deadline{0};
   /// The record as the previous check saw it (to judge transitions).
   std::optional<lease> last_record;
-  /// When the store last recorded a release (holder emptied).
+  /// When the store last recorded a release (Kubernetes: holder emptied;
+  /// etcd: the key gone, revoked or expired).
   std::optional<time_point> last_release;
+  /// etcd: the store ends a term by deleting its key (server_expiry).
+  bool server_expiry = false;
+  /// The record in the store now (for the rules checked when work starts).
+  std::function<std::optional<lease>()> peek;
 
   void started(probe_instance inst);
   void ended(std::size_t index, time_point at);
@@ -125,6 +143,8 @@ struct scenario {
   caf::timespan base_latency{0};      // per-reply jitter in quiet periods
   bool precreated_lease = true;       // a released Lease object exists at start
   bool watch = true;                  // followers watch the lease (false: they poll)
+  /// Not drawn: the same seed runs on either backend (run_seed's argument).
+  backend_kind backend = backend_kind::kubernetes;
   std::vector<op> ops;                // sorted by `at`
   /// Quiet windows [begin, end): no fault active; liveness is checked there.
   std::vector<std::pair<caf::timespan, caf::timespan>> quiet;
@@ -138,6 +158,9 @@ scenario generate(std::uint64_t seed);
 /// The liveness bound after faults heal: the longest a correct cluster may
 /// take to have a leader again (see docs/safety.md).
 caf::timespan liveness_bound(const election_timings& t);
+/// The same on `backend`: etcd's lease TTL is lease_duration rounded up to
+/// whole seconds, and a key outlives its leader by that TTL.
+caf::timespan liveness_bound(const election_timings& t, backend_kind backend);
 
 struct run_result {
   bool ok = true;
@@ -145,6 +168,7 @@ struct run_result {
   std::vector<std::string> log;       // the step log: operations and leadership events
   std::uint64_t steps = 0;
   caf::timespan simulated{0};
+  std::size_t requests = 0;           // requests the store saw (faulted ones too)
 };
 
 /// Runs a scenario; stops at the first violation.
@@ -156,7 +180,8 @@ struct seed_report {
   run_result result;
   scenario minimal;
 };
-seed_report run_seed(std::uint64_t seed, bool shrink = true);
+seed_report run_seed(std::uint64_t seed, backend_kind backend = backend_kind::kubernetes,
+                     bool shrink = true);
 
 /// Formats a failure for the test log: seed, violation, replay hint, step log.
 std::string format_failure(const seed_report& r);

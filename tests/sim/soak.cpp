@@ -1,5 +1,5 @@
 // scripts/soak: runs any number of simulation seeds and reports throughput.
-//   sim-soak --seeds N [--first S] [--no-shrink]
+//   sim-soak --seeds N [--first S] [--backend kubernetes|etcd] [--no-shrink]
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,15 +12,18 @@ using namespace leasehold::sim;
 int main(int argc, char** argv) {
   std::uint64_t seeds = 1000, first = 1;
   bool shrink = true;
+  backend_kind backend = backend_kind::kubernetes;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seeds") && i + 1 < argc)
       seeds = std::strtoull(argv[++i], nullptr, 10);
     else if (!std::strcmp(argv[i], "--first") && i + 1 < argc)
       first = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--backend") && i + 1 < argc && parse_backend(argv[i + 1]))
+      backend = *parse_backend(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-shrink"))
       shrink = false;
     else {
-      std::cerr << "usage: sim-soak --seeds N [--first S] [--no-shrink]\n";
+      std::cerr << "usage: sim-soak --seeds N [--first S] [--backend kubernetes|etcd] [--no-shrink]\n";
       return 2;
     }
   }
@@ -28,7 +31,7 @@ int main(int argc, char** argv) {
   std::uint64_t steps = 0, failed = 0;
   double simulated = 0;
   for (auto s = first; s < first + seeds; ++s) {
-    auto rep = run_seed(s, shrink);
+    auto rep = run_seed(s, backend, shrink);
     steps += rep.result.steps;
     simulated += std::chrono::duration<double>(rep.result.simulated).count();
     if (!rep.result.ok) {
@@ -37,7 +40,7 @@ int main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "soak: seeds " << first << ".." << first + seeds - 1 << ": " << seeds - failed
+  std::cout << "soak (" << to_string(backend) << "): seeds " << first << ".." << first + seeds - 1 << ": " << seeds - failed
             << " passed, " << failed << " failed in " << secs << " s; " << seeds / secs
             << " seeds/s, " << steps / std::max<std::uint64_t>(seeds, 1) << " steps/seed, "
             << steps / secs << " steps/s, " << simulated / seeds << " s simulated per seed\n";

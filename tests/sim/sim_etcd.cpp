@@ -1,0 +1,239 @@
+#include "sim_etcd.hpp"
+
+#include <algorithm>
+
+namespace leasehold {
+
+sim_etcd::sim_etcd(std::function<time_point()> now, std::string prefix)
+  : now_(std::move(now)), prefix_(std::move(prefix)) {
+}
+
+std::int64_t sim_etcd::revision() const {
+  std::lock_guard<std::mutex> g(mx_);
+  return revision_;
+}
+
+std::string sim_etcd::path_of(const std::string& verb, const lease_key& k) const {
+  if (verb == "GET")
+    return "/v3/kv/range " + key_of(k);
+  if (verb == "POST")
+    return "/v3/kv/txn " + key_of(k);
+  if (verb == "PUT")
+    return "/v3/lease/keepalive " + key_of(k);
+  if (verb == "WATCH")
+    return "/v3/watch " + key_of(k);
+  return verb + " " + key_of(k);
+}
+
+api_error sim_etcd::error(error_kind kind, int status, const std::string& path,
+                          std::string reason) const {
+  return api_error{kind, status, "POST", path, std::move(reason)};
+}
+
+api_error sim_etcd::held_error(const std::string& path, const kv& v, error_kind kind) const {
+  return error(kind, 409, path,
+               "key held by \"" + v.value.holder_identity + "\" in term "
+                 + std::to_string(v.create_revision));
+}
+
+lease sim_etcd::to_lease(const lease_key& k, const kv& v) const {
+  lease l;
+  l.ns = k.ns;
+  l.name = k.name;
+  l.resource_version = std::to_string(v.mod_revision);
+  l.spec = v.value;
+  l.spec.lease_transitions = static_cast<int>(v.create_revision);
+  return l;
+}
+
+void sim_etcd::delete_locked(const lease_key& k, bool& changed) {
+  if (keys_.erase(k) == 0)
+    return;
+  ++revision_;
+  record_change(change{k, static_cast<std::uint64_t>(revision_), std::nullopt});
+  changed = true;
+}
+
+void sim_etcd::revoke_locked(std::int64_t id, bool& changed) {
+  if (leases_.erase(id) == 0)
+    return;
+  std::vector<lease_key> gone;
+  for (auto& [k, v] : keys_)
+    if (v.lease_id == id)
+      gone.push_back(k);
+  for (auto& k : gone)
+    delete_locked(k, changed);
+}
+
+bool sim_etcd::expire_locked(bool& changed) {
+  auto t = now_();
+  std::vector<std::int64_t> due;
+  for (auto& [id, g] : leases_)
+    if (g.expires <= t)
+      due.push_back(id);
+  for (auto id : due)
+    revoke_locked(id, changed);
+  return !due.empty();
+}
+
+bool sim_etcd::expire_due() {
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    expire_locked(changed);
+  }
+  if (changed)
+    poke_watchers();
+  return changed;
+}
+
+std::optional<sim_etcd::time_point> sim_etcd::next_expiry() const {
+  std::lock_guard<std::mutex> g(mx_);
+  std::optional<time_point> out;
+  for (auto& [id, l] : leases_)
+    if (!out || l.expires < *out)
+      out = l.expires;
+  return out;
+}
+
+void sim_etcd::leader_change() {
+  std::lock_guard<std::mutex> g(mx_);
+  auto t = now_();
+  for (auto& [id, l] : leases_)
+    l.expires = std::max(l.expires, t + std::chrono::seconds(l.ttl_seconds));
+}
+
+std::optional<lease> sim_etcd::peek(const lease_key& k) const {
+  std::lock_guard<std::mutex> g(mx_);
+  auto i = keys_.find(k);
+  if (i == keys_.end())
+    return std::nullopt;
+  auto l = leases_.find(i->second.lease_id);
+  if (l == leases_.end() || l->second.expires <= now_())
+    return std::nullopt;   // due for expiry: gone by the store's clock
+  return to_lease(k, i->second);
+}
+
+lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
+  bool changed = false;
+  lease_reply out;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    expire_locked(changed);
+    auto i = keys_.find(k);
+    if (i == keys_.end()) {
+      log(client, "GET", k, error_kind::not_found, {});
+      out = lease_reply::failure(
+        error(error_kind::not_found, 404, "/v3/kv/range " + key_of(k), "no key " + key_of(k)));
+    } else {
+      log(client, "GET", k, error_kind::none, i->second.value.holder_identity);
+      out = lease_reply::success(to_lease(k, i->second));
+    }
+  }
+  if (changed)
+    poke_watchers();
+  return out;
+}
+
+lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, bool& changed,
+                                    const char* verb) {
+  auto k = l.key();
+  // /v3/lease/grant: TTL = leaseDurationSeconds (at least 1 s).
+  auto id = next_lease_++;
+  auto ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
+  leases_[id] = grant{ttl, now_() + std::chrono::seconds(ttl)};
+  // /v3/kv/txn: create_revision == 0, then put with the lease.
+  auto i = keys_.find(k);
+  if (i != keys_.end()) {
+    leases_.erase(id);   // the transport revokes its unused grant
+    log(client, verb, k, error_kind::already_exists, l.spec.holder_identity);
+    return lease_reply::failure(held_error("/v3/kv/txn", i->second, error_kind::already_exists));
+  }
+  kv v;
+  v.value.holder_identity = l.spec.holder_identity;
+  v.value.lease_duration_seconds = l.spec.lease_duration_seconds;
+  v.value.acquire_time = l.spec.acquire_time;
+  v.create_revision = v.mod_revision = ++revision_;
+  v.lease_id = id;
+  keys_[k] = v;
+  auto rec = to_lease(k, v);
+  record_change(change{k, static_cast<std::uint64_t>(revision_), rec});
+  changed = true;
+  log(client, verb, k, error_kind::none, l.spec.holder_identity);
+  return lease_reply::success(std::move(rec));
+}
+
+lease_reply sim_etcd::create(const std::string& client, lease l) {
+  bool changed = false;
+  lease_reply out;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    expire_locked(changed);
+    out = create_locked(client, l, changed, "POST");
+  }
+  if (changed)
+    poke_watchers();
+  return out;
+}
+
+lease_reply sim_etcd::update(const std::string& client, lease l) {
+  bool changed = false;
+  lease_reply out;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    expire_locked(changed);
+    auto k = l.key();
+    auto& holder = l.spec.holder_identity;
+    auto i = keys_.find(k);
+    if (i == keys_.end()) {
+      log(client, "PUT", k, error_kind::not_found, holder);
+      out = lease_reply::failure(
+        error(error_kind::not_found, 404, "/v3/kv/range " + key_of(k),
+              "no key " + key_of(k) + " (its etcd lease expired or was revoked)"));
+    } else {
+      auto cur = i->second;
+      auto rec = to_lease(k, cur);
+      bool same_term = rec.spec.lease_transitions == l.spec.lease_transitions;
+      if (holder.empty()) {   // release: revoke the key's lease
+        if (!same_term) {
+          log(client, "PUT", k, error_kind::conflict, holder);
+          out = lease_reply::failure(held_error("/v3/lease/revoke", cur, error_kind::conflict));
+        } else {
+          revoke_locked(cur.lease_id, changed);
+          log(client, "PUT", k, error_kind::none, holder);
+          rec.spec.holder_identity.clear();
+          out = lease_reply::success(std::move(rec));
+        }
+      } else if (cur.value.holder_identity != holder) {
+        log(client, "PUT", k, error_kind::conflict, holder);
+        out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
+      } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)
+        auto& g = leases_.at(cur.lease_id);
+        g.expires = now_() + std::chrono::seconds(g.ttl_seconds);
+        log(client, "PUT", k, error_kind::none, holder);
+        out = lease_reply::success(std::move(rec));
+      } else if (l.resource_version != rec.resource_version) {
+        log(client, "PUT", k, error_kind::conflict, holder);
+        out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
+      } else {
+        // The same holder in a new term: delete the unchanged key, revoke its
+        // lease, create the key anew (a new create_revision: a new term).
+        delete_locked(k, changed);
+        leases_.erase(cur.lease_id);
+        out = create_locked(client, l, changed, "PUT");
+        if (!out.ok() && out.kind() == error_kind::already_exists)
+          out.error.kind = error_kind::conflict;
+      }
+    }
+  }
+  if (changed)
+    poke_watchers();
+  return out;
+}
+
+event_reply sim_etcd::post_event(const std::string& client, kube_event e) {
+  log(client, "EVENT", e.involved, error_kind::none, {});
+  return event_reply::success(true);   // etcd keeps no Events
+}
+
+} // namespace leasehold

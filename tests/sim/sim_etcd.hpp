@@ -1,0 +1,93 @@
+// A simulated etcd (v3 semantics) behind the same simulated transport as the
+// Kubernetes store (spawn_sim_transport: faults, two-leg latency, watch), so
+// the simulator runs the same seeds on both backends.
+//
+// It keeps what etcd keeps, and answers the transport interface exactly as
+// transport/etcd_transport.hpp maps it:
+//   - one global revision; every put and delete takes the next one; a key
+//     has a create_revision (the term: spec.leaseTransitions) and a
+//     mod_revision (resource_version); the value holds only holderIdentity,
+//     leaseDurationSeconds and acquireTime;
+//   - leases with a TTL of whole seconds, judged by the store's own clock: a
+//     lease whose TTL passes without a keepalive is revoked and its key
+//     deleted (server-side expiry);
+//   - GET: range (no key: not_found); POST: grant + txn create_revision == 0
+//     (key present: already_exists); PUT: a release (holder "") revokes the
+//     key's lease if the term matches; a renew (same holder and term) is a
+//     keepalive (an expired lease: not_found); the same holder in a new term
+//     deletes the key (if mod_revision matches) and creates it anew; anything
+//     else: conflict. Events are not stored.
+// Each transport call is one atomic step here (the real client makes two or
+// three HTTP calls; etcd itself makes the decisive one, the txn or the
+// keepalive, atomic).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "transport/sim_transport.hpp"
+
+namespace leasehold {
+
+class sim_etcd : public sim_store {
+public:
+  using time_point = caf::actor_clock::time_point;
+
+  /// `now` is the store's clock (TTLs run out by it).
+  explicit sim_etcd(std::function<time_point()> now, std::string prefix = "/leasehold");
+
+  /// Revokes every lease whose TTL has run out by now, deleting its keys
+  /// (pokes the watchers); true when a key was deleted.
+  bool expire_due();
+  /// When the next lease runs out (nullopt: no lease granted).
+  std::optional<time_point> next_expiry() const;
+  /// A raft leader change: the new leader gives every lease its full TTL
+  /// again (etcd's lessor promote), which only delays followers.
+  void leader_change();
+  std::int64_t revision() const;
+  std::string key_of(const lease_key& k) const { return prefix_ + "/" + k.ns + "/" + k.name; }
+
+  std::optional<lease> peek(const lease_key& k) const override;
+  lease_reply get(const std::string& client, const lease_key& k) override;
+  lease_reply create(const std::string& client, lease l) override;
+  lease_reply update(const std::string& client, lease l) override;
+  event_reply post_event(const std::string& client, kube_event e) override;
+  std::string path_of(const std::string& verb, const lease_key& k) const override;
+
+private:
+  struct kv {
+    lease_spec value;   // holderIdentity, leaseDurationSeconds, acquireTime
+    std::int64_t create_revision = 0;
+    std::int64_t mod_revision = 0;
+    std::int64_t lease_id = 0;
+  };
+  struct grant {
+    std::int64_t ttl_seconds = 1;
+    time_point expires{};
+  };
+
+  // All under mx_; `changed` is set when a key was put or deleted.
+  bool expire_locked(bool& changed);
+  lease to_lease(const lease_key& k, const kv& v) const;
+  lease_reply create_locked(const std::string& client, const lease& l, bool& changed,
+                            const char* verb);   // logged as `verb`
+  void revoke_locked(std::int64_t id, bool& changed);
+  void delete_locked(const lease_key& k, bool& changed);
+  api_error error(error_kind kind, int status, const std::string& path,
+                  std::string reason) const;
+  api_error held_error(const std::string& path, const kv& v, error_kind kind) const;
+
+  std::function<time_point()> now_;
+  std::string prefix_;
+  mutable std::mutex mx_;
+  std::map<lease_key, kv> keys_;
+  std::map<std::int64_t, grant> leases_;
+  std::int64_t revision_ = 1;   // etcd starts at 1; the first write makes it 2
+  std::int64_t next_lease_ = 1;
+};
+
+} // namespace leasehold

@@ -1,0 +1,129 @@
+// The simulated etcd store answers the lease transport's requests as
+// transport/etcd_transport.hpp maps them onto etcd, with etcd's revisions
+// and lease TTLs judged by the store's own clock.
+#include <doctest/doctest.h>
+
+#include "sim_etcd.hpp"
+
+using namespace leasehold;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct fixture {
+  sim_etcd::time_point now = sim_etcd::time_point{} + 1h;
+  sim_etcd store{[this] { return now; }};
+  lease_key key{"default", "lock"};
+
+  lease record(const std::string& holder, int term, int ttl_seconds = 5,
+               const std::string& rv = {}) {
+    lease l;
+    l.ns = key.ns;
+    l.name = key.name;
+    l.resource_version = rv;
+    l.spec.holder_identity = holder;
+    l.spec.lease_duration_seconds = ttl_seconds;
+    l.spec.lease_transitions = term;
+    l.spec.acquire_time = wall_time{} + std::chrono::microseconds(1234567);
+    return l;
+  }
+};
+
+} // namespace
+
+TEST_CASE("sim_etcd: a create takes the next revision as its term; a second create finds the key") {
+  fixture f;
+  auto a = f.store.create("a", f.record("a", 99));
+  REQUIRE(a.ok());
+  CHECK(a.value->spec.holder_identity == "a");
+  CHECK(a.value->spec.lease_transitions == 2);   // the store's, not the writer's
+  CHECK(a.value->resource_version == "2");
+  CHECK(a.value->spec.acquire_time == f.record("a", 1).spec.acquire_time);
+  CHECK_FALSE(a.value->spec.renew_time);         // etcd keeps no renewTime
+  auto b = f.store.create("b", f.record("b", 1));
+  CHECK(b.kind() == error_kind::already_exists);
+  auto got = f.store.get("b", f.key);
+  REQUIRE(got.ok());
+  CHECK(got.value->spec.holder_identity == "a");
+  CHECK(got.value->spec.lease_transitions == 2);
+  CHECK(f.store.revision() == 2);
+}
+
+TEST_CASE("sim_etcd: the key dies when its TTL passes without a keepalive; a keepalive restarts it") {
+  fixture f;
+  auto a = f.store.create("a", f.record("a", 0, 5));
+  REQUIRE(a.ok());
+  f.now += 4s;
+  auto renewed = f.store.update("a", *a.value);
+  REQUIRE(renewed.ok());
+  CHECK(renewed.value->resource_version == "2");   // a keepalive writes nothing
+  CHECK(f.store.next_expiry() == f.now + 5s);
+  f.now += 4900ms;
+  CHECK_FALSE(f.store.expire_due());
+  CHECK(f.store.peek(f.key));
+  f.now += 100ms;
+  CHECK_FALSE(f.store.peek(f.key));                // gone by the store's clock
+  CHECK(f.store.expire_due());
+  CHECK(f.store.get("a", f.key).kind() == error_kind::not_found);
+  CHECK(f.store.update("a", *a.value).kind() == error_kind::not_found);
+  auto changes = f.store.changes_since(f.key, 0);
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0].record);
+  CHECK_FALSE(changes[1].record);                  // the DELETE, at the next revision
+  CHECK(changes[1].rv == 3);
+  auto b = f.store.create("b", f.record("b", 0));
+  REQUIRE(b.ok());
+  CHECK(b.value->spec.lease_transitions == 4);     // terms only grow
+}
+
+TEST_CASE("sim_etcd: a release revokes the lease of its own term only") {
+  fixture f;
+  auto a = f.store.create("a", f.record("a", 0));
+  REQUIRE(a.ok());
+  auto other_term = *a.value;
+  other_term.spec.holder_identity.clear();
+  other_term.spec.lease_transitions = 1;
+  CHECK(f.store.update("a", other_term).kind() == error_kind::conflict);
+  CHECK(f.store.update("b", f.record("b", 2)).kind() == error_kind::conflict);   // not b's key
+  auto release = *a.value;
+  release.spec.holder_identity.clear();
+  auto r = f.store.update("a", release);
+  REQUIRE(r.ok());
+  CHECK(r.value->spec.holder_identity.empty());
+  CHECK_FALSE(f.store.peek(f.key));
+  CHECK_FALSE(f.store.next_expiry());              // the lease is gone with its key
+}
+
+TEST_CASE("sim_etcd: the same holder in a new term deletes its unchanged key and creates it anew") {
+  fixture f;
+  auto a = f.store.create("a", f.record("a", 0));
+  REQUIRE(a.ok());
+  auto stale = f.record("a", 7, 5, "1");
+  CHECK(f.store.update("a", stale).kind() == error_kind::conflict);   // another mod_revision
+  auto again = f.record("a", 7, 5, a.value->resource_version);
+  auto r = f.store.update("a", again);
+  REQUIRE(r.ok());
+  CHECK(r.value->spec.lease_transitions == 4);   // 3 was the delete
+  CHECK(f.store.peek(f.key)->spec.lease_transitions == 4);
+}
+
+TEST_CASE("sim_etcd: a raft leader change gives every lease its full TTL again") {
+  fixture f;
+  REQUIRE(f.store.create("a", f.record("a", 0, 3)).ok());
+  f.now += 2s;
+  f.store.leader_change();
+  CHECK(f.store.next_expiry() == f.now + 3s);
+}
+
+TEST_CASE("sim_etcd: faults answer in etcd's terms and are logged") {
+  fixture f;
+  f.store.set_fault(sim_fault::error, "a", 429);
+  int status = 0;
+  CHECK(f.store.fault_for("a", status) == sim_fault::error);
+  CHECK(status == 429);
+  CHECK(f.store.fault_for("b", status) == sim_fault::none);
+  auto r = f.store.failure("a", "GET", f.key, sim_fault::error, 429);
+  CHECK(r.kind() == error_kind::throttled);
+  CHECK(r.error.path.find("/v3/kv/range") == 0);
+  CHECK(f.store.count("GET", "a") == 1);
+}
