@@ -373,7 +373,7 @@ private:
   }
 
   void note_error(const api_error& err) {
-    if (err.kind == error_kind::conflict || err.kind == error_kind::already_exists) {
+    if (is_lost_race(err.kind)) {
       // A lost race (another replica wrote first): the API answered, and
       // is as reachable as ever. Reported (the log keeps it at debug), but
       // no outage: readiness stays.

@@ -58,7 +58,7 @@ event_sink default_event_sink(std::FILE* out) {
         what = ev.holder.empty() ? "the lease is free" : "leader is " + ev.holder;
         break;
       case event_type::api_error:
-        if (ev.error.kind == error_kind::conflict || ev.error.kind == error_kind::already_exists)
+        if (is_lost_race(ev.error.kind))
           return;   // a lost race, not a failure
         what = "API request failed: " + ev.error.describe();
         break;

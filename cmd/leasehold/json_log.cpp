@@ -79,9 +79,7 @@ std::optional<log_record> describe(const runtime_event& e) {
       break;
     case event_type::api_error:
       // A 409 is how a normal race (two replicas writing one record) ends.
-      r.level = e.error.kind == error_kind::conflict || e.error.kind == error_kind::already_exists
-                  ? log_level::debug
-                  : log_level::warn;
+      r.level = is_lost_race(e.error.kind) ? log_level::debug : log_level::warn;
       r.msg = "API request failed";
       r.fields["error_kind"] = to_string(e.error.kind);
       r.fields["error"] = e.error.describe();

@@ -32,6 +32,10 @@ void api_health::record(const runtime_event& e) {
       v_.error_kind.clear();
       break;
     case event_type::api_error:
+      if (is_lost_race(e.error.kind)) {   // an answer, not an outage
+        v_.answered = true;
+        break;
+      }
       v_.error_kind = to_string(e.error.kind);
       break;
     default:

@@ -26,6 +26,13 @@ enum class error_kind {
 /// Short stable name, used in logs and as the Prometheus label.
 const char* to_string(error_kind k);
 
+/// A 409 (Conflict, AlreadyExists): another replica wrote first. The API
+/// answered and is as reachable as ever: a lost race, not an outage, so it
+/// never makes a replica unready and is logged at debug only.
+inline bool is_lost_race(error_kind k) {
+  return k == error_kind::conflict || k == error_kind::already_exists;
+}
+
 struct api_error {
   error_kind kind = error_kind::none;
   int http_status = 0;       // 0 when no response was received

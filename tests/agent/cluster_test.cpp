@@ -56,7 +56,8 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
     auto h = http_get(leader.health_port(), "/healthz");
     CHECK(h.status == 200);
     CHECK(json::parse(h.body)["status"] == "ok");
-    REQUIRE(wait_until([&] { return http_get(follower.health_port(), "/readyz").status == 200; }, 5s));
+    REQUIRE_MESSAGE(wait_until([&] { return http_get(follower.health_port(), "/readyz").status == 200; }, 5s),
+                    http_get(follower.health_port(), "/readyz").body);
     CHECK(http_get(leader.health_port(), "/readyz").status == 200);
 
     // Renewals happen every retry period: the histogram fills.

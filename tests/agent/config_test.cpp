@@ -474,6 +474,14 @@ TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {
   CHECK_FALSE(readiness(st, api.get()).ok);             // error outstanding
   api.record(event(event_type::api_recovered));
   CHECK(readiness(st, api.get()).ok);
+  // A lost race (409) is an answer: the elector reports it, then sends no
+  // api_recovered (nothing was out). Readiness must not wait for one.
+  for (auto kind : {error_kind::already_exists, error_kind::conflict}) {
+    auto race = event(event_type::api_error);
+    race.error.kind = kind;
+    api.record(race);
+    CHECK(readiness(st, api.get()).ok);
+  }
   st.state = runner_state::idle;
   st.electing = false;
   api.record(err);
