@@ -287,6 +287,10 @@ api_error kube_client::stream(const std::string& verb, const std::string& path,
     return *err;
   for (auto& h : headers)
     req.headers.emplace(h.first, h.second);
+  // A stream's connection is not kept for the next one: between streams (a
+  // backoff after a refusal, say) it would hold one of the server's worker
+  // threads for nothing.
+  req.headers.emplace("Connection", "close");
   if (body) {
     req.body = *body;
     req.headers.emplace("Content-Type", "application/json");

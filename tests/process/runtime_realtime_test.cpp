@@ -224,3 +224,55 @@ TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
   CHECK(j["spec"].value("holderIdentity", "") == "");
   CHECK(j["spec"]["leaseDurationSeconds"] == 1);
 }
+
+TEST_CASE("many leases in one process: watches the server refuses do not starve the requests") {
+  // A server with room for one watch stream and 16 other connections; 20
+  // leases, each runner's follower watch refused (429) but the first. Before,
+  // each refused watch kept its connection (keep-alive) through its backoff,
+  // holding a server worker: the 16 were taken, the renews queued behind
+  // them, and no lease was ever led.
+  leasehold::api_server_options so;
+  so.worker_threads = 17;
+  local_api_server server(so);
+  REQUIRE(server.start().error.empty());
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  intervals iv;
+  auto reg = std::make_shared<module_registry>();
+  reg->add({"work", true,
+            [&iv](caf::actor_system& s, const module_context& ctx) {
+              return s.spawn([&iv, ctx](caf::event_based_actor* self) -> caf::behavior {
+                auto i = iv.begin(ctx.fence.lease.name);
+                self->attach_functor([&iv, i] { iv.end(i); });
+                return {[](leadership_changed&) {}};
+              });
+            },
+            nullptr});
+  auto t = short_timings();
+  connection_config conn;
+  conn.server = "http://127.0.0.1:" + std::to_string(server.port());
+  auto transport = spawn_http_transport(sys, bounded_by(conn, t));
+  std::vector<runner_actor> runners;
+  for (int i = 0; i < 20; ++i) {
+    runner_options o;
+    o.identity = "many";
+    o.lease = {"default", "many-" + std::to_string(i)};
+    o.timings = t;
+    o.transport = transport;
+    o.registry = reg;
+    o.events = [](const runtime_event&) {};
+    module_spec m;
+    m.name = "work";
+    m.type = "work";
+    o.modules.modules = {m};
+    auto r = spawn_runner(sys, o);
+    REQUIRE(r.errors.empty());
+    runners.push_back(r.runner);
+  }
+  // Each created lease is led a lease duration after its create.
+  CHECK(eventually([&] { return iv.running() == 20; }, 8s));   // 4 lease durations
+  MESSAGE(iv.running() << " of 20 leases led");
+  for (auto& r : runners)
+    CHECK(shutdown(sys, r, 5s));
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
