@@ -15,7 +15,7 @@
 
 #include "actors/runner.hpp"
 #include "leasehold/runtime.hpp"
-#include "transport/sim_transport.hpp"
+#include "tests/support/sim_transport.hpp"
 
 namespace leasehold::test {
 

@@ -38,7 +38,7 @@
 #include "actors/runner.hpp"
 #include "leasehold/runtime.hpp"
 #include "sim_etcd.hpp"
-#include "transport/sim_transport.hpp"
+#include "tests/support/sim_transport.hpp"
 
 namespace leasehold::sim {
 

@@ -29,7 +29,7 @@
 #include <optional>
 #include <string>
 
-#include "transport/sim_transport.hpp"
+#include "tests/support/sim_transport.hpp"
 
 namespace leasehold {
 

@@ -1,4 +1,4 @@
-#include "transport/sim_transport.hpp"
+#include "tests/support/sim_transport.hpp"
 
 #include <algorithm>
 
