@@ -61,6 +61,23 @@ struct intervals {
   }
 };
 
+/// A registry with one leader-only type, "work", whose instances record
+/// their life in `iv` under the key `key_of(ctx)`.
+template <class KeyOf>
+std::shared_ptr<module_registry> work_registry(intervals& iv, KeyOf key_of) {
+  auto reg = std::make_shared<module_registry>();
+  reg->add({"work", true,
+            [&iv, key_of](caf::actor_system& s, const module_context& ctx) {
+              return s.spawn([&iv, ctx, key_of](caf::event_based_actor* self) -> caf::behavior {
+                auto i = iv.begin(key_of(ctx));
+                self->attach_functor([&iv, i] { iv.end(i); });
+                return {[](leadership_changed&) {}};
+              });
+            },
+            nullptr});
+  return reg;
+}
+
 election_timings short_timings() {
   election_timings t;
   t.lease_duration = 2s;
@@ -99,16 +116,7 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   intervals iv;
-  auto reg = std::make_shared<module_registry>();
-  reg->add({"work", true,
-            [&iv](caf::actor_system& s, const module_context& ctx) {
-              return s.spawn([&iv, ctx](caf::event_based_actor* self) -> caf::behavior {
-                auto i = iv.begin(ctx.identity);
-                self->attach_functor([&iv, i] { iv.end(i); });
-                return {[](leadership_changed&) {}};
-              });
-            },
-            nullptr});
+  auto reg = work_registry(iv, [](const module_context& ctx) { return ctx.identity; });
 
   auto t = short_timings();
   std::vector<runner_actor> runners;
@@ -238,16 +246,7 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   intervals iv;
-  auto reg = std::make_shared<module_registry>();
-  reg->add({"work", true,
-            [&iv](caf::actor_system& s, const module_context& ctx) {
-              return s.spawn([&iv, ctx](caf::event_based_actor* self) -> caf::behavior {
-                auto i = iv.begin(ctx.fence.lease.name);
-                self->attach_functor([&iv, i] { iv.end(i); });
-                return {[](leadership_changed&) {}};
-              });
-            },
-            nullptr});
+  auto reg = work_registry(iv, [](const module_context& ctx) { return ctx.fence.lease.name; });
   auto t = short_timings();
   connection_config conn;
   conn.server = "http://127.0.0.1:" + std::to_string(server.port());
