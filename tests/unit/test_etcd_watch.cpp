@@ -14,11 +14,15 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/test_support.hpp"
+#include "tests/unit/watch_support.hpp"
 #include "transport/etcd_transport.hpp"
 #include "transport/kube_config.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
+using leasehold::test::collect;
+using leasehold::test::play;
+using leasehold::test::script;
 using json = nlohmann::json;
 
 namespace {
@@ -53,12 +57,6 @@ std::string del(int mod) {
          + std::to_string(mod) + "\"}}]}}\n";
 }
 
-/// What one watch connection gets: lines to send, then end, stall or cut.
-struct script {
-  std::vector<std::string> chunks;
-  bool stall = false;   // keep the connection open, send nothing more (bounded)
-  bool cut = false;     // drop the connection without ending the chunked body
-};
 
 struct fake_gateway {
   test::loopback_server<> server;
@@ -95,32 +93,13 @@ struct fake_gateway {
           s.stall = true;   // the last, quiet stream
         }
       }
-      res.set_chunked_content_provider("application/json", [this, s](std::size_t,
-                                                                    httplib::DataSink& sink) {
-        for (auto& c : s.chunks)
-          sink.write(c.data(), c.size());
-        if (s.cut)
-          return false;
-        if (s.stall)
-          for (int i = 0; i < 100 && !closing; ++i)   // at most 1 s
-            std::this_thread::sleep_for(10ms);
-        sink.done();
-        return true;
-      });
+      play(res, s, closing);
     });
     server.start();
   }
   ~fake_gateway() { closing = true; }
 };
 
-/// Collects the subscriber's events until `n` arrived or 6 s passed.
-std::vector<lease_watch_event> collect(caf::scoped_actor& self, std::size_t n) {
-  std::vector<lease_watch_event> out;
-  for (int i = 0; out.size() < n && i < 240; ++i)
-    self->receive([&](lease_watch_event& ev) { out.push_back(std::move(ev)); },
-                  caf::after(25ms) >> [] {});
-  return out;
-}
 
 std::string show(const lease_watch_event& e) {
   switch (e.what) {
@@ -243,7 +222,7 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
   self->send(transport, watch_lease_atom::value, req);
 
   std::vector<std::string> seen;
-  for (auto& e : collect(self, 15))
+  for (auto& e : collect(self, 15, 240))
     seen.push_back(show(e));
   for (auto& s : seen)
     MESSAGE(s);

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "tests/unit/test_support.hpp"
+#include "tests/unit/watch_support.hpp"
 #include "leasehold/transports.hpp"
 #include "transport/lease_watch.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
+using leasehold::test::collect;
+using leasehold::test::play;
+using leasehold::test::script;
 
 namespace {
 
@@ -24,12 +28,6 @@ std::string event(const std::string& type, const std::string& rv, const std::str
   return R"({"type":")" + type + R"(","object":)" + test::lease_body(key.name, rv, holder, 3) + "}\n";
 }
 
-/// What one connection gets: lines to send, then end or stall.
-struct script {
-  std::vector<std::string> chunks;
-  bool stall = false;   // keep the connection open, send nothing more (bounded)
-  bool cut = false;     // drop the connection without ending the chunked body
-};
 
 struct watch_server {
   test::loopback_server<> server;
@@ -55,32 +53,13 @@ struct watch_server {
           s.stall = true;   // the last, quiet stream
         }
       }
-      res.set_chunked_content_provider("application/json", [this, s](std::size_t,
-                                                                    httplib::DataSink& sink) {
-        for (auto& c : s.chunks)
-          sink.write(c.data(), c.size());
-        if (s.cut)
-          return false;
-        if (s.stall)
-          for (int i = 0; i < 100 && !closing; ++i)   // at most 1 s
-            std::this_thread::sleep_for(10ms);
-        sink.done();
-        return true;
-      });
+      play(res, s, closing);
     });
     server.start();
   }
   ~watch_server() { closing = true; }
 };
 
-/// Collects the subscriber's events until `n` arrived or 5 s passed.
-std::vector<lease_watch_event> collect(caf::scoped_actor& self, std::size_t n) {
-  std::vector<lease_watch_event> out;
-  for (int i = 0; out.size() < n && i < 200; ++i)
-    self->receive([&](lease_watch_event& ev) { out.push_back(std::move(ev)); },
-                  caf::after(25ms) >> [] {});
-  return out;
-}
 
 std::string show(const lease_watch_event& e) {
   switch (e.what) {
