@@ -255,7 +255,6 @@ public:
 
   /// The transports, the Kubernetes Event poster and the runner.
   bool spawn_runtime() {
-    bool on_etcd = cfg_.backend == "etcd";
     auto event_conn = conn_;
     event_conn.user_agent = "leasehold-events/" LEASEHOLD_VERSION;
     event_poster_options poster_opts;
@@ -264,7 +263,7 @@ public:
         + std::chrono::milliseconds(500);
     // etcd keeps no Events: the poster then talks to an etcd transport, whose
     // post_event is a no-op.
-    poster_ = spawn_event_poster(sys_, on_etcd ? spawn_etcd_transport(sys_, cfg_.etcd)
+    poster_ = spawn_event_poster(sys_, on_etcd() ? spawn_etcd_transport(sys_, cfg_.etcd)
                                                : spawn_http_transport(sys_, event_conn),
                                  poster_opts);
     std::vector<event_sink> sinks{log_.sink(), counters_.sink(), api_.sink(),
@@ -276,7 +275,7 @@ public:
     ropts.lease = lease_;
     ropts.timings = cfg_.timings;
     ropts.watch = cfg_.watch;
-    if (on_etcd)
+    if (on_etcd())
       use_etcd(sys_, ropts, cfg_.etcd);
     else
       ropts.transport = spawn_http_transport(sys_, bounded_by(conn_, cfg_.timings));
@@ -297,11 +296,10 @@ public:
   /// Serves probes, says "agent started", follows the config file.
   void serve() {
     health_->serve();
-    bool on_etcd = cfg_.backend == "etcd";
     log_.log(log_level::info, "agent started",
              {{"version", LEASEHOLD_VERSION},
               {"backend", cfg_.backend},
-              {"server", on_etcd ? cfg_.etcd.endpoints.front() : conn_.server},
+              {"server", on_etcd() ? cfg_.etcd.endpoints.front() : conn_.server},
               {"health_addr", cfg_.health_addr.substr(0, cfg_.health_addr.rfind(':') + 1)
                                 + std::to_string(health_port_)},
               {"modules", cfg_.modules.modules.size()},
@@ -349,6 +347,8 @@ public:
   }
 
 private:
+  bool on_etcd() const { return cfg_.backend == "etcd"; }
+
   static caf::actor_system_config& tuned(caf::actor_system_config& cfg) {
     tune_for_idle(cfg);
     return cfg;

@@ -78,6 +78,23 @@ std::shared_ptr<module_registry> work_registry(intervals& iv, KeyOf key_of) {
   return reg;
 }
 
+/// A runner for `lease` whose one module is an instance of `work_registry`'s "work".
+runner_options work_runner(const std::string& identity, lease_key lease, election_timings t,
+                           lease_transport_actor transport,
+                           std::shared_ptr<module_registry> reg) {
+  runner_options o;
+  o.identity = identity;
+  o.lease = std::move(lease);
+  o.timings = t;
+  o.transport = std::move(transport);
+  o.registry = std::move(reg);
+  module_spec m;
+  m.name = "work";
+  m.type = "work";
+  o.modules.modules = {m};
+  return o;
+}
+
 election_timings short_timings() {
   election_timings t;
   t.lease_duration = 2s;
@@ -122,19 +139,11 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
   std::vector<runner_actor> runners;
   std::vector<lease_transport_actor> transports;
   for (auto id : {"rt-a", "rt-b"}) {
-    runner_options o;
-    o.identity = id;
-    o.lease = {"default", "realtime"};
-    o.timings = t;
     connection_config conn;
     conn.server = "http://127.0.0.1:" + std::to_string(server.port());
     conn.user_agent = std::string("leasehold-test/") + id;
-    o.transport = spawn_http_transport(sys, bounded_by(conn, t));
-    o.registry = reg;
-    module_spec m;
-    m.name = "work";
-    m.type = "work";
-    o.modules.modules = {m};
+    auto o = work_runner(id, {"default", "realtime"}, t,
+                         spawn_http_transport(sys, bounded_by(conn, t)), reg);
     auto r = spawn_runner(sys, o);
     REQUIRE(r.errors.empty());
     runners.push_back(r.runner);
@@ -253,17 +262,8 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   auto transport = spawn_http_transport(sys, bounded_by(conn, t));
   std::vector<runner_actor> runners;
   for (int i = 0; i < 20; ++i) {
-    runner_options o;
-    o.identity = "many";
-    o.lease = {"default", "many-" + std::to_string(i)};
-    o.timings = t;
-    o.transport = transport;
-    o.registry = reg;
+    auto o = work_runner("many", {"default", "many-" + std::to_string(i)}, t, transport, reg);
     o.events = [](const runtime_event&) {};
-    module_spec m;
-    m.name = "work";
-    m.type = "work";
-    o.modules.modules = {m};
     auto r = spawn_runner(sys, o);
     REQUIRE(r.errors.empty());
     runners.push_back(r.runner);

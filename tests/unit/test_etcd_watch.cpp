@@ -21,6 +21,7 @@
 using namespace leasehold;
 using namespace std::chrono_literals;
 using leasehold::test::collect;
+using leasehold::test::next_script;
 using leasehold::test::play;
 using leasehold::test::script;
 using json = nlohmann::json;
@@ -85,13 +86,7 @@ struct fake_gateway {
         CHECK(cr["progress_notify"] == true);
         starts.push_back(cr.contains("start_revision") ? cr["start_revision"].get<std::string>()
                                                        : "-");
-        if (!scripts.empty()) {
-          s = scripts.front();
-          scripts.pop_front();
-        } else {
-          s.chunks = {created};
-          s.stall = true;   // the last, quiet stream
-        }
+        s = next_script(scripts, script{{created}, true});
       }
       play(res, s, closing);
     });
@@ -99,7 +94,6 @@ struct fake_gateway {
   }
   ~fake_gateway() { closing = true; }
 };
-
 
 std::string show(const lease_watch_event& e) {
   switch (e.what) {

@@ -17,6 +17,7 @@
 using namespace leasehold;
 using namespace std::chrono_literals;
 using leasehold::test::collect;
+using leasehold::test::next_script;
 using leasehold::test::play;
 using leasehold::test::script;
 
@@ -46,12 +47,7 @@ struct watch_server {
                                                            : "-");
         CHECK(req.get_param_value("fieldSelector") == "metadata.name=" + key.name);
         CHECK(req.get_param_value("watch") == "1");
-        if (!scripts.empty()) {
-          s = scripts.front();
-          scripts.pop_front();
-        } else {
-          s.stall = true;   // the last, quiet stream
-        }
+        s = next_script(scripts, script{{}, true});
       }
       play(res, s, closing);
     });
@@ -59,7 +55,6 @@ struct watch_server {
   }
   ~watch_server() { closing = true; }
 };
-
 
 std::string show(const lease_watch_event& e) {
   switch (e.what) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,16 @@ struct script {
   bool stall = false;   // keep the connection open, send nothing more (bounded)
   bool cut = false;     // drop the connection without ending the chunked body
 };
+
+/// The next scripted answer; once the scripts are used up, `last` (the
+/// quiet stream a watch ends up on).
+inline script next_script(std::deque<script>& scripts, script last) {
+  if (scripts.empty())
+    return last;
+  auto s = std::move(scripts.front());
+  scripts.pop_front();
+  return s;
+}
 
 /// Answers with `s` as a chunked stream; a stall lasts at most 1 s, or
 /// until `closing`.
