@@ -350,9 +350,9 @@ private:
 
   /// A leader-only module got its kill at module_stop_timeout. Normally its
   /// down message follows at once; if not shortly after, it is still running
-  /// (blocked in a handler): stop renewing (never release: the lease must
-  /// expire), and unless it goes down before another replica could take the
-  /// lease, end the process.
+  /// (blocked in a handler): the term ends (see on_fatal_check), and unless
+  /// the module goes down before another replica could take the lease, the
+  /// process ends.
   void on_kill_unconfirmed(const std::string&) {
     auto grace = std::min<caf::timespan>(safety_room() / 4, std::chrono::milliseconds(100));
     delayed_send(this, grace, fatal_atom::value, 1);
@@ -365,18 +365,29 @@ private:
     return t.lease_duration - t.renew_deadline - t.module_stop_timeout;
   }
 
+  /// Phase 1 (shortly after an unconfirmed kill): renewing stops, and so
+  /// does the term. The elector is killed, never asked to release (the
+  /// lease must run out: a module may still be working), and a leader
+  /// steps down like after any lost term: its fence ends and every other
+  /// leader-only module is stopped under the same kill/confirm rules. Once
+  /// all are confirmed down the step-down settles and the replica competes
+  /// again. Phase 2 (half the safety room before another replica may take
+  /// the lease): a kill still unconfirmed ends the process.
   void on_fatal_check(int phase) {
     auto pending = modules_.unconfirmed_kills();
     if (pending.empty())
       return;
     if (phase == 1) {
-      if (elector_)   // stop renewing; the lease must run out, not be released
-        anon_send_exit(detach_elector(), caf::exit_reason::kill);
       emit(event_type::module_unconfirmed, [&](runtime_event& ev) {
         ev.module = pending.front();
         ev.leader_only = true;
         ev.reason = "killed at module_stop_timeout but not down";
       });
+      if (auto e = elector_) {
+        elector_gone("leader-only module " + pending.front()
+                     + " was killed but has not stopped: renewing stops and the lease must run out");
+        anon_send_exit(e, caf::exit_reason::kill);
+      }
       // Others may take the lease from (last renew sent) + lease_duration on;
       // be gone half the safety room before that.
       auto& t = opt_.timings;

@@ -131,6 +131,9 @@ caf::timespan liveness_bound(const election_timings& t, backend_kind backend) {
 
 scenario generate(std::uint64_t seed) {
   draw d{std::mt19937_64{seed * 0x9E3779B97F4A7C15ULL + 1}};
+  // Choices added after the first generator draw from a stream of their
+  // own, so every earlier choice of a seed stays what it was.
+  draw later{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 7}};
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -189,13 +192,20 @@ scenario generate(std::uint64_t seed) {
           o.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                        d.span(100ms, 3 * ld)).count());
           break;
-        case op_kind::stubborn_module: o.param = d.range(0, 2); break;   // ignore / hang / both
+        case op_kind::stubborn_module:
+          o.param = d.range(0, 2);   // ignore / hang / both
+          // 3, 4: hang / both, and "side" alone is switched off meanwhile
+          // (a partial disable: its stop and kill happen while leading).
+          if (o.param >= 1 && later.unit() < 0.5)
+            o.param += 2;
+          break;
         case op_kind::slow_module:
           o.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                        d.span(10ms, 2 * sc.timings.module_stop_timeout)).count());
           break;
         case op_kind::config_burst: o.param = d.range(0, 600); break;   // spacing ms
         case op_kind::graceful_shutdown: o.param = d.unit() < 0.6 ? -1 : 0; break;   // -1: the leader
+        case op_kind::disable: o.param = later.range(0, 2); break;   // all / only work / only side
         default: break;
       }
       sc.ops.push_back(o);

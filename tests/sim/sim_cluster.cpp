@@ -183,7 +183,8 @@ using crash_atom = caf::atom_constant<caf::atom("sim_crash")>;
 
 struct knobs_by_module {
   probe_knobs work, side, every;
-  bool leader_only_enabled = true;
+  bool leader_only_enabled = true;   // both leader-only modules
+  bool work_off = false, side_off = false;   // one of them switched off alone
 };
 
 probe_knobs parse_knobs(const nlohmann::json& s) {
@@ -221,8 +222,8 @@ module_config make_config(const knobs_by_module& k) {
     m.settings = to_settings(kn);
     cfg.modules.push_back(std::move(m));
   };
-  add("work", true, k.leader_only_enabled, k.work);
-  add("side", true, k.leader_only_enabled, k.side);
+  add("work", true, k.leader_only_enabled && !k.work_off, k.work);
+  add("side", true, k.leader_only_enabled && !k.side_off, k.side);
   add("every", false, true, k.every);
   return cfg;
 }
@@ -346,6 +347,12 @@ private:
     mt.factory = [this, replica, incarnation](caf::actor_system& sys,
                                               const module_context& ctx) -> caf::actor {
       auto fn = [this, replica, incarnation, ctx](caf::event_based_actor* self) -> caf::behavior {
+        if (!procs_[replica].alive || procs_[replica].incarnation != incarnation) {
+          // The process is being torn down (kill_proc drains its mailboxes
+          // after it died): in a real process no code runs any more.
+          self->quit();
+          return {};
+        }
         probe_instance inst;
         inst.identity = ctx.identity;
         inst.incarnation = incarnation;
@@ -713,11 +720,19 @@ private:
             hung_[{i, inst.actor}] = now_ + std::chrono::milliseconds(o.param);
         break;
       case op_kind::stubborn_module: {
-        int hang = o.param >= 1 ? static_cast<int>(ms(o.duration)) + 1 : 0;
-        knobs_for(i, o.duration, [ignore = o.param != 1, hang](knobs_by_module& k, bool on) {
+        // param 0: "work" ignores stops; 1: "side" hangs on stop; 2: both;
+        // 3, 4: as 1, 2, and "side" alone is switched off 100 ms later, so
+        // it hangs while its replica goes on leading with "work".
+        int kind = o.param > 2 ? o.param - 2 : o.param;
+        int hang = kind >= 1 ? static_cast<int>(ms(o.duration)) + 1 : 0;
+        knobs_for(i, o.duration, [ignore = kind != 1, hang](knobs_by_module& k, bool on) {
           k.work.ignore_stop = on && ignore;
           k.side.hang_on_stop_ms = on ? hang : 0;
         });
+        if (o.param > 2)
+          later(100ms, [this, i, d = o.duration] {
+            knobs_for(i, d, [](knobs_by_module& k, bool on) { k.side_off = on; });
+          });
         break;
       }
       case op_kind::slow_module:
@@ -726,11 +741,20 @@ private:
         });
         break;
       case op_kind::disable:
-        knobs_for(i, o.duration,
-                  [](knobs_by_module& k, bool on) { k.leader_only_enabled = !on; });
+        // param 0: every leader-only module; 1: only "work"; 2: only "side"
+        // (a partial disable: the replica keeps leading with the other).
+        knobs_for(i, o.duration, [which = o.param](knobs_by_module& k, bool on) {
+          if (which == 1)
+            k.work_off = on;
+          else if (which == 2)
+            k.side_off = on;
+          else
+            k.leader_only_enabled = !on;
+        });
         break;
       case op_kind::enable:
         p.knobs.leader_only_enabled = true;
+        p.knobs.work_off = p.knobs.side_off = false;
         configure(i);
         break;
       case op_kind::change_value:
@@ -899,8 +923,14 @@ private:
     if (now_ >= start_ + e) {
       for (auto& p : procs_) {
         auto st = status(p.index);
-        if (st && p.knobs.leader_only_enabled && !st->electing)
+        bool wanted = p.knobs.leader_only_enabled && !(p.knobs.work_off && p.knobs.side_off);
+        if (st && wanted && !st->electing)
           violation(p.identity + " has leader-only modules enabled but no elector and no respawn");
+        if (st && st->state == runner_state::leader) {
+          auto e = ask<caf::actor>(p.index, get_elector_atom::value);
+          if (e && !*e)
+            violation(p.identity + " is leader without an elector (nothing renews its term)");
+        }
       }
       // Without faults a replica sends about one request per retry period
       // (a leader's renew, a polling follower's read; a watching follower

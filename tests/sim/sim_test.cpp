@@ -169,3 +169,52 @@ TEST_CASE("a follower waiting on its watch does not poll a held lease without pa
     CHECK(r.requests <= 2 * periods);
   }
 }
+
+TEST_CASE("two leaders after a partial disable of a hung module: the term ends, every leader-only module stops, the replica competes again") {
+  // Issue 18, defect 1. The leader runs "work" and "side"; only "side" is
+  // disabled, and it blocks in its exit handler for 7 s: longer than its
+  // kill at module_stop_timeout (4 s), shorter than the fatal deadline.
+  // Before the fix the fatal check's first phase killed the elector without
+  // ending the term: the replica stayed leader with "work" running and no
+  // renew, and the other replica took the lease by expiry (two leaders).
+  using namespace std::chrono_literals;
+  scenario sc;
+  sc.seed = 11;
+  sc.replicas = 2;
+  for (std::size_t r = 0; r < 2; ++r) {
+    op hang;   // param 1: "side" hangs on stop (duration + 1 ms), "work" stops normally
+    hang.kind = op_kind::stubborn_module;
+    hang.replica = r;
+    hang.at = 20s;
+    hang.duration = 7s;
+    hang.param = 1;
+    sc.ops.push_back(hang);
+    op off;    // param 2: only "side" is switched off
+    off.kind = op_kind::disable;
+    off.replica = r;
+    off.at = 21s;
+    off.duration = 200s;
+    off.param = 2;
+    sc.ops.push_back(off);
+  }
+  std::stable_sort(sc.ops.begin(), sc.ops.end(), [](const op& a, const op& b) { return a.at < b.at; });
+  sc.length = 150s;
+  auto r = run(sc);
+  CHECK_MESSAGE(r.ok, r.violation);
+  std::size_t lost = r.log.size(), again = r.log.size();
+  for (std::size_t k = 0; k < r.log.size(); ++k) {
+    if (lost == r.log.size() && r.log[k].find(" lost term ") != std::string::npos)
+      lost = k;
+    if (lost < k && again == r.log.size() && r.log[k].find(" acquired term ") != std::string::npos)
+      again = k;
+  }
+  std::string log;
+  for (auto& l : r.log)
+    log += l + "\n";
+  INFO(log);
+  CHECK(lost < r.log.size());    // the unconfirmed kill ended the term
+  CHECK(again < r.log.size());   // and election went on: a new term was acquired
+  CHECK(std::none_of(r.log.begin(), r.log.end(), [](const std::string& l) {
+    return l.find("fatal exit") != std::string::npos;   // "side" went down before the deadline
+  }));
+}
