@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "actors/outside_writes.hpp"
 #include "transport/kube_client.hpp"
 
 namespace leasehold {
@@ -152,12 +153,18 @@ private:
     call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       if (r.ok()) {
         answered();
+        if (mem_.outside_wait_until) {   // the key is there (again)
+          mem_.outside_wait_until.reset();
+          report_memory();
+        }
         observe(*r.value);
+        note_ttl(*r.value, started);
         decide(*r.value, started);
       } else if (r.kind() == error_kind::not_found) {
         answered();
         absent(started);
       } else {
+        forget_ttl();   // what we knew of the key's TTL may be stale now
         failed(r.error);
       }
     });
@@ -205,6 +212,10 @@ private:
       done_attempt();
       return;
     }
+    if (opt_.backend.server_expiry && !leading_ && vanished_under_a_holder(started)) {
+      done_attempt();
+      return;
+    }
     lease l;
     l.name = opt_.lease.name;
     l.ns = opt_.lease.ns;
@@ -220,10 +231,15 @@ private:
                              mem_.max_term);
     }
     remember_write(l.spec);
+    // etcd needs no hold where this replica saw the key go (released,
+    // expired, or an outside write waited out); one that never saw the key
+    // (a process just started) cannot have waited out an operator's delete
+    // or revoke of a live term, so it holds what it creates, as on Kubernetes.
+    bool hold = create_new && (!opt_.backend.server_expiry || !mem_.record);
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
-             if (create_new && !opt_.backend.server_expiry)
+             if (hold)
                mem_.created_at = started;
              observe(*r.value);
              succeeded(r.value->spec, started);
@@ -262,8 +278,12 @@ private:
   /// it has not expired by our clock.
   bool held_by_other(const lease& rec) const {
     auto& holder = rec.spec.holder_identity;
-    if (holder.empty())
-      return false;
+    if (holder.empty()) {
+      // Released by its holder: free. Emptied by anybody else (an operator,
+      // a tool): the last holder may still be working; wait a lease
+      // duration by our clock, as for an expiry.
+      return !released_record(rec.spec) && !expired(rec);
+    }
     if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
       return false;   // a term this replica held and ended: its modules are down
     return opt_.backend.server_expiry || !expired(rec);
@@ -635,8 +655,17 @@ private:
                           || mem_.record->spec.holder_identity != rec.spec.holder_identity;
     mem_.record = rec;
     mem_.observed_at = clock().now();
+    mem_.ttl_read_at.reset();   // another record: another key or lease
+    mem_.ttl_until.reset();
+    mem_.outside_wait_until.reset();
     mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
     report_memory();
+    if (holder_changed && rec.spec.holder_identity.empty() && !released_record(rec.spec))
+      emit(event_type::outside_write, [&](runtime_event& ev) {
+        ev.term = rec.spec.lease_transitions;
+        ev.reason = "holderIdentity was emptied by a write that is not a release; no acquisition for "
+                    + std::to_string(rec.spec.lease_duration_seconds.value_or(0)) + "s";
+      });
     if (holder_changed) {
       send(opt_.runner, leader_observed{rec.spec.holder_identity, rec.spec.lease_transitions});
       emit(event_type::leader_changed, [&](runtime_event& ev) {
@@ -673,20 +702,78 @@ private:
       // once if it timed out), so two attempts fit in the renew deadline.
       return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
     }
+    auto now = clock().now();
+    caf::timespan d;
     if (waits_on_watch()) {
       // The watch tells of every change; nothing to ask until it could expire.
       // With server expiry the record never tells when: a keepalive changes
       // neither the record nor its version, so the time since it last
       // changed passes a lease duration while it is still held, and waking
       // then would poll without pause. The watch streams the key's deletion;
-      // a read once per lease duration only guards the stream.
-      if (opt_.backend.server_expiry)
-        return opt_.timings.lease_duration;
-      return std::max(caf::timespan{0}, expires_at(*mem_.record) - clock().now());
+      // a read once per lease duration guards the stream, and reads at half
+      // the key's remaining TTL keep the TTL horizon ahead (outside_writes.hpp).
+      d = opt_.backend.server_expiry ? opt_.timings.lease_duration
+                                     : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
+    } else {
+      std::uniform_real_distribution<double> u(0.0, jitter_factor);
+      auto base = opt_.timings.retry_period;
+      d = base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
     }
-    std::uniform_real_distribution<double> u(0.0, jitter_factor);
-    auto base = opt_.timings.retry_period;
-    return base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
+    if (opt_.backend.server_expiry)
+      d = next_ttl_read(mem_, now, d);
+    if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
+      d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
+    return d;
+  }
+
+  // -- writes from outside the protocol (outside_writes.hpp) ---------------------
+
+  /// etcd: a read sent at `sent` reported the key's remaining TTL.
+  void note_ttl(const lease& rec, time_point sent) {
+    if (!opt_.backend.server_expiry || !rec.ttl_seconds)
+      return;
+    mem_.ttl_read_at = sent;
+    mem_.ttl_until = sent + std::chrono::seconds(*rec.ttl_seconds) + std::chrono::seconds(1);
+    report_memory();
+  }
+
+  void forget_ttl() {
+    if (!mem_.ttl_until)
+      return;
+    mem_.ttl_until.reset();
+    mem_.ttl_read_at.reset();
+    report_memory();
+  }
+
+  /// etcd: a read sent at `sent` found no key where a holder's term was.
+  /// True while the follower must wait (an expiry, judged by the TTL it
+  /// last read, frees the key at once; an operator's delete or revoke does
+  /// not). A released record, our own ended term, or no record seen: free.
+  bool vanished_under_a_holder(time_point sent) {
+    if (!mem_.record)
+      return false;
+    if (mem_.record->spec.holder_identity.empty())   // released: free; emptied: wait as above
+      return !released_record(mem_.record->spec) && !expired(*mem_.record);
+    if (!held_by_other(*mem_.record))
+      return false;   // our own ended term
+    if (mem_.observed_at > sent)
+      return true;    // the answer predates the record the watch showed since: read again
+    if (!mem_.outside_wait_until) {
+      auto& spec = mem_.record->spec;
+      caf::timespan ttl = std::chrono::seconds(
+        std::max(1, spec.lease_duration_seconds.value_or(duration_seconds(opt_.timings.lease_duration))));
+      mem_.outside_wait_until = vanished_key_wait(mem_, sent, ttl);
+      report_memory();
+      if (*mem_.outside_wait_until > sent)
+        emit(event_type::outside_write, [&](runtime_event& ev) {
+          ev.holder = spec.holder_identity;
+          ev.term = spec.lease_transitions;
+          ev.reason = "the key of " + spec.holder_identity + "'s term vanished before its etcd lease "
+                      "could have expired (deleted or revoked from outside); waiting "
+                      + std::to_string(to_ms(*mem_.outside_wait_until - sent)) + "ms";
+        });
+    }
+    return clock().now() < *mem_.outside_wait_until;
   }
 
   caf::timespan timeout() const { return opt_.timings.effective_request_timeout(); }

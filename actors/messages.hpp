@@ -38,6 +38,16 @@ struct lease_memory {
   /// An API error was reported and no answer came since: the next elector's
   /// first answer reports the recovery (readiness waits for it).
   bool api_error_outstanding = false;
+  /// etcd: the latest read of the key that reported its etcd lease's
+  /// remaining TTL: sent at `ttl_read_at`, so the lease could not expire
+  /// before `ttl_until` (= send + TTL + 1 s for etcd's truncation). A failed
+  /// read voids it; a new record resets it (another key, another lease).
+  std::optional<caf::actor_clock::time_point> ttl_read_at;
+  std::optional<caf::actor_clock::time_point> ttl_until;
+  /// A holder's record that vanished (etcd: key deleted or its lease
+  /// revoked) or was emptied by a write that is not a release: nobody
+  /// acquires before this (the last holder's validity waited out).
+  std::optional<caf::actor_clock::time_point> outside_wait_until;
 };
 
 // elector -> runner

@@ -32,6 +32,7 @@ const char* to_string(event_type t) {
     case event_type::fatal: return "fatal";
     case event_type::watch_changed: return "watch_changed";
     case event_type::identity_conflict: return "identity_conflict";
+    case event_type::outside_write: return "outside_write";
   }
   return "?";
 }
@@ -78,6 +79,7 @@ event_sink default_event_sink(std::FILE* out) {
         what = "another process renews this replica's identity (" + ev.holder + "): stepping down";
         break;
       case event_type::fatal: what = "fatal: " + ev.reason; break;
+      case event_type::outside_write: what = "lease written from outside: " + ev.reason; break;
       default: return;   // renewals, state changes, module output: too chatty for a default
     }
     std::lock_guard<std::mutex> g(*mx);

@@ -505,7 +505,20 @@ struct etcd_client::impl {
       return api_result<lease>::failure(cur.error);
     if (!cur.value->record)
       return api_result<lease>::failure(not_found(k, "no key " + key_of(k)));
-    return api_result<lease>::success(*cur.value->record);
+    auto rec = *cur.value->record;
+    // The remaining TTL of the key's etcd lease: a follower judges from it
+    // whether the key could have expired when it vanishes (docs/safety.md,
+    // "Writes from outside the protocol"). A key without a lease (written
+    // by hand) has none; a failed read leaves it unknown (judged as "could
+    // not have expired").
+    auto& id = cur.value->kv->lease_id;
+    if (!id.empty() && id != "0") {
+      auto t = call("/v3/lease/timetolive", {{"ID", id}});
+      std::int64_t ttl = 0;
+      if (t.ok() && int64_field(*t.value, "TTL", ttl))
+        rec.ttl_seconds = ttl;
+    }
+    return api_result<lease>::success(std::move(rec));
   }
 
   api_result<lease> create_lease(const lease& l) {
@@ -571,15 +584,35 @@ struct etcd_client::impl {
     bool same_term = rec.spec.lease_transitions == l.spec.lease_transitions;
     if (l.spec.holder_identity.empty()) {   // release
       if (!same_term)
-        return api_result<lease>::failure(conflict("/v3/lease/revoke", rec, error_kind::conflict));
-      auto r = call("/v3/lease/revoke", {{"ID", kv.lease_id}});
-      if (!r.ok() && r.kind() != error_kind::not_found)
-        return api_result<lease>::failure(r.error);
+        return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+      // The released record on the key (same lease, if the term is still
+      // this one), and no revoke: followers tell the holder's own release
+      // from a delete or revoke by somebody else by it, a polling follower
+      // too (it may never see a key that is gone in between). A follower
+      // takes it (delete if unchanged + create); untaken, it goes with the
+      // etcd lease's TTL.
+      const std::string path = "/v3/kv/txn";
+      auto key = encode_base64(key_of(l.key()));
+      json txn = {
+        {"compare", json::array({{{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
+                                  {"create_revision", std::to_string(kv.create_revision)}}})},
+        {"success", json::array({{{"request_put",
+                                   {{"key", key}, {"value", encode_base64(value_of(l.spec))},
+                                    {"lease", kv.lease_id}}}}})},
+      };
+      auto m = call(path, txn);
+      if (!m.ok())
+        return api_result<lease>::failure(m.error);
+      if (!m.value->value("succeeded", false))
+        return api_result<lease>::failure(conflict(path, rec, error_kind::conflict));
       lease out = rec;
-      out.spec.holder_identity.clear();
+      out.spec = l.spec;
+      out.spec.lease_transitions = rec.spec.lease_transitions;
+      if (auto rev = header_revision(*m.value); rev > 0)
+        out.resource_version = std::to_string(rev);
       return api_result<lease>::success(std::move(out));
     }
-    if (rec.spec.holder_identity != l.spec.holder_identity)
+    if (!rec.spec.holder_identity.empty() && rec.spec.holder_identity != l.spec.holder_identity)
       return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
     if (same_term) {   // renew
       const std::string path = "/v3/lease/keepalive";
@@ -596,9 +629,10 @@ struct etcd_client::impl {
           not_found(l.key(), "etcd lease " + kv.lease_id + " expired"));
       return api_result<lease>::success(rec);
     }
-    // A new term on a record naming this holder (the elector re-takes its
-    // own ended term): delete the old key if nobody wrote it since, then
-    // create it anew (a new create_revision, so a new term).
+    // A new term on a released record (its revoke did not follow) or on a
+    // record naming this holder (the elector re-takes its own ended term):
+    // delete the old key if nobody wrote it since, then create it anew (a
+    // new create_revision, so a new term).
     if (l.resource_version != rec.resource_version)
       return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
     const std::string path = "/v3/kv/txn";

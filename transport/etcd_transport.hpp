@@ -6,14 +6,17 @@
 //          TTL is leaseDurationSeconds;
 //   term   the key's create_revision (strictly increasing in the cluster),
 //          reported as spec.leaseTransitions; resource_version is mod_revision;
-//   GET    /v3/kv/range; no key: not_found;
+//   GET    /v3/kv/range, then /v3/lease/timetolive of the key's lease
+//          (lease::ttl_seconds); no key: not_found;
 //   create /v3/lease/grant + /v3/kv/txn (create_revision == 0, then put with
 //          the lease); key present: already_exists;
 //   update a renew (same holder and term): /v3/kv/range (the key still has
 //          this create_revision) + /v3/lease/keepalive (TTL > 0), else
-//          not_found / conflict; a release (holder ""): /v3/lease/revoke of
-//          the key's lease; a new term on a record naming the same holder
-//          (the elector re-taking its own ended term): delete (if
+//          not_found / conflict; a release (holder ""): /v3/kv/txn putting
+//          the released record on the key (same lease, if create_revision
+//          is unchanged; no revoke: it goes with the TTL unless taken); a new term
+//          on a released record or one naming the same holder (the elector
+//          re-taking its own ended term): delete (if
 //          mod_revision unchanged) + create; anything else: conflict.
 //   events are not stored (post_event answers true).
 //   watch  POST /v3/watch (streamed, one JSON message per line) from the

@@ -123,6 +123,13 @@ std::optional<log_record> describe(const runtime_event& e) {
       r.msg = e.detail == "up" ? "lease watch open" : "lease watch down: polling until it is back";
       with_reason();
       break;
+    case event_type::outside_write:
+      r.level = log_level::warn;
+      r.msg = "lease written from outside the protocol: waiting out the last holder";
+      r.fields["holder"] = e.holder;
+      with_term();
+      with_reason();
+      break;
     case event_type::identity_conflict:
       r.level = log_level::error;
       r.msg = "another process writes the lease under this replica's identity: stepping down";

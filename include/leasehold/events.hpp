@@ -40,6 +40,8 @@ enum class event_type {
   fatal,             // reason: the runtime ends the process (a leader-only module outlives its kill)
   watch_changed,     // detail "up" or "down", reason: why it is down (the elector polls meanwhile)
   identity_conflict, // holder: another process writes this replica's identity (the term ends)
+  outside_write,     // holder, term, reason: a holder's record vanished or was emptied by a write
+                     // that is not its release; a follower waits out its validity
 };
 
 const char* to_string(event_type t);

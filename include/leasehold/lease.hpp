@@ -61,6 +61,12 @@ struct lease {
   /// Everything as received (including unknown fields); to_json starts from
   /// it and overwrites only the fields above.
   nlohmann::json raw = nlohmann::json::object();
+  /// etcd only: the remaining TTL of the key's etcd lease when it was read,
+  /// in whole seconds as etcd reports it (truncated). Followers judge from
+  /// it whether a vanished key could have expired (docs/safety.md,
+  /// "Writes from outside the protocol"). nullopt elsewhere, and on records
+  /// that came from a watch stream.
+  std::optional<std::int64_t> ttl_seconds;
 
   lease_key key() const { return {ns, name}; }
 };

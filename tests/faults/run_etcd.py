@@ -12,8 +12,10 @@ children's own heartbeat intervals never overlap, and scripts/check-journal
 every heal).
 """
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -29,7 +31,7 @@ TIMINGS = Timings(lease=3.0, renew=2.0, retry=0.5, stop=0.5, backoff_min=0.3, ba
 STOP_MARGIN_S = 1.0   # leader-only work gone within renew + stop + this after quorum loss
 # watch-handover: a poll period (retry) long enough that a successor within
 # stop + WATCH_WAKE_S of the SIGTERM is the watch's doing (the release
-# revokes the etcd lease, the key's DELETE wakes the followers), not a poll's.
+# puts the released record on the key, its PUT wakes the followers), not a poll's.
 WATCH_TIMINGS = Timings(lease=6.0, renew=4.0, retry=2.5, stop=0.5, backoff_min=0.3,
                         backoff_max=1.0)
 WATCH_WAKE_S = 0.8
@@ -175,8 +177,58 @@ def watch_open(agent):
     return bool(said) and '"msg":"lease watch open"' in said[-1]
 
 
+class SlowStopAgent(FencedAgent):
+    """Its heartbeat child ignores SIGTERM: it runs on for the exec module's
+    grace (200 ms) after every stop, so a successor that started at once
+    would overlap it."""
+    ignore_term = True
+
+
+def etcdctl(c, *args):
+    out = subprocess.run(["etcdctl", "--endpoints", ",".join(c.server.endpoints()), *args],
+                         env=dict(os.environ, ETCDCTL_API="3"), capture_output=True, text=True,
+                         timeout=10, check=True)
+    return out.stdout
+
+
+def outside_write(c, what):
+    """An operator's write from outside the protocol while a term runs:
+    `etcdctl del` of the key, or `etcdctl lease revoke` of its etcd lease.
+    The old leader's child runs on for its stop; nobody may start another
+    child before it is gone (the heartbeats judge). Election goes on."""
+    leader, child = wait_leader_child(c)
+    key = f"/lh-test/default/{c.lease_name}"
+    got = json.loads(etcdctl(c, "get", key, "-w", "json"))
+    assert got.get("kvs"), f"no key {key}: {got}"
+    t = mono_ns()
+    if what == "delete":
+        etcdctl(c, "del", key)
+    else:
+        etcdctl(c, "lease", "revoke", format(int(got["kvs"][0]["lease"]), "x"))
+    wait_for(lambda: not pid_alive(child["pid"]), c.timings.renew + c.timings.stop + STOP_MARGIN_S,
+             f"{leader.identity}'s child to stop after the {what}")
+    new, new_child = wait_leader_child(c)
+    took = (new_child["mono"] - t) / 1e6
+    print(f"etcdctl {what}: {leader.identity}'s term ended; {new.identity} runs the work "
+          f"{took:.0f} ms after the write")
+    c.healed(f"outside-{what}", t)
+    verdict(c)
+
+
+def case_outside_delete(c):
+    outside_write(c, "delete")
+
+
+def case_outside_revoke(c):
+    outside_write(c, "revoke")
+
+
+CASE_AGENTS = {"outside-delete": SlowStopAgent, "outside-revoke": SlowStopAgent}
+
+
 def run(name, case):
-    with Cluster(3, timings=CASE_TIMINGS.get(name, TIMINGS), name="etcd-" + name, agent_class=FencedAgent,
+    with Cluster(3, timings=CASE_TIMINGS.get(name, TIMINGS), name="etcd-" + name,
+                 agent_class=CASE_AGENTS.get(name, FencedAgent),
                       lease_name="leasehold-etcd", store=EtcdStore) as c:
         case(c)
     return f"etcd-{name}"

@@ -163,6 +163,11 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     CHECK(got.value->spec.holder_identity == "A");
     CHECK(got.value->spec.lease_duration_seconds == 5);
     CHECK(got.value->spec.acquire_time == created.value->spec.acquire_time);
+    // The read reports the etcd lease's remaining TTL (timetolive), by
+    // which followers judge a key that vanishes (docs/safety.md).
+    REQUIRE(got.value->ttl_seconds);
+    CHECK(*got.value->ttl_seconds >= 3);
+    CHECK(*got.value->ttl_seconds <= 5);
 
     auto taken = b.create_lease(record("mapping", "B"));
     CHECK(taken.kind() == error_kind::already_exists);
@@ -184,14 +189,29 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
 
     auto release = *got.value;
     release.spec.holder_identity.clear();
+    release.spec.lease_duration_seconds = 1;
     auto released = a.update_lease(release);
     REQUIRE_MESSAGE(released.ok(), released.error.describe());
     CHECK(released.value->spec.holder_identity.empty());
-    CHECK(a.get_lease(key).kind() == error_kind::not_found);
+    // The released record stays on the key (same term, same etcd lease):
+    // a follower tells the holder's release from an outside delete by it.
+    auto marked = b.get_lease(key);
+    REQUIRE_MESSAGE(marked.ok(), marked.error.describe());
+    CHECK(marked.value->spec.holder_identity.empty());
+    CHECK(marked.value->spec.lease_duration_seconds == 1);
+    CHECK(marked.value->spec.lease_transitions == term);
+    CHECK(marked.value->resource_version == released.value->resource_version);
+    CHECK(marked.value->ttl_seconds);
 
-    auto next = b.create_lease(record("mapping", "B"));
-    REQUIRE(next.ok());
+    // Another replica takes the released key at once: deleted if unchanged
+    // and created anew, so its term is a new create_revision.
+    auto take = *marked.value;
+    take.spec = record("mapping", "B").spec;
+    auto next = b.update_lease(take);
+    REQUIRE_MESSAGE(next.ok(), next.error.describe());
+    CHECK(next.value->spec.holder_identity == "B");
     CHECK(next.value->spec.lease_transitions > term);   // terms strictly increase
+    CHECK(a.update_lease(take).kind() == error_kind::conflict);   // that version is gone
   }
 
   SUBCASE("the TTL ends a term: the key is gone and a renew is not_found") {
@@ -269,7 +289,9 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
       auto release = *created.value;
       release.spec.holder_identity.clear();
       REQUIRE(authed.update_lease(release).ok());
-      CHECK(wait_event(self, lease_watch_event::kind::deleted, 3s));
+      auto marked = wait_event(self, lease_watch_event::kind::record, 3s);
+      REQUIRE(marked);
+      CHECK(marked->record->spec.holder_identity.empty());
       self->send_exit(t, caf::exit_reason::user_shutdown);
     }
     etcd_client anonymous(config({etcd.endpoint()}));
@@ -311,21 +333,28 @@ TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, 
   CHECK(put->record->spec.lease_transitions == created.value->spec.lease_transitions);
   CHECK(put->record->resource_version == created.value->resource_version);
 
-  // A release revokes the etcd lease: its key is deleted, and the watch says
-  // so at once (a follower on etcd acquires only an absent key).
+  // A release puts the released record on the key, and the watch says so
+  // at once (a follower takes it then).
   auto release = *created.value;
   release.spec.holder_identity.clear();
+  release.spec.lease_duration_seconds = 1;
   auto released_at = std::chrono::steady_clock::now();
-  REQUIRE(a.update_lease(release).ok());
-  auto gone = wait_event(self, kind::deleted, 3s);
-  CHECK(gone);
-  MESSAGE("release to deleted event: "
+  auto released = a.update_lease(release);
+  REQUIRE(released.ok());
+  auto marked = wait_event(self, kind::record, 3s);
+  REQUIRE(marked);
+  CHECK(marked->record->spec.holder_identity.empty());
+  MESSAGE("release to its record on the watch: "
           << std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::steady_clock::now() - released_at).count()
           << " ms");
 
-  // The TTL runs out: etcd deletes the key, the watch tells.
-  REQUIRE(a.create_lease(record("watched", "B", 1)).ok());
+  // B takes the released key (delete + create: both streamed), with a TTL
+  // of 1 s that it never renews: etcd deletes the key, the watch tells.
+  auto take = *released.value;
+  take.spec = record("watched", "B", 1).spec;
+  REQUIRE(a.update_lease(take).ok());
+  CHECK(wait_event(self, kind::deleted, 3s));
   CHECK(wait_event(self, kind::record, 3s));
   CHECK(wait_event(self, kind::deleted, 6s));
 

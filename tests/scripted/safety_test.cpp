@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/elector.hpp"
+#include "actors/outside_writes.hpp"
 #include "sim_world.hpp"
 
 using namespace leasehold;
@@ -198,4 +199,38 @@ TEST_CASE("a lease created on an empty API starts its term only a lease duration
   auto l = w.await_leader(60s);
   CHECK(w.now() - start >= o.timings.lease_duration);
   CHECK(w.api().peek(o.lease)->spec.holder_identity == w.rep(l).identity);
+}
+
+// -- writes from outside the protocol: the rules (actors/outside_writes.hpp) ----
+
+TEST_CASE("outside writes: a release is told from an emptied holderIdentity by its duration") {
+  lease_spec released;   // released_spec: holder "", duration 1
+  released.lease_duration_seconds = 1;
+  CHECK(released_record(released));
+  lease_spec client_go_released;   // no duration at all
+  CHECK(released_record(client_go_released));
+  lease_spec emptied;    // kubectl patch: holder "", duration kept
+  emptied.lease_duration_seconds = 15;
+  CHECK_FALSE(released_record(emptied));
+  lease_spec held;
+  held.holder_identity = "a";
+  held.lease_duration_seconds = 1;
+  CHECK_FALSE(released_record(held));
+}
+
+TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL could have run out") {
+  using tp = caf::actor_clock::time_point;
+  tp t0{std::chrono::hours(1)};
+  lease_memory m;
+  // No TTL reading: every vanished key is waited out for one TTL.
+  CHECK(vanished_key_wait(m, t0, 15s) == t0 + 15s);
+  // A read at t0 reported 14 s left: expiry not before t0 + 15 s (truncation).
+  m.ttl_read_at = t0;
+  m.ttl_until = t0 + 14s + 1s;
+  CHECK(vanished_key_wait(m, t0 + 10s, 15s) == t0 + 25s);   // deleted from outside
+  CHECK(vanished_key_wait(m, t0 + 15s, 15s) == t0 + 15s);   // could be the expiry
+  // Reads come at half the remaining TTL, never later than the usual read.
+  CHECK(next_ttl_read(m, t0 + 1s, 15s) == 6s);
+  CHECK(next_ttl_read(m, t0 + 1s, 2s) == 2s);
+  CHECK(next_ttl_read(m, t0 + 8s, 15s) == 100ms);   // overdue: soon, not at once
 }

@@ -210,6 +210,15 @@ scenario generate(std::uint64_t seed) {
       }
       sc.ops.push_back(o);
     }
+    // Writes from outside the protocol (an operator deleting the object or
+    // cancelling the holder's claim), in one chaos window in two.
+    if (later.unit() < 0.5) {
+      op w;
+      w.kind = op_kind::outside_write;
+      w.at = chaos_begin + later.span(0ms, chaos_len);
+      w.param = later.range(0, 1);
+      sc.ops.push_back(w);
+    }
     op heal;
     heal.kind = op_kind::heal;
     heal.at = chaos_begin + chaos_len + 3 * ld;

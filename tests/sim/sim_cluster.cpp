@@ -53,6 +53,7 @@ const char* to_string(op_kind k) {
     case op_kind::restart: return "restart";
     case op_kind::graceful_shutdown: return "graceful_shutdown";
     case op_kind::heal: return "heal";
+    case op_kind::outside_write: return "outside_write";
   }
   return "?";
 }
@@ -79,8 +80,9 @@ void checker::started(probe_instance inst) {
       // etcd: a term is a key's life (create_revision); its work starts only
       // while that key exists and names its holder (it outlives the fence).
       auto rec = peek ? peek() : std::nullopt;
-      if (!rec || rec->spec.holder_identity != inst.identity
-          || rec->spec.lease_transitions != inst.term)
+      bool cut_from_outside = !rec && inst.term == outside_ended_term;
+      if (!cut_from_outside && (!rec || rec->spec.holder_identity != inst.identity
+                                || rec->spec.lease_transitions != inst.term))
         violations.push_back(inst.identity + "/" + inst.module + " started term "
                              + std::to_string(inst.term) + " but the key "
                              + (rec ? "names " + rec->spec.holder_identity + " in term "
@@ -154,10 +156,13 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
   // for the work of a paused process (its lease ran out while it was
   // frozen: its fence has expired too, and the stale rule judges it once it
   // resumes).
-  bool freed = server_expiry
-                 ? last_record && !record && !last_record->spec.holder_identity.empty()
-                 : last_record && record && !last_record->spec.holder_identity.empty()
-                     && record->spec.holder_identity.empty();
+  // A release on etcd writes the released record first (holder ""), then
+  // revokes the key's lease: the record's emptying is the release there too.
+  bool emptied = last_record && record && !last_record->spec.holder_identity.empty()
+                 && record->spec.holder_identity.empty();
+  bool gone = server_expiry && last_record && !record && !last_record->spec.holder_identity.empty();
+  bool freed = (emptied || gone) && !outside_write;
+  outside_write = false;
   if (freed) {
     auto& ended = last_record->spec;
     last_release = t;
@@ -816,6 +821,21 @@ private:
       case op_kind::heal:
         heal();
         break;
+      case op_kind::outside_write:
+        chk_.outside_write = true;
+        if (auto rec = api_->peek(lease_))
+          chk_.outside_ended_term = rec->spec.lease_transitions;
+        if (o.param == 1) {
+          api_->outside_revoke(lease_);
+        } else {
+          api_->outside_delete(lease_);
+          // A deleted Lease takes its term history with it, as a wipe does
+          // (docs/safety.md, Known limits): a replica that never saw the
+          // last term may number its own the same. Terms never overlap.
+          if (kube_)
+            chk_.last_wipe = now_;
+        }
+        break;
     }
   }
 
@@ -852,6 +872,9 @@ private:
         note(who + " released the lease");
         if (in_quiet_)
           released_at_ = chk_.last_release.value_or(now_);   // when the store freed it
+        break;
+      case event_type::outside_write:
+        note(who + " saw an outside write: " + ev.reason);
         break;
       case event_type::module_killed:
         if (ev.leader_only)

@@ -107,6 +107,13 @@ public:
   std::optional<time_point> last_release;
   /// etcd: the store ends a term by deleting its key (server_expiry).
   bool server_expiry = false;
+  /// An outside write changed the store since the last check: the record
+  /// freed by it was not released by its holder (no release rule applies).
+  bool outside_write = false;
+  /// etcd: the term whose key an outside write deleted (or revoked): its
+  /// holder may start a module on its still valid fence before it notices,
+  /// as its running ones go on; followers wait that out.
+  std::int64_t outside_ended_term = -1;
   /// The record in the store now (for the rules checked when work starts).
   std::function<std::optional<lease>()> peek;
 
@@ -123,6 +130,10 @@ enum class op_kind {
   elector_kill, crash_loop, module_hang, stubborn_module, slow_module,
   disable, enable, change_value, config_burst, pause, crash, restart, graceful_shutdown,
   heal,
+  /// A write from outside the protocol (an operator): param 0 deletes the
+  /// object (Lease / key), 1 cancels the holder's claim (Kubernetes:
+  /// holderIdentity emptied; etcd: the key's etcd lease revoked).
+  outside_write,
 };
 const char* to_string(op_kind k);
 

@@ -127,7 +127,11 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
         error(error_kind::not_found, 404, "/v3/kv/range " + key_of(k), "no key " + key_of(k)));
     } else {
       log(client, "GET", k, error_kind::none, i->second.value.holder_identity);
-      out = lease_reply::success(to_lease(k, i->second));
+      auto rec = to_lease(k, i->second);
+      // /v3/lease/timetolive: the remaining TTL in whole seconds, truncated.
+      if (auto l = leases_.find(i->second.lease_id); l != leases_.end())
+        rec.ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(l->second.expires - now_()).count();
+      out = lease_reply::success(std::move(rec));
     }
   }
   if (changed)
@@ -194,17 +198,23 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
       auto cur = i->second;
       auto rec = to_lease(k, cur);
       bool same_term = rec.spec.lease_transitions == l.spec.lease_transitions;
-      if (holder.empty()) {   // release: revoke the key's lease
+      if (holder.empty()) {   // release: the released record on the key (same lease)
         if (!same_term) {
           log(client, "PUT", k, error_kind::conflict, holder);
           out = lease_reply::failure(held_error("/v3/lease/revoke", cur, error_kind::conflict));
         } else {
-          revoke_locked(cur.lease_id, changed);
+          auto& marked = i->second;
+          marked.value.holder_identity.clear();
+          marked.value.lease_duration_seconds = l.spec.lease_duration_seconds;
+          marked.value.acquire_time = l.spec.acquire_time;
+          marked.mod_revision = ++revision_;
+          rec = to_lease(k, marked);
+          record_change(change{k, static_cast<std::uint64_t>(revision_), rec});
+          changed = true;
           log(client, "PUT", k, error_kind::none, holder);
-          rec.spec.holder_identity.clear();
           out = lease_reply::success(std::move(rec));
         }
-      } else if (cur.value.holder_identity != holder) {
+      } else if (!cur.value.holder_identity.empty() && cur.value.holder_identity != holder) {
         log(client, "PUT", k, error_kind::conflict, holder);
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)
@@ -216,8 +226,9 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         log(client, "PUT", k, error_kind::conflict, holder);
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else {
-        // The same holder in a new term: delete the unchanged key, revoke its
-        // lease, create the key anew (a new create_revision: a new term).
+        // A new term on a released key or one naming the same holder: delete
+        // the unchanged key, revoke its lease, create the key anew (a new
+        // create_revision: a new term).
         delete_locked(k, changed);
         leases_.erase(cur.lease_id);
         out = create_locked(client, l, changed, "PUT");
@@ -229,6 +240,27 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
   if (changed)
     poke_watchers();
   return out;
+}
+
+void sim_etcd::outside_delete(const lease_key& k) {
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    delete_locked(k, changed);   // the key's etcd lease lives on
+  }
+  if (changed)
+    poke_watchers();
+}
+
+void sim_etcd::outside_revoke(const lease_key& k) {
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    if (auto i = keys_.find(k); i != keys_.end())
+      revoke_locked(i->second.lease_id, changed);
+  }
+  if (changed)
+    poke_watchers();
 }
 
 event_reply sim_etcd::post_event(const std::string& client, kube_event e) {

@@ -11,12 +11,17 @@
 //   - leases with a TTL of whole seconds, judged by the store's own clock: a
 //     lease whose TTL passes without a keepalive is revoked and its key
 //     deleted (server-side expiry);
-//   - GET: range (no key: not_found); POST: grant + txn create_revision == 0
-//     (key present: already_exists); PUT: a release (holder "") revokes the
-//     key's lease if the term matches; a renew (same holder and term) is a
-//     keepalive (an expired lease: not_found); the same holder in a new term
-//     deletes the key (if mod_revision matches) and creates it anew; anything
-//     else: conflict. Events are not stored.
+//   - GET: range, with the key's lease's remaining TTL (timetolive, whole
+//     seconds, truncated; no key: not_found); POST: grant + txn
+//     create_revision == 0 (key present: already_exists); PUT: a release
+//     (holder "") puts the released record on the key (same lease, which
+//     is not revoked: the key goes with its TTL unless taken first), if the
+//     term matches; a renew (same holder and
+//     term) is a keepalive (an expired lease: not_found); a new term on a
+//     released key or one naming the same holder deletes the key (if
+//     mod_revision matches) and creates it anew; anything else: conflict.
+//     Events are not stored.
+//   - outside writes (an operator): delete_key, revoke_lease_of.
 // Each transport call is one atomic step here (the real client makes two or
 // three HTTP calls; etcd itself makes the decisive one, the txn or the
 // keepalive, atomic).
@@ -57,6 +62,8 @@ public:
   lease_reply update(const std::string& client, lease l) override;
   event_reply post_event(const std::string& client, kube_event e) override;
   std::string path_of(const std::string& verb, const lease_key& k) const override;
+  void outside_delete(const lease_key& k) override;   // etcdctl del
+  void outside_revoke(const lease_key& k) override;   // etcdctl lease revoke
 
 private:
   struct kv {

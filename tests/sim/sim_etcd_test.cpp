@@ -76,7 +76,7 @@ TEST_CASE("sim_etcd: the key dies when its TTL passes without a keepalive; a kee
   CHECK(b.value->spec.lease_transitions == 4);     // terms only grow
 }
 
-TEST_CASE("sim_etcd: a release revokes the lease of its own term only") {
+TEST_CASE("sim_etcd: a release puts the released record in its own term only, and anyone may take it") {
   fixture f;
   auto a = f.store.create("a", f.record("a", 0));
   REQUIRE(a.ok());
@@ -87,11 +87,27 @@ TEST_CASE("sim_etcd: a release revokes the lease of its own term only") {
   CHECK(f.store.update("b", f.record("b", 2)).kind() == error_kind::conflict);   // not b's key
   auto release = *a.value;
   release.spec.holder_identity.clear();
+  release.spec.lease_duration_seconds = 1;
   auto r = f.store.update("a", release);
   REQUIRE(r.ok());
   CHECK(r.value->spec.holder_identity.empty());
-  CHECK_FALSE(f.store.peek(f.key));
-  CHECK_FALSE(f.store.next_expiry());              // the lease is gone with its key
+  auto marked = f.store.peek(f.key);   // the released record, same key and lease
+  REQUIRE(marked);
+  CHECK(marked->spec.holder_identity.empty());
+  CHECK(marked->spec.lease_duration_seconds == 1);
+  CHECK(marked->spec.lease_transitions == a.value->spec.lease_transitions);
+  CHECK(marked->resource_version == r.value->resource_version);
+  CHECK(f.store.next_expiry());         // not revoked: untaken, it goes with the TTL
+  // Another replica takes it: the key is deleted and created anew (a new term).
+  auto take = *marked;
+  take.spec = f.record("b", 0).spec;
+  take.spec.lease_transitions = marked->spec.lease_transitions + 1;
+  auto b = f.store.update("b", take);
+  REQUIRE(b.ok());
+  CHECK(b.value->spec.holder_identity == "b");
+  CHECK(b.value->spec.lease_transitions > marked->spec.lease_transitions);
+  // A stale version of the released record cannot be taken.
+  CHECK(f.store.update("c", take).kind() == error_kind::conflict);
 }
 
 TEST_CASE("sim_etcd: the same holder in a new term deletes its unchanged key and creates it anew") {

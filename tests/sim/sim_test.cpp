@@ -50,6 +50,23 @@ void run_block(std::uint64_t first, std::uint64_t count) {
   CHECK(failures == 0);
 }
 
+/// Adds operation `kind` at `at` for `d` with `param`, on replica `r`, or
+/// on every replica of the scenario (r < 0); keeps the list sorted.
+void add_op(scenario& sc, op_kind kind, caf::timespan at, caf::timespan d, int param, int r = -1) {
+  for (std::size_t i = 0; i < sc.replicas; ++i) {
+    if (r >= 0 && static_cast<std::size_t>(r) != i)
+      continue;
+    op o;
+    o.kind = kind;
+    o.replica = i;
+    o.at = at;
+    o.duration = d;
+    o.param = param;
+    sc.ops.push_back(o);
+  }
+  std::stable_sort(sc.ops.begin(), sc.ops.end(), [](const op& a, const op& b) { return a.at < b.at; });
+}
+
 } // namespace
 
 TEST_CASE("simulation: a replayed seed (LEASEHOLD_SIM_SEED)") {
@@ -112,21 +129,8 @@ TEST_CASE("a killed leader-only module that hangs: no release, no renew, the pro
   sc.replicas = 2;
   // The leader's "side" module blocks in its exit handler for 60 s (a kill
   // waits behind it); then the leader is asked to shut down.
-  for (std::size_t r = 0; r < 2; ++r) {
-    op hang;
-    hang.kind = op_kind::stubborn_module;
-    hang.replica = r;
-    hang.at = 20s;
-    hang.duration = 60s;
-    hang.param = 1;
-    sc.ops.push_back(hang);
-  }
-  op stop;
-  stop.kind = op_kind::graceful_shutdown;
-  stop.at = 30s;
-  stop.param = -1;
-  stop.duration = 60s;
-  sc.ops.push_back(stop);
+  add_op(sc, op_kind::stubborn_module, 20s, 60s, 1);
+  add_op(sc, op_kind::graceful_shutdown, 30s, 60s, -1, 0);
   sc.length = 120s;
   auto r = run(sc);
   CHECK_MESSAGE(r.ok, r.violation);
@@ -170,6 +174,42 @@ TEST_CASE("a follower waiting on its watch does not poll a held lease without pa
   }
 }
 
+namespace {
+
+/// Two replicas; both leader-only modules of each stop slowly (2 s after
+/// their exit message), then at 30 s an operator writes from outside the
+/// protocol (param 0: delete; 1: cancel the holder's claim).
+run_result outside_write_run(backend_kind backend, int param) {
+  using namespace std::chrono_literals;
+  scenario sc;
+  sc.seed = 12;
+  sc.replicas = 2;
+  sc.backend = backend;
+  add_op(sc, op_kind::slow_module, 20s, 100s, 2000);
+  add_op(sc, op_kind::outside_write, 30s, 0s, param, 0);
+  sc.length = 90s;
+  return run(sc);
+}
+
+/// Simulated ms of the first log line after `after` ms containing `what` (-1: none).
+long long first_after(const run_result& r, long long after, const std::string& what) {
+  for (auto& l : r.log) {
+    auto ms = std::stoll(l.substr(2, l.find("ms") - 2));
+    if (ms >= after && l.find(what) != std::string::npos)
+      return ms;
+  }
+  return -1;
+}
+
+std::string joined(const run_result& r) {
+  std::string out;
+  for (auto& l : r.log)
+    out += l + "\n";
+  return out;
+}
+
+} // namespace
+
 TEST_CASE("two leaders after a partial disable of a hung module: the term ends, every leader-only module stops, the replica competes again") {
   // Issue 18, defect 1. The leader runs "work" and "side"; only "side" is
   // disabled, and it blocks in its exit handler for 7 s: longer than its
@@ -181,23 +221,8 @@ TEST_CASE("two leaders after a partial disable of a hung module: the term ends, 
   scenario sc;
   sc.seed = 11;
   sc.replicas = 2;
-  for (std::size_t r = 0; r < 2; ++r) {
-    op hang;   // param 1: "side" hangs on stop (duration + 1 ms), "work" stops normally
-    hang.kind = op_kind::stubborn_module;
-    hang.replica = r;
-    hang.at = 20s;
-    hang.duration = 7s;
-    hang.param = 1;
-    sc.ops.push_back(hang);
-    op off;    // param 2: only "side" is switched off
-    off.kind = op_kind::disable;
-    off.replica = r;
-    off.at = 21s;
-    off.duration = 200s;
-    off.param = 2;
-    sc.ops.push_back(off);
-  }
-  std::stable_sort(sc.ops.begin(), sc.ops.end(), [](const op& a, const op& b) { return a.at < b.at; });
+  add_op(sc, op_kind::stubborn_module, 20s, 7s, 1);   // "side" hangs on stop (7 s + 1 ms)
+  add_op(sc, op_kind::disable, 21s, 200s, 2);         // only "side" is switched off
   sc.length = 150s;
   auto r = run(sc);
   CHECK_MESSAGE(r.ok, r.violation);
@@ -208,13 +233,48 @@ TEST_CASE("two leaders after a partial disable of a hung module: the term ends, 
     if (lost < k && again == r.log.size() && r.log[k].find(" acquired term ") != std::string::npos)
       again = k;
   }
-  std::string log;
-  for (auto& l : r.log)
-    log += l + "\n";
-  INFO(log);
+  INFO(joined(r));
   CHECK(lost < r.log.size());    // the unconfirmed kill ended the term
   CHECK(again < r.log.size());   // and election went on: a new term was acquired
   CHECK(std::none_of(r.log.begin(), r.log.end(), [](const std::string& l) {
     return l.find("fatal exit") != std::string::npos;   // "side" went down before the deadline
   }));
+}
+
+
+/// Both outside writes on `backend`: the invariants hold, and election goes
+/// on (the old holder once its modules are down, or a follower after its
+/// wait, takes the lease again; a Kubernetes leader puts a deleted Lease
+/// back and its term runs on).
+static void outside_writes_keep_one_leader(backend_kind backend) {
+  for (int param : {0, 1}) {
+    CAPTURE(param);
+    auto r = outside_write_run(backend, param);
+    INFO(joined(r));
+    CHECK_MESSAGE(r.ok, r.violation);
+    auto lost = first_after(r, 30000, "lost term");
+    CHECK((lost >= 0 || (backend == backend_kind::kubernetes && param == 0)));
+    if (lost >= 0) {
+      auto next = first_after(r, lost, "acquired term");
+      CHECK(next >= 0);
+      CHECK(next <= 30000 + 15000 + 5000);
+    }
+  }
+}
+
+TEST_CASE("writes from outside the protocol: a revoked or deleted etcd key is waited out, not taken at once") {
+  // Issue 18, defect 3. Before the fix a follower created the key as soon as
+  // it was gone, while the old leader's slow module still stopped (two
+  // leaders for its stop time). Now a key that vanishes before its etcd
+  // lease could have expired (by the TTL the follower last read) is waited
+  // out for one TTL from then.
+  outside_writes_keep_one_leader(backend_kind::etcd);
+}
+
+TEST_CASE("writes from outside the protocol: an emptied holderIdentity is waited out, a deleted Lease too") {
+  // Issue 18, defect 3 on Kubernetes: `kubectl patch` emptying the holder
+  // keeps leaseDurationSeconds (15), unlike a release (1): a follower waits
+  // a lease duration from when it saw the change. A deleted Lease was
+  // already waited out (its last holder's validity by the follower's clock).
+  outside_writes_keep_one_leader(backend_kind::kubernetes);
 }

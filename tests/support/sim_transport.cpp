@@ -172,6 +172,29 @@ void sim_api::wipe() {
   poke_watchers();
 }
 
+void sim_api::outside_delete(const lease_key& k) {
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    if (store_.erase(k) == 0)
+      return;
+    note_change(k, std::nullopt);
+  }
+  poke_watchers();
+}
+
+void sim_api::outside_revoke(const lease_key& k) {
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = store_.find(k);
+    if (i == store_.end() || i->second.spec.holder_identity.empty())
+      return;
+    i->second.spec.holder_identity.clear();
+    i->second.resource_version = std::to_string(next_rv_++);
+    note_change(k, i->second);
+  }
+  poke_watchers();
+}
+
 void sim_api::create_released(const lease_key& k) {
   lease l;
   l.name = k.name;

@@ -94,6 +94,16 @@ public:
   /// The path named in errors of `verb` ("WATCH": the watch stream) on `k`.
   virtual std::string path_of(const std::string& verb, const lease_key& k) const = 0;
 
+  // -- writes from outside the protocol (an operator, a tool) ----------------
+
+  /// Deletes the object (Kubernetes: the Lease; etcd: the key).
+  virtual void outside_delete(const lease_key& k) = 0;
+  /// Cancels the holder's claim, the object staying where the backend keeps
+  /// it (Kubernetes: holderIdentity emptied, every other field kept, as
+  /// `kubectl patch` does; etcd: the key's etcd lease revoked, which
+  /// deletes the key).
+  virtual void outside_revoke(const lease_key& k) = 0;
+
 protected:
   void log(const std::string& client, const std::string& verb, const lease_key& k,
            error_kind r, const std::string& holder);
@@ -130,6 +140,8 @@ public:
   lease_reply update(const std::string& client, lease l) override;
   event_reply post_event(const std::string& client, kube_event e) override;
   std::string path_of(const std::string& verb, const lease_key& k) const override;
+  void outside_delete(const lease_key& k) override;
+  void outside_revoke(const lease_key& k) override;
 
 private:
   lease_reply store_create(const std::string& client, lease l);
