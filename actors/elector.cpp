@@ -155,6 +155,7 @@ private:
         answered();
         if (mem_.outside_wait_until) {   // the key is there (again)
           mem_.outside_wait_until.reset();
+          mem_.hold_next_create = false;
           report_memory();
         }
         observe(*r.value);
@@ -235,12 +236,15 @@ private:
     // expired, or an outside write waited out); one that never saw the key
     // (a process just started) cannot have waited out an operator's delete
     // or revoke of a live term, so it holds what it creates, as on Kubernetes.
-    bool hold = create_new && (!opt_.backend.server_expiry || !mem_.record);
+    bool hold = create_new
+                && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create);
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
+             // etcd: counted from the answer, by when any term whose key
+             // was gone before the create had sent its last renew.
              if (hold)
-               mem_.created_at = started;
+               mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
              observe(*r.value);
              succeeded(r.value->spec, started);
            } else {
@@ -458,6 +462,8 @@ private:
         if (up == watch_up_)
           return;
         watch_up_ = up;
+        if (up)
+          watch_up_since_ = clock().now();
         emit(event_type::watch_changed, [&](runtime_event& e) {
           e.detail = up ? "up" : "down";
           e.reason = ev.reason;
@@ -510,8 +516,9 @@ private:
     if (held_by_other(rec)) {
       // Waiting on the watch: wake when this renew could expire. Polling:
       // the poll already scheduled stands (a renew must not postpone it).
+      // etcd: a new key comes without its TTL; read it at once.
       if (waits_on_watch())
-        schedule_tick(next_delay());
+        schedule_tick(opt_.backend.server_expiry && !mem_.ttl_read_at ? caf::timespan{0} : next_delay());
       return;
     }
     // Released or expired: take this very version with one PUT.
@@ -656,8 +663,9 @@ private:
     mem_.record = rec;
     mem_.observed_at = clock().now();
     mem_.ttl_read_at.reset();   // another record: another key or lease
-    mem_.ttl_until.reset();
+    mem_.ttl_zero_since.reset();
     mem_.outside_wait_until.reset();
+    mem_.hold_next_create = false;
     mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
     report_memory();
     if (holder_changed && rec.spec.holder_identity.empty() && !released_record(rec.spec))
@@ -719,7 +727,8 @@ private:
       auto base = opt_.timings.retry_period;
       d = base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
     }
-    if (opt_.backend.server_expiry)
+    if (opt_.backend.server_expiry && mem_.record && !mem_.outside_wait_until
+        && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record)))
       d = next_ttl_read(mem_, now, d);
     if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
       d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
@@ -732,45 +741,61 @@ private:
   void note_ttl(const lease& rec, time_point sent) {
     if (!opt_.backend.server_expiry || !rec.ttl_seconds)
       return;
+    auto left = std::max<std::int64_t>(0, *rec.ttl_seconds);
+    if (left != 0)
+      mem_.ttl_zero_since.reset();
+    else if (!mem_.ttl_zero_since || mem_.ttl_left != 0)
+      mem_.ttl_zero_since = clock().now();   // the reply of the first read of 0
     mem_.ttl_read_at = sent;
-    mem_.ttl_until = sent + std::chrono::seconds(*rec.ttl_seconds) + std::chrono::seconds(1);
+    mem_.ttl_left = left;
     report_memory();
   }
 
   void forget_ttl() {
-    if (!mem_.ttl_until)
+    if (!mem_.ttl_read_at)
       return;
-    mem_.ttl_until.reset();
     mem_.ttl_read_at.reset();
+    mem_.ttl_zero_since.reset();
     report_memory();
   }
 
-  /// etcd: a read sent at `sent` found no key where a holder's term was.
-  /// True while the follower must wait (an expiry, judged by the TTL it
-  /// last read, frees the key at once; an operator's delete or revoke does
-  /// not). A released record, our own ended term, or no record seen: free.
+  caf::timespan ttl_of(const lease& rec) const {
+    return std::chrono::seconds(
+      std::max(1, rec.spec.lease_duration_seconds.value_or(duration_seconds(opt_.timings.lease_duration))));
+  }
+
+  /// etcd: a read sent at `sent` found no key where the last record we saw
+  /// was (a holder's term, a released record, our own ended term: anyone
+  /// may have taken it since, unseen). Judged once per vanish
+  /// (judge_vanished_key): an expiry seen through fresh readings and a
+  /// gapless watch frees the key at (first read of 0) + 1 s; anything else
+  /// (an operator's delete or revoke, stale readings, polling) lets it
+  /// create at once and hold what it creates for a lease duration. True
+  /// while it must wait. A replica that saw no record holds what it creates.
   bool vanished_under_a_holder(time_point sent) {
     if (!mem_.record)
       return false;
-    if (mem_.record->spec.holder_identity.empty())   // released: free; emptied: wait as above
-      return !released_record(mem_.record->spec) && !expired(*mem_.record);
-    if (!held_by_other(*mem_.record))
-      return false;   // our own ended term
     if (mem_.observed_at > sent)
       return true;    // the answer predates the record the watch showed since: read again
     if (!mem_.outside_wait_until) {
       auto& spec = mem_.record->spec;
-      caf::timespan ttl = std::chrono::seconds(
-        std::max(1, spec.lease_duration_seconds.value_or(duration_seconds(opt_.timings.lease_duration))));
-      mem_.outside_wait_until = vanished_key_wait(mem_, sent, ttl);
+      bool gapless = watch_up_ && mem_.ttl_read_at && watch_up_since_ <= *mem_.ttl_read_at;
+      auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless);
+      mem_.outside_wait_until = v.create_at;
+      mem_.hold_next_create = v.hold;
+      mem_.ttl_read_at.reset();   // the key is gone: nothing left to read a TTL of
+      mem_.ttl_zero_since.reset();
       report_memory();
-      if (*mem_.outside_wait_until > sent)
+      if (v.hold)
         emit(event_type::outside_write, [&](runtime_event& ev) {
           ev.holder = spec.holder_identity;
           ev.term = spec.lease_transitions;
-          ev.reason = "the key of " + spec.holder_identity + "'s term vanished before its etcd lease "
-                      "could have expired (deleted or revoked from outside); waiting "
-                      + std::to_string(to_ms(*mem_.outside_wait_until - sent)) + "ms";
+          ev.reason = "the key (last seen: " + (spec.holder_identity.empty() ? std::string("released")
+                                                                 : "held by " + spec.holder_identity)
+                      + ", term " + std::to_string(spec.lease_transitions)
+                      + ") vanished and nothing seen says its etcd lease ran out (a delete or revoke "
+                        "from outside?): a key created now starts its term "
+                      + std::to_string(to_ms(opt_.timings.lease_duration)) + "ms later";
         });
     }
     return clock().now() < *mem_.outside_wait_until;
@@ -806,6 +831,7 @@ private:
   bool in_flight_ = false;
   bool releasing_ = false;
   bool watch_up_ = false;                 // the transport streams the lease's changes
+  time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   bool recheck_ = false;                  // a change was streamed during an attempt
   std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes

@@ -39,15 +39,18 @@ struct lease_memory {
   /// first answer reports the recovery (readiness waits for it).
   bool api_error_outstanding = false;
   /// etcd: the latest read of the key that reported its etcd lease's
-  /// remaining TTL: sent at `ttl_read_at`, so the lease could not expire
-  /// before `ttl_until` (= send + TTL + 1 s for etcd's truncation). A failed
-  /// read voids it; a new record resets it (another key, another lease).
+  /// remaining TTL (whole seconds, truncated): sent at `ttl_read_at`,
+  /// `ttl_left` seconds; `ttl_zero_since`: the reply time of the first read
+  /// in a row that reported 0 (the lease had under a second left). A failed
+  /// read voids them; a new record resets them (another key, another lease).
   std::optional<caf::actor_clock::time_point> ttl_read_at;
-  std::optional<caf::actor_clock::time_point> ttl_until;
-  /// A holder's record that vanished (etcd: key deleted or its lease
-  /// revoked) or was emptied by a write that is not a release: nobody
-  /// acquires before this (the last holder's validity waited out).
+  std::int64_t ttl_left = 0;
+  std::optional<caf::actor_clock::time_point> ttl_zero_since;
+  /// etcd: the key this follower last saw vanished: it creates the key no
+  /// earlier than this, and holds what it creates for a lease duration when
+  /// `hold_next_create` (the vanish was not judged an expiry).
   std::optional<caf::actor_clock::time_point> outside_wait_until;
+  bool hold_next_create = false;
 };
 
 // elector -> runner

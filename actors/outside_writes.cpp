@@ -4,27 +4,33 @@
 
 namespace leasehold {
 
+using namespace std::chrono_literals;
+
 bool released_record(const lease_spec& s) {
   return s.holder_identity.empty()
          && (!s.lease_duration_seconds || *s.lease_duration_seconds <= 1);
 }
 
-caf::actor_clock::time_point vanished_key_wait(const lease_memory& m,
-                                               caf::actor_clock::time_point seen_by,
-                                               caf::timespan ttl) {
-  if (m.ttl_until && seen_by >= *m.ttl_until)
-    return seen_by;   // the lease could have run out: an expiry frees the key at once
-  return seen_by + ttl;
+bool ttl_tells_expiry(const election_timings& t, caf::timespan ttl) {
+  return t.renew_deadline + t.effective_request_timeout() + 1s <= ttl;
+}
+
+vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_point seen_by,
+                                  const election_timings& t, caf::timespan ttl, bool gapless) {
+  auto rt = t.effective_request_timeout();
+  bool fresh = m.ttl_read_at && seen_by <= *m.ttl_read_at + 100ms + rt;
+  if (ttl_tells_expiry(t, ttl) && gapless && fresh && m.ttl_left == 0 && m.ttl_zero_since)
+    return {std::max(seen_by, *m.ttl_zero_since + 1s), false};
+  return {seen_by, true};
 }
 
 caf::timespan next_ttl_read(const lease_memory& m, caf::actor_clock::time_point now,
                             caf::timespan otherwise) {
-  if (!m.ttl_read_at || !m.ttl_until)
+  if (!m.ttl_read_at)
     return otherwise;
-  // ttl_until = read + TTL + 1 s: half the TTL after the read.
-  auto half = (*m.ttl_until - std::chrono::seconds(1) - *m.ttl_read_at) / 2;
-  auto due = *m.ttl_read_at + half;
-  return std::min(otherwise, std::max<caf::timespan>(std::chrono::milliseconds(100), due - now));
+  caf::timespan after = m.ttl_left == 0 ? caf::timespan{100ms}
+                                        : std::max<caf::timespan>(500ms, std::chrono::seconds(m.ttl_left) / 2);
+  return std::min(otherwise, std::max(caf::timespan{0}, *m.ttl_read_at + after - now));
 }
 
 } // namespace leasehold

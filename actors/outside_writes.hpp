@@ -5,16 +5,15 @@
 // to module_stop_timeout to stop. So a follower that sees the holder vanish
 // or be emptied by anything but the holder's own release waits out the last
 // holder's validity before it acquires. docs/safety.md ("Writes from outside
-// the protocol") states the rule and its cost; these are its pure parts, the
-// elector applies them.
+// the protocol") states the rule, its proof and its cost; these are its pure
+// parts, the elector applies them.
 #pragma once
-
-#include <optional>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
 #include "leasehold/lease.hpp"
+#include "leasehold/timings.hpp"
 
 namespace leasehold {
 
@@ -23,22 +22,35 @@ namespace leasehold {
 /// holder emptied with its duration kept was emptied by somebody else.
 bool released_record(const lease_spec& s);
 
-/// etcd: a follower saw the key of a holder's term vanish (watch DELETE or
-/// a read's "no key"), judged with the send time `seen_by` of the read that
-/// found it gone. It could have been the etcd lease expiring (the holder
-/// stopped renewing a TTL ago) only if the latest successful read's TTL
-/// said so: `seen_by >= ttl_until`. Anything else (a delete or revoke by an
-/// operator, a release whose record we missed) may have cut a live term: no
-/// acquisition before `seen_by + ttl` (the holder's lease could have been
-/// renewed at the very instant of the delete). Returns when the follower
-/// may acquire (seen_by itself when it may at once).
-caf::actor_clock::time_point vanished_key_wait(const lease_memory& m,
-                                               caf::actor_clock::time_point seen_by,
-                                               caf::timespan ttl);
+/// etcd: whether the TTL readings can tell an expiry at all: only when a
+/// holder whose lease shows under a second left (a read of 0) is past its
+/// renew deadline, i.e. renew_deadline + request_timeout + 1 s <= ttl.
+bool ttl_tells_expiry(const election_timings& t, caf::timespan ttl);
 
-/// etcd: when a follower of a held key reads it next, so that a live
-/// holder's TTL horizon (ttl_until) always lies beyond the next read: half
-/// the remaining TTL after the read that reported it (at least 100 ms), and
+/// etcd: what a follower may do after a read sent at `seen_by` found the
+/// key it last saw gone.
+struct vanish_verdict {
+  caf::actor_clock::time_point create_at;   // no create before this
+  bool hold = true;   // the created key starts its term only a lease duration after its create
+};
+
+/// It ran out (create at (first read of 0) + 1 s, no hold) only when all of
+/// these hold: ttl_tells_expiry; the follower's watch has been up without a
+/// gap since its latest TTL reading (`gapless`), so no other term can have
+/// come and gone unseen; that reading was fresh (at most 100 ms +
+/// request_timeout before `seen_by`) and said 0 s were left, so the
+/// holder's last renew was sent before (first read of 0) + 1 s - TTL, past
+/// its renew deadline. Anything else (a delete or revoke by an operator,
+/// stale readings, a polling follower, a pause) may have cut a live term,
+/// possibly one this follower never saw: it creates at once and holds what
+/// it creates for a lease duration from the create's answer, by when any
+/// term whose key was gone before the create has stopped its work (its
+/// last renew was sent before that answer).
+vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_point seen_by,
+                                  const election_timings& t, caf::timespan ttl, bool gapless);
+
+/// etcd: when a follower of a held key reads it next (when ttl_tells_expiry):
+/// 100 ms after a read of 0, else half the remaining TTL (at least 500 ms),
 /// never later than `otherwise` (the usual next read).
 caf::timespan next_ttl_read(const lease_memory& m, caf::actor_clock::time_point now,
                             caf::timespan otherwise);

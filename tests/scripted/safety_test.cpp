@@ -221,16 +221,46 @@ TEST_CASE("outside writes: a release is told from an emptied holderIdentity by i
 TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL could have run out") {
   using tp = caf::actor_clock::time_point;
   tp t0{std::chrono::hours(1)};
+  election_timings t;   // 15 s / 10 s / 2 s, stop 4 s, request timeout 2 s
+  auto ttl = caf::timespan{15s};
+  REQUIRE(ttl_tells_expiry(t, ttl));
+  auto held = [](vanish_verdict v, tp at) { return v.hold && v.create_at == at; };
   lease_memory m;
-  // No TTL reading: every vanished key is waited out for one TTL.
-  CHECK(vanished_key_wait(m, t0, 15s) == t0 + 15s);
-  // A read at t0 reported 14 s left: expiry not before t0 + 15 s (truncation).
+  // No TTL reading: create now, hold it a lease duration.
+  CHECK(held(judge_vanished_key(m, t0, t, ttl, true), t0));
+  // The latest read, at t0, said 14 s were left: gone 8 s later, a delete
+  // or revoke from outside (the holder was live).
   m.ttl_read_at = t0;
-  m.ttl_until = t0 + 14s + 1s;
-  CHECK(vanished_key_wait(m, t0 + 10s, 15s) == t0 + 25s);   // deleted from outside
-  CHECK(vanished_key_wait(m, t0 + 15s, 15s) == t0 + 15s);   // could be the expiry
-  // Reads come at half the remaining TTL, never later than the usual read.
-  CHECK(next_ttl_read(m, t0 + 1s, 15s) == 6s);
-  CHECK(next_ttl_read(m, t0 + 1s, 2s) == 2s);
-  CHECK(next_ttl_read(m, t0 + 8s, 15s) == 100ms);   // overdue: soon, not at once
+  m.ttl_left = 14;
+  CHECK(held(judge_vanished_key(m, t0 + 8s, t, ttl, true), t0 + 8s));
+  // Reads of 0 since t0 + 1 s (reply): the holder is past its deadline; gone
+  // within the next read: free from (first 0) + 1 s on, no hold.
+  m.ttl_read_at = t0 + 1500ms;
+  m.ttl_left = 0;
+  m.ttl_zero_since = t0 + 1s;
+  auto v = judge_vanished_key(m, t0 + 2100ms, t, ttl, true);
+  CHECK_FALSE(v.hold);
+  CHECK(v.create_at == t0 + 2100ms);
+  v = judge_vanished_key(m, t0 + 1600ms, t, ttl, true);
+  CHECK_FALSE(v.hold);
+  CHECK(v.create_at == t0 + 2s);
+  // The same without a gapless watch (polling, or the stream was down):
+  // another term may have come and gone unseen.
+  CHECK(held(judge_vanished_key(m, t0 + 2100ms, t, ttl, false), t0 + 2100ms));
+  // A stale reading (a pause, failed reads).
+  CHECK(held(judge_vanished_key(m, t0 + 4500ms, t, ttl, true), t0 + 4500ms));
+  // Timings whose holder may still renew while a read says 0: never judged.
+  election_timings tight = t;
+  tight.lease_duration = 5s;
+  tight.renew_deadline = 3500ms;
+  tight.retry_period = 1s;
+  tight.module_stop_timeout = 1s;
+  tight.request_timeout = 1s;
+  CHECK_FALSE(ttl_tells_expiry(tight, 5s));
+  CHECK(held(judge_vanished_key(m, t0 + 1600ms, tight, 5s, true), t0 + 1600ms));
+  // Reads: 100 ms after a read of 0, else half the remaining TTL.
+  CHECK(next_ttl_read(m, t0 + 1550ms, 15s) == 50ms);
+  m.ttl_left = 14;
+  CHECK(next_ttl_read(m, t0 + 1500ms, 15s) == 7s);
+  CHECK(next_ttl_read(m, t0 + 1500ms, 2s) == 2s);
 }

@@ -80,7 +80,7 @@ void checker::started(probe_instance inst) {
       // etcd: a term is a key's life (create_revision); its work starts only
       // while that key exists and names its holder (it outlives the fence).
       auto rec = peek ? peek() : std::nullopt;
-      bool cut_from_outside = !rec && inst.term == outside_ended_term;
+      bool cut_from_outside = inst.term == outside_ended_term;
       if (!cut_from_outside && (!rec || rec->spec.holder_identity != inst.identity
                                 || rec->spec.lease_transitions != inst.term))
         violations.push_back(inst.identity + "/" + inst.module + " started term "
