@@ -135,21 +135,26 @@ private:
       return;
     in_flight_ = true;
     attempt_started_ = clock().now();
-    auto started = attempt_started_;
     if (held_ && mem_.record && same_term(mem_.record->spec, *held_))
-      renew(*mem_.record, started, /*fall back to GET*/ true);
+      renew(*mem_.record, /*fall back to GET*/ true);
     else
-      get_then_decide(started);
+      get_then_decide();
   }
 
   /// PUTs `rec` (its resourceVersion) renewed in the term this elector holds.
-  void renew(const lease& rec, time_point started, bool fallback) {
+  void renew(const lease& rec, bool fallback) {
     lease l = rec;
     l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
-    put(std::move(l), started, fallback);
+    put(std::move(l), fallback);
   }
 
-  void get_then_decide(time_point started) {
+  /// Every request counts from its own send time: a term's validity from
+  /// the write that won it (never from the read before it), a vanished
+  /// key's judgment from the read that found it gone. So acquiring (read,
+  /// write, first renew) needs no more than renewing does (docs/safety.md,
+  /// "Every timing relation the code enforces").
+  void get_then_decide() {
+    auto started = clock().now();
     call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       if (r.ok()) {
         answered();
@@ -160,7 +165,7 @@ private:
         }
         observe(*r.value);
         note_ttl(*r.value, started);
-        decide(*r.value, started);
+        decide(*r.value);
       } else if (r.kind() == error_kind::not_found) {
         answered();
         absent(started);
@@ -171,13 +176,13 @@ private:
     });
   }
 
-  void decide(const lease& rec, time_point started) {
+  void decide(const lease& rec) {
     if (held_ && same_term(rec.spec, *held_)) {
       if (!written_here(rec.spec)) {
         identity_conflict(rec);
         return;
       }
-      renew(rec, started, false);   // our term, another version (an operator's label)
+      renew(rec, false);   // our term, another version (an operator's label)
       return;
     }
     if (leading_) {
@@ -192,7 +197,7 @@ private:
     lease l = rec;
     l.spec = acquired_spec(rec.spec, opt_.identity, opt_.timings.lease_duration, wall_now(),
                            mem_.max_term);
-    put(std::move(l), started, false);
+    put(std::move(l), false);
   }
 
   /// The API has no such lease. A leader puts its term back. Anyone else
@@ -200,7 +205,7 @@ private:
   /// create: an API that lost its storage may have lost a live term of
   /// another replica with it, and that replica needs this long to notice and
   /// stop its work (see succeeded()).
-  void absent(time_point started) {
+  void absent(time_point seen_by) {
     if (opt_.backend.server_expiry && leading_) {
       // The store deleted the record: its TTL ran out (or it was revoked).
       // The term is over; putting it back would be a new record.
@@ -213,7 +218,7 @@ private:
       done_attempt();
       return;
     }
-    if (opt_.backend.server_expiry && !leading_ && vanished_under_a_holder(started)) {
+    if (opt_.backend.server_expiry && !leading_ && vanished_under_a_holder(seen_by)) {
       done_attempt();
       return;
     }
@@ -238,6 +243,7 @@ private:
     // or revoke of a live term, so it holds what it creates, as on Kubernetes.
     bool hold = create_new
                 && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create);
+    auto started = clock().now();
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
@@ -253,7 +259,8 @@ private:
          });
   }
 
-  void put(lease l, time_point started, bool fallback) {
+  void put(lease l, bool fallback) {
+    auto started = clock().now();
     auto term = l.spec.lease_transitions;
     remember_write(l.spec);
     call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
@@ -271,7 +278,7 @@ private:
            }
            if (fallback) {
              note_error(r.error);
-             get_then_decide(started);   // stale cache: re-read, decide again
+             get_then_decide();   // stale cache: re-read, decide again
            } else {
              failed(r.error);
            }
@@ -524,7 +531,7 @@ private:
     // Released or expired: take this very version with one PUT.
     in_flight_ = true;
     attempt_started_ = clock().now();
-    decide(rec, attempt_started_);
+    decide(rec);
   }
 
   /// An attempt as soon as possible (after the one in flight).

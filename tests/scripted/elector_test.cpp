@@ -39,26 +39,6 @@ TEST_CASE("a renew keeps acquireTime and the term; every acquisition starts a la
   CHECK(rel.lease_transitions == 4);
 }
 
-TEST_CASE("timings are validated with the safety budget") {
-  election_timings t;
-  CHECK(validate(t).empty());
-  t.module_stop_timeout = 5s;   // == lease_duration - renew_deadline
-  auto errs = validate(t);
-  REQUIRE(errs.size() == 1);
-  CHECK(errs[0].rfind("module_stop_timeout:", 0) == 0);
-  election_timings u;
-  u.renew_deadline = 2s;        // not > 1.2 * retry_period
-  u.lease_duration = 3s;
-  u.module_stop_timeout = 500ms;
-  errs = validate(u);
-  REQUIRE_FALSE(errs.empty());
-  for (auto& e : errs)
-    CHECK(e.rfind("renew_deadline:", 0) == 0);
-  election_timings v;
-  v.lease_duration = 10s;       // not > renew_deadline
-  CHECK_FALSE(validate(v).empty());
-}
-
 TEST_CASE("the leader renews with one PUT per retry period on its cached resourceVersion") {
   world_options o;
   sim_world w(o);

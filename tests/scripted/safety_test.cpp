@@ -139,30 +139,6 @@ TEST_CASE("a leader whose lease is rewritten by another writer ends its term; th
   CHECK(w.tracker().last("replica-0", "work")->fence.valid_until != fence.valid_until);
 }
 
-TEST_CASE("request_timeout above renew_deadline is rejected with the reason") {
-  election_timings t;
-  t.request_timeout = 12s;
-  auto errs = validate(t);
-  REQUIRE_FALSE(errs.empty());
-  CHECK(errs[0].rfind("request_timeout: must be <= renew_deadline", 0) == 0);
-  CHECK(errs[0].find("12000ms > 10000ms") != std::string::npos);
-}
-
-TEST_CASE("timings whose renews cannot be retried before the deadline are rejected, naming the inequality") {
-  election_timings t;
-  t.lease_duration = 5s;
-  t.renew_deadline = 2500ms;
-  t.retry_period = 2s;
-  t.module_stop_timeout = 2s;
-  t.request_timeout = 2s;   // the old default (retry_period)
-  auto errs = validate(t);
-  REQUIRE(errs.size() == 1);
-  CHECK(errs[0].find("must be >= retry_period + 2 * request_timeout") != std::string::npos);
-  t.request_timeout = 0s;   // default: (2.5 s - 2 s) / 2
-  CHECK(validate(t).empty());
-  CHECK(t.effective_request_timeout() == 250ms);
-}
-
 TEST_CASE("the tightest valid timings keep leadership: renews are spaced from their send, a lost one is retried") {
   world_options o;
   o.timings.lease_duration = 5s;
