@@ -158,13 +158,12 @@ private:
     call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       if (r.ok()) {
         answered();
-        if (mem_.outside_wait_until) {   // the key is there (again)
-          mem_.outside_wait_until.reset();
-          mem_.hold_next_create = false;
-          report_memory();
-        }
+        mem_.confirmed_at = clock().now();
+        mem_.outside_wait_until.reset();   // the key is there (again)
+        mem_.hold_next_create = false;
         observe(*r.value);
         note_ttl(*r.value, started);
+        report_memory();   // confirmed_at, the TTL reading
         decide(*r.value);
       } else if (r.kind() == error_kind::not_found) {
         answered();
@@ -418,6 +417,7 @@ private:
     last_error_ = err;
     if (!mem_.api_error_outstanding) {
       mem_.api_error_outstanding = true;
+      mem_.api_error_words = err.describe();
       report_memory();
     }
   }
@@ -426,6 +426,11 @@ private:
   /// an outstanding error is over, for a follower's GET as for a renew.
   /// last_error_ stays for the reason of a later lost renew deadline.
   void answered() {
+    if (!mem_.api_answered) {
+      mem_.api_answered = true;
+      if (!mem_.api_error_outstanding)
+        report_memory();
+    }
     if (!mem_.api_error_outstanding)
       return;
     mem_.api_error_outstanding = false;
@@ -755,7 +760,6 @@ private:
       mem_.ttl_zero_since = clock().now();   // the reply of the first read of 0
     mem_.ttl_read_at = sent;
     mem_.ttl_left = left;
-    report_memory();
   }
 
   void forget_ttl() {

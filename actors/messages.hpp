@@ -36,8 +36,15 @@ struct lease_memory {
   /// out like anyone else's.
   std::optional<lease_spec> own_term;
   /// An API error was reported and no answer came since: the next elector's
-  /// first answer reports the recovery (readiness waits for it).
+  /// first answer reports the recovery. `api_error_words`: that error.
   bool api_error_outstanding = false;
+  std::string api_error_words;
+  /// The API has answered at least once (a record, "no such lease", a write,
+  /// a lost race, the watch).
+  bool api_answered = false;
+  /// When a read last found the record as in `record` (on etcd a renew
+  /// changes nothing, so this, not observed_at, says the holder is current).
+  caf::actor_clock::time_point confirmed_at{};
   /// etcd: the latest read of the key that reported its etcd lease's
   /// remaining TTL (whole seconds, truncated): sent at `ttl_read_at`,
   /// `ttl_left` seconds; `ttl_zero_since`: the reply time of the first read

@@ -190,6 +190,8 @@ private:
   /// Keeps what electors saw of the lease for the next one (the newest
   /// observation wins; the highest term seen is never forgotten).
   void remember(const lease_memory& m) {
+    if (m.api_error_outstanding && !memory_.api_error_outstanding)
+      api_failing_since_ = clock().now();
     auto max_term = std::max(memory_.max_term, m.max_term);
     if (m.observed_at >= memory_.observed_at || !memory_.record)
       memory_ = m;
@@ -515,10 +517,18 @@ private:
     st.identity = opt_.identity;
     st.lease = opt_.lease;
     st.holder = holder_;
-    if (memory_.record)
-      st.holder_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           clock().now() - memory_.observed_at)
-                           .count();
+    auto ms = [&](time_point since) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - since).count();
+    };
+    if (state_ == runner_state::leader)
+      st.holder_age_ms = ms(last_renew_);
+    else if (memory_.record)
+      st.holder_age_ms = ms(std::max(memory_.observed_at, memory_.confirmed_at));
+    if (memory_.api_error_outstanding) {
+      st.api_unreachable_ms = ms(api_failing_since_);
+      st.api_error = memory_.api_error_words;
+    }
+    st.api_answered = memory_.api_answered;
     st.term = term_;
     st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
     st.terms_won = terms_won_;
@@ -562,6 +572,7 @@ private:
   enum class shutdown_phase { none, leader_only, the_rest } shutdown_ = shutdown_phase::none;
   int releases_ = 0;                        // release requests to old electors in flight
   lease_memory memory_;                     // what electors saw, for the next one
+  time_point api_failing_since_{};          // when memory_.api_error_outstanding began
   std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
   std::vector<caf::response_promise> shutdown_rps_;
 };

@@ -240,7 +240,6 @@ public:
     health_sources sources;
     sources.timings = cfg_.timings;
     sources.counters = &counters_;
-    sources.api = &api_;
     sources.leader = [view = modules_.leader](const std::string& path) {
       return view->respond(path);
     };
@@ -266,7 +265,7 @@ public:
     poster_ = spawn_event_poster(sys_, on_etcd() ? spawn_etcd_transport(sys_, cfg_.etcd)
                                                : spawn_http_transport(sys_, event_conn),
                                  poster_opts);
-    std::vector<event_sink> sinks{log_.sink(), counters_.sink(), api_.sink(),
+    std::vector<event_sink> sinks{log_.sink(), counters_.sink(),
                                   event_poster_sink(poster_, lease_), fatal_on_invalid(log_)};
     if (journal_)
       sinks.push_back(journal_->sink());
@@ -363,7 +362,6 @@ private:
   json_logger log_;
   std::unique_ptr<journal> journal_;
   metrics counters_;
-  api_health api_;
   caf::actor_system_config sys_cfg_;
   caf::actor_system sys_;
   std::unique_ptr<health_server> health_;

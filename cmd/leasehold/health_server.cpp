@@ -47,9 +47,10 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
     if (st->holder_age_ms > limit_ms) {
       out["holder"] = "unknown";
       out["last_observed_holder"] = st->holder;
-      out["holder_unknown_reason"] = "no new version of the lease seen for "
+      out["holder_unknown_reason"] = "the holder was last confirmed "
                                      + std::to_string(st->holder_age_ms)
-                                     + "ms, longer than lease_duration ("
+                                     + "ms ago (a new version, a read that found it, or this "
+                                       "replica's own renew), longer than lease_duration ("
                                      + std::to_string(limit_ms) + "ms)";
     }
   }
@@ -113,7 +114,7 @@ health_server::health_server(health_sources src)
     reply_probe(res, health(src_.status(), src_.timings));
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, readiness(src_.status(), src_.api->get()));
+    reply_probe(res, readiness(src_.status(), src_.timings));
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(src_.counters->render(src_.status()), metrics::content_type);

@@ -35,7 +35,6 @@ struct health_sources {
   /// /leader); nullopt when nothing is published there.
   std::function<std::optional<std::string>(const std::string& path)> leader;
   const metrics* counters = nullptr;
-  const api_health* api = nullptr;
   election_timings timings;
 };
 

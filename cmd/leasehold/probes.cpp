@@ -16,38 +16,6 @@ probe_result fail(const std::string& reason) {
 
 } // namespace
 
-event_sink api_health::sink() {
-  return [this](const runtime_event& e) { record(e); };
-}
-
-void api_health::record(const runtime_event& e) {
-  std::lock_guard<std::mutex> guard(mtx_);
-  switch (e.type) {
-    case event_type::term_acquired:
-    case event_type::renewed:
-    case event_type::leader_changed:
-    case event_type::lease_released:
-    case event_type::api_recovered:
-      v_.answered = true;
-      v_.error_kind.clear();
-      break;
-    case event_type::api_error:
-      if (is_lost_race(e.error.kind)) {   // an answer, not an outage
-        v_.answered = true;
-        break;
-      }
-      v_.error_kind = to_string(e.error.kind);
-      break;
-    default:
-      break;
-  }
-}
-
-api_health::view api_health::get() const {
-  std::lock_guard<std::mutex> guard(mtx_);
-  return v_;
-}
-
 caf::timespan watchdog_grace(const election_timings& t) {
   return std::max<caf::timespan>(t.retry_period, std::chrono::seconds(1));
 }
@@ -97,7 +65,7 @@ probe_result health(const std::optional<runner_status>& st, const election_timin
   return live.ok ? module_health(*st) : live;
 }
 
-probe_result readiness(const std::optional<runner_status>& st, const api_health::view& api) {
+probe_result readiness(const std::optional<runner_status>& st, const election_timings& t) {
   if (!st)
     return fail("runner did not answer");
   if (st->state == runner_state::stopped)
@@ -106,9 +74,21 @@ probe_result readiness(const std::optional<runner_status>& st, const api_health:
     return pass();   // no leader-only module enabled: nothing to elect for
   if (!st->electing)
     return fail("not electing (state " + std::string(to_string(st->state)) + ")");
-  if (!api.error_kind.empty())
-    return fail("API error outstanding: " + api.error_kind);
-  if (!api.answered && st->holder.empty())
+  auto bound_ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.renew_deadline).count();
+  if (st->state == runner_state::leader) {
+    // A leader whose fence is valid is ready, whatever the API does meanwhile:
+    // its term runs until the renew deadline, and it is the one doing the work.
+    if (st->ms_since_renew > bound_ms)
+      return fail("leading, but the last renew was " + std::to_string(st->ms_since_renew)
+                  + "ms ago (renew_deadline " + std::to_string(bound_ms) + "ms)");
+    return module_health(*st);
+  }
+  // A follower rides out an API blip shorter than renew_deadline (the
+  // leader's own patience); longer, it could not take over if it had to.
+  if (st->api_unreachable_ms > bound_ms)
+    return fail("lease API failing for " + std::to_string(st->api_unreachable_ms)
+                + "ms (longer than renew_deadline, " + std::to_string(bound_ms) + "ms): " + st->api_error);
+  if (!st->api_answered)
     return fail("the API has not answered yet");
   return module_health(*st);
 }

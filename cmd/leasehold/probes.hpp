@@ -9,11 +9,12 @@
 //              leadership for a crash-looping leader-only module.
 //   health (/healthz): liveness, then module_health.
 //   readiness (/readyz): the runner is electing (or idle with nothing to
-//              elect for), the API has answered at least once with no error
-//              outstanding, and module_health.
+//              elect for); a leader while its fence is valid; a follower
+//              once the API has answered, unless it has been failing for
+//              longer than renew_deadline; and module_health. All from the
+//              runner's status (one source).
 #pragma once
 
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -32,27 +33,16 @@ struct probe_result {
 
 /// Tracks, from runtime events, whether the API has answered and whether an
 /// error is outstanding.
-class api_health {
-public:
-  struct view {
-    bool answered = false;
-    std::string error_kind;    // empty: no error outstanding
-  };
-  event_sink sink();
-  void record(const runtime_event& e);
-  view get() const;
-
-private:
-  mutable std::mutex mtx_;
-  view v_;
-};
-
 /// The watchdog's allowance beyond lease_duration.
 caf::timespan watchdog_grace(const election_timings& t);
 
 probe_result liveness(const std::optional<runner_status>& st, const election_timings& t);
 probe_result module_health(const runner_status& st);
 probe_result health(const std::optional<runner_status>& st, const election_timings& t);
-probe_result readiness(const std::optional<runner_status>& st, const api_health::view& api);
+/// /readyz: a leader while its fence is valid (renewed within
+/// renew_deadline); a follower unless the lease API has been failing for
+/// longer than renew_deadline or never answered; neither while a module
+/// crash-loops. One source: the runner's status (docs/operations.md).
+probe_result readiness(const std::optional<runner_status>& st, const election_timings& t);
 
 } // namespace leasehold::agent

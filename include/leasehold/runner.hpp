@@ -74,10 +74,17 @@ struct runner_status {
   std::string identity;
   lease_key lease;
   std::string holder;          // last known holder ("" unknown / released)
-  /// Time since this replica last saw a new version of the lease (a read or
-  /// its own write; a live holder renews every retry_period), ms; -1: never.
-  /// Older than lease_duration: `holder` is no longer known to hold it.
+  /// Time since this replica last knew `holder` to be current, ms; -1:
+  /// never: a leader's own last renew, a follower's last sight of a new
+  /// version or a read that found the record unchanged (on etcd a renew
+  /// changes nothing, so only reads and the watch tell). Older than
+  /// lease_duration: `holder` is no longer known to hold it.
   std::int64_t holder_age_ms = -1;
+  /// How long the lease API has been failing (every request since the first
+  /// failure), ms; -1 while it answers. A lost race (409) is an answer.
+  std::int64_t api_unreachable_ms = -1;
+  std::string api_error;       // the failure that began it, in words
+  bool api_answered = false;   // the API answered this runner's electors at least once
   std::int64_t term = -1;      // current term when leading, else last seen
   bool electing = false;       // an elector is alive (or a respawn is pending)
   bool healthy = true;         // false: a module failed (over its restart intensity)

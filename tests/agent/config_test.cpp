@@ -461,31 +461,32 @@ TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {
   CHECK_FALSE(liveness(st, t).ok);                      // leading but no elector
   st.electing = true;
 
-  api_health api;
+  // Readiness, one source (the runner's status): a follower once the API
+  // answered, through blips shorter than renew_deadline (10 s here).
   st.state = runner_state::follower;
   st.holder.clear();
-  CHECK_FALSE(readiness(st, api.get()).ok);             // API never answered
-  auto seen = event(event_type::leader_changed);
-  api.record(seen);
-  CHECK(readiness(st, api.get()).ok);
-  auto err = event(event_type::api_error);
-  err.error.kind = error_kind::connection_refused;
-  api.record(err);
-  CHECK_FALSE(readiness(st, api.get()).ok);             // error outstanding
-  api.record(event(event_type::api_recovered));
-  CHECK(readiness(st, api.get()).ok);
-  // A lost race (409) is an answer: the elector reports it, then sends no
-  // api_recovered (nothing was out). Readiness must not wait for one.
-  for (auto kind : {error_kind::already_exists, error_kind::conflict}) {
-    auto race = event(event_type::api_error);
-    race.error.kind = kind;
-    api.record(race);
-    CHECK(readiness(st, api.get()).ok);
-  }
+  st.api_answered = false;
+  CHECK_FALSE(readiness(st, t).ok);                     // API never answered
+  st.api_answered = true;
+  CHECK(readiness(st, t).ok);
+  st.api_unreachable_ms = 3000;                         // a 3 s outage: a blip
+  st.api_error = "GET ...: connection_refused";
+  CHECK(readiness(st, t).ok);
+  st.api_unreachable_ms = 10001;                        // longer than renew_deadline
+  auto p2 = readiness(st, t);
+  CHECK_FALSE(p2.ok);
+  CHECK(p2.body["reason"].get<std::string>().find("lease API failing for 10001ms (longer than "
+                                                  "renew_deadline, 10000ms): GET ...") != std::string::npos);
+  // The leader with a valid fence is ready through the outage; past its
+  // renew deadline (its term is ending) it is not.
+  st.state = runner_state::leader;
+  st.ms_since_renew = 9000;
+  CHECK(readiness(st, t).ok);
+  st.ms_since_renew = 10001;
+  CHECK_FALSE(readiness(st, t).ok);
   st.state = runner_state::idle;
   st.electing = false;
-  api.record(err);
-  CHECK(readiness(st, api.get()).ok);                   // idle: nothing to elect for
+  CHECK(readiness(st, t).ok);                           // idle: nothing to elect for
 }
 
 TEST_CASE("default identity: POD_NAME, else hostname plus the process suffix") {
@@ -537,10 +538,9 @@ TEST_CASE("probes: a replica that handed over for a crash-looping module is live
   st.modules.push_back(job);
   st.handover_module = "job";
   st.handover_backoff = std::chrono::seconds(12);
-  api_health api;
-  api.record(event(event_type::leader_changed));
+  st.api_answered = true;
   CHECK(liveness(st, t).ok);
-  for (auto& p : {health(st, t), readiness(st, api.get())}) {
+  for (auto& p : {health(st, t), readiness(st, t)}) {
     CHECK_FALSE(p.ok);
     auto reason = p.body["reason"].get<std::string>();
     CHECK(reason.find("module job crash-looped") != std::string::npos);
@@ -554,5 +554,5 @@ TEST_CASE("probes: a replica that handed over for a crash-looping module is live
   CHECK(j["modules"][0]["backing_off_until"].get<std::string>().back() == 'Z');
   st.handover_backoff = caf::timespan{-1};   // competing again
   CHECK(health(st, t).ok);
-  CHECK(readiness(st, api.get()).ok);
+  CHECK(readiness(st, t).ok);
 }

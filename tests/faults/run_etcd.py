@@ -14,10 +14,12 @@ every heal).
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, Timings, mono_ns, run_cases, wait_for  # noqa: E402
@@ -221,6 +223,28 @@ def case_outside_delete(c):
 
 def case_outside_revoke(c):
     outside_write(c, "revoke")
+
+
+def debug_state(agent):
+    with open(agent.log_path) as f:
+        addr = re.findall(r'"health_addr":"([^"]+)"', f.read())[-1]
+    with urllib.request.urlopen(f"http://{addr}/debug/state", timeout=5) as r:
+        return json.loads(r.read().decode())
+
+
+def case_leader_view(c):
+    """Every agent's /debug/state names the holder while its etcd lease is
+    alive, the leader's own included, long after the election (a keepalive
+    changes no key, so the record's age says nothing on etcd: the view
+    counts from the last read that found it, or the leader's last renew)."""
+    leader, _ = wait_leader_child(c)
+    time.sleep(3 * c.timings.lease)
+    for a in c.agents:
+        st = debug_state(a)
+        assert st["holder"] == leader.identity, f"{a.identity}: {st}"
+        assert st["holder_age_ms"] < c.timings.lease * 1000, f"{a.identity}: {st}"
+    print(f"after {3 * c.timings.lease:.0f} s every agent names {leader.identity}")
+    verdict(c, min_children=1)
 
 
 CASE_AGENTS = {"outside-delete": SlowStopAgent, "outside-revoke": SlowStopAgent}
