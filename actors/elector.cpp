@@ -167,7 +167,7 @@ private:
         decide(*r.value);
       } else if (r.kind() == error_kind::not_found) {
         answered();
-        absent(started);
+        absent(started, r.error.store_revision);
       } else {
         forget_ttl();   // what we knew of the key's TTL may be stale now
         failed(r.error);
@@ -204,7 +204,7 @@ private:
   /// create: an API that lost its storage may have lost a live term of
   /// another replica with it, and that replica needs this long to notice and
   /// stop its work (see succeeded()).
-  void absent(time_point seen_by) {
+  void absent(time_point seen_by, std::int64_t store_revision = 0) {
     if (opt_.backend.server_expiry && leading_) {
       // The store deleted the record: its TTL ran out (or it was revoked).
       // The term is over; putting it back would be a new record.
@@ -217,7 +217,7 @@ private:
       done_attempt();
       return;
     }
-    if (opt_.backend.server_expiry && !leading_ && vanished_under_a_holder(seen_by)) {
+    if (opt_.backend.server_expiry && !leading_ && vanished_under_a_holder(seen_by, store_revision)) {
       done_attempt();
       return;
     }
@@ -241,14 +241,19 @@ private:
     // (a process just started) cannot have waited out an operator's delete
     // or revoke of a live term, so it holds what it creates, as on Kubernetes.
     bool hold = create_new
-                && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create);
+                && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create
+                    || store_revision == 0 || store_revision != mem_.vanish_revision);
+    auto next_revision = std::to_string(store_revision + 1);
     auto started = clock().now();
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
              // etcd: counted from the answer, by when any term whose key
              // was gone before the create had sent its last renew.
-             if (hold)
+             // etcd: a key that is not the very next write after the read
+             // that judged the vanish may follow a term that came and went
+             // unseen: hold it too.
+             if (hold || (opt_.backend.server_expiry && r.value->resource_version != next_revision))
                mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
              observe(*r.value);
              succeeded(r.value->spec, started);
@@ -783,7 +788,7 @@ private:
   /// (an operator's delete or revoke, stale readings, polling) lets it
   /// create at once and hold what it creates for a lease duration. True
   /// while it must wait. A replica that saw no record holds what it creates.
-  bool vanished_under_a_holder(time_point sent) {
+  bool vanished_under_a_holder(time_point sent, std::int64_t store_revision) {
     if (!mem_.record)
       return false;
     if (mem_.observed_at > sent)
@@ -794,6 +799,7 @@ private:
       auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless);
       mem_.outside_wait_until = v.create_at;
       mem_.hold_next_create = v.hold;
+      mem_.vanish_revision = store_revision;
       mem_.ttl_read_at.reset();   // the key is gone: nothing left to read a TTL of
       mem_.ttl_zero_since.reset();
       report_memory();

@@ -58,6 +58,10 @@ struct lease_memory {
   /// `hold_next_create` (the vanish was not judged an expiry).
   std::optional<caf::actor_clock::time_point> outside_wait_until;
   bool hold_next_create = false;
+  /// The store's revision at the read that judged the vanish an expiry: a
+  /// create skips the hold only if nothing was written since (no term came
+  /// and went unseen): its read has this revision and its key the next.
+  std::int64_t vanish_revision = 0;
 };
 
 // elector -> runner

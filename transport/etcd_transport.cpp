@@ -503,8 +503,11 @@ struct etcd_client::impl {
     auto cur = range(k);
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
-    if (!cur.value->record)
-      return api_result<lease>::failure(not_found(k, "no key " + key_of(k)));
+    if (!cur.value->record) {
+      auto e = not_found(k, "no key " + key_of(k));
+      e.store_revision = cur.value->revision;
+      return api_result<lease>::failure(std::move(e));
+    }
     auto rec = *cur.value->record;
     // The remaining TTL of the key's etcd lease: a follower judges from it
     // whether the key could have expired when it vanishes (docs/safety.md,

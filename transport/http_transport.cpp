@@ -13,10 +13,16 @@ namespace {
 lease_transport_actor::behavior_type http_transport(lease_transport_actor::pointer self,
                                                     std::shared_ptr<kube_client> client) {
   name_this_thread("lh.http");   // detached: this runs on the actor's own thread
-  // One watch stream per subscriber, each on its own thread and connection.
-  auto watch = watch_per_subscriber(self, [client](lease_watch_request req) {
-    return std::make_unique<lease_watcher>(client->config(), std::move(req));
-  });
+  // One watch stream per namespace, shared by every subscriber in it (one
+  // thread and one connection however many leases): the namespace's Lease
+  // collection, demultiplexed by lease name.
+  auto watch = watch_per_namespace(
+    self, [client](const std::string& ns, caf::timespan idle, std::shared_ptr<watch_fanout> fanout) {
+      lease_watch_request req;
+      req.lease = {ns, ""};
+      req.idle_timeout = idle;
+      return std::make_unique<lease_watcher>(client->config(), std::move(req), std::move(fanout));
+    });
   return {
     [watch](watch_lease_atom, lease_watch_request& req) { watch(req); },
     [client](get_lease_atom, const lease_key& k) -> lease_reply {

@@ -82,8 +82,9 @@ parse_result<watch_line> parse_watch_line(const std::string& line) {
 }
 
 std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds) {
-  auto path = leases_path(k.ns) + "?watch=1&allowWatchBookmarks=true&fieldSelector=metadata.name%3D"
-              + k.name + "&timeoutSeconds=" + std::to_string(timeout_seconds);
+  auto path = leases_path(k.ns) + "?watch=1&allowWatchBookmarks=true"
+              + (k.name.empty() ? std::string{} : "&fieldSelector=metadata.name%3D" + k.name)
+              + "&timeoutSeconds=" + std::to_string(timeout_seconds);
   if (!rv.empty())
     path += "&resourceVersion=" + rv;
   return path;
@@ -91,7 +92,8 @@ std::string lease_watch_path(const lease_key& k, const std::string& rv, int time
 
 // -- the loop ------------------------------------------------------------------
 
-lease_watch_loop::lease_watch_loop(lease_watch_request req) : req_(std::move(req)) {}
+lease_watch_loop::lease_watch_loop(lease_watch_request req, std::shared_ptr<watch_fanout> fanout)
+  : req_(std::move(req)), fanout_(std::move(fanout)) {}
 
 lease_watch_loop::~lease_watch_loop() {
   // A derived class halts first (its abort() is gone by now); this only
@@ -133,7 +135,17 @@ api_error lease_watch_loop::malformed(const request& r, std::string reason) {
 }
 
 void lease_watch_loop::send(lease_watch_event ev) {
-  caf::anon_send(req_.subscriber, std::move(ev));
+  if (fanout_)
+    fanout_->to_all(ev);
+  else
+    caf::anon_send(req_.subscriber, std::move(ev));
+}
+
+void lease_watch_loop::send_for(const std::string& name, lease_watch_event ev) {
+  if (fanout_)
+    fanout_->to(name, ev);
+  else
+    caf::anon_send(req_.subscriber, std::move(ev));
 }
 
 void lease_watch_loop::set_up(bool up, const std::string& reason) {
@@ -217,8 +229,9 @@ api_error lease_watch_loop::stream_once(bool& delivered) {
 
 // -- Kubernetes ------------------------------------------------------------------
 
-lease_watcher::lease_watcher(connection_config cfg, lease_watch_request req)
-  : lease_watch_loop(std::move(req)), client_(std::move(cfg)),
+lease_watcher::lease_watcher(connection_config cfg, lease_watch_request req,
+                             std::shared_ptr<watch_fanout> fanout)
+  : lease_watch_loop(std::move(req), std::move(fanout)), client_(std::move(cfg)),
     rv_(watch_request().resource_version) {
   start();
 }
@@ -261,10 +274,11 @@ std::optional<api_error> lease_watcher::on_line(const std::string& line, const r
   delivered = true;
   if (w.what == t::bookmark)
     return std::nullopt;
+  auto name = w.record ? w.record->name : std::string{};
   if (w.what == t::deleted)
-    send({lease_watch_event::kind::deleted, std::nullopt, {}});
+    send_for(name, {lease_watch_event::kind::deleted, std::nullopt, {}});
   else
-    send({lease_watch_event::kind::record, std::move(w.record), {}});
+    send_for(name, {lease_watch_event::kind::record, std::move(w.record), {}});
   return std::nullopt;
 }
 

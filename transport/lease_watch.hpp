@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "transport/kube_client.hpp"
+#include "transport/watch_fanout.hpp"
 #include "leasehold/lease_transport.hpp"
 
 namespace leasehold {
@@ -41,7 +42,8 @@ struct watch_line {
 /// Parses one line; the error names what is wrong ("object.spec...: ...").
 parse_result<watch_line> parse_watch_line(const std::string& line);
 
-/// The path of the watch request for `k` from `rv` ("" = current state first).
+/// The path of the watch request for `k` from `rv` ("" = current state
+/// first); `k.name` empty: the namespace's whole Lease collection.
 std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds);
 
 /// The loop every lease watch shares, whatever the backend: a thread of
@@ -59,7 +61,9 @@ public:
   lease_watch_loop& operator=(const lease_watch_loop&) = delete;
 
 protected:
-  explicit lease_watch_loop(lease_watch_request req);
+  /// Events go to req.subscriber, or, with `fanout`, to the subscribers of
+  /// a shared stream (up/down to all, a lease's events to its own).
+  explicit lease_watch_loop(lease_watch_request req, std::shared_ptr<watch_fanout> fanout = {});
   /// Starts the thread: the last statement of a derived constructor.
   void start();
   /// Stops the stream and joins the thread (promptly: the blocking read is
@@ -91,6 +95,8 @@ protected:
   /// A malformed_body error naming `r`.
   static api_error malformed(const request& r, std::string reason);
   void send(lease_watch_event ev);
+  /// A record or a delete of lease `name`.
+  void send_for(const std::string& name, lease_watch_event ev);
   const lease_watch_request& watch_request() const { return req_; }
 
 private:
@@ -103,6 +109,7 @@ private:
   bool wait(caf::timespan d);
 
   lease_watch_request req_;
+  std::shared_ptr<watch_fanout> fanout_;
   bool up_ = false;
   std::atomic<bool> stopping_{false};
   bool finished_ = false;   // under mx_: run() has returned
@@ -111,10 +118,13 @@ private:
   std::thread thread_;
 };
 
-/// The Kubernetes watch of one Lease (the request above).
+/// The Kubernetes watch of one Lease (the request above), or, with a
+/// fanout and an empty lease name, of a namespace's whole Lease collection
+/// shared by its subscribers.
 class lease_watcher : public lease_watch_loop {
 public:
-  lease_watcher(connection_config cfg, lease_watch_request req);
+  lease_watcher(connection_config cfg, lease_watch_request req,
+                std::shared_ptr<watch_fanout> fanout = {});
   ~lease_watcher() override;
 
 private:
@@ -144,6 +154,34 @@ std::function<void(lease_watch_request&)> watch_per_subscriber(Self* self, Make 
     auto addr = req.subscriber.address();
     self->monitor(req.subscriber);
     (*streams)[addr] = make(std::move(req));
+  };
+}
+
+/// A transport actor's watches, shared: one stream per namespace for every
+/// subscriber in it (events demultiplexed by lease name), ended (its thread
+/// joined) when its last subscriber terminates. `make(ns, idle, fanout)`
+/// builds the stream of one namespace.
+template <class Self, class Make>
+std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make make) {
+  struct shared {
+    std::shared_ptr<watch_fanout> fanout;
+    std::unique_ptr<lease_watch_loop> stream;
+  };
+  auto streams = std::make_shared<std::map<std::string, shared>>();
+  self->set_down_handler([streams](caf::down_msg& m) {
+    for (auto it = streams->begin(); it != streams->end();)
+      it = it->second.fanout->remove(m.source) == 0 ? streams->erase(it) : std::next(it);
+  });
+  return [self, streams, make](lease_watch_request& req) {
+    if (!req.subscriber)
+      return;
+    self->monitor(req.subscriber);
+    auto& s = (*streams)[req.lease.ns];
+    if (!s.stream) {
+      s.fanout = std::make_shared<watch_fanout>();
+      s.stream = make(req.lease.ns, req.idle_timeout, s.fanout);
+    }
+    s.fanout->add(req.lease.name, req.subscriber);
   };
 }
 

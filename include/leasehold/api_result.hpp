@@ -40,6 +40,10 @@ struct api_error {
   std::string path;          // request path
   std::string reason;        // short human text (Status.message or transport error)
   int retry_after_seconds = 0;
+  /// etcd, on "no such key": the store's revision when it answered (0:
+  /// unknown). An etcd revision counts every write in the cluster, so two
+  /// reads with one revision saw no write between them.
+  std::int64_t store_revision = 0;
 
   /// "PUT /apis/.../leases/x: conflict (409): the object has been modified"
   std::string describe() const;

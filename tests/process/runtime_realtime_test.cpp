@@ -271,6 +271,15 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   // Each created lease is led a lease duration after its create.
   CHECK(eventually([&] { return iv.running() == 20; }, 8s));   // 4 lease durations
   MESSAGE(iv.running() << " of 20 leases led");
+  // One watch stream for the 20 leases of the namespace (issue 19): the
+  // server saw one watch request, not one per lease (or per elector).
+  httplib::Client control("127.0.0.1", server.control_port());
+  auto stats = control.Get("/_leasehold/stats");
+  REQUIRE(stats);
+  auto watches = nlohmann::json::parse(stats->body)["total"]["by_verb"].value("watch", 0);
+  MESSAGE(watches << " watch requests for 20 leases");
+  CHECK(watches >= 1);
+  CHECK(watches <= 2);
   for (auto& r : runners)
     CHECK(shutdown(sys, r, 5s));
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);

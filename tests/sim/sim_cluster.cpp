@@ -139,7 +139,14 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
   for (auto k : live) {
     auto& i = instances[k];
     // Counted from the latest resume; a paused process does nothing.
-    if (i.stale_since && !paused(i.replica) && t > *i.stale_since + stale_budget)
+    // A stale instance is gone within the budget of its resume, or, when
+    // it cannot be stopped (hung), by the fatal exit: last renew sent +
+    // lease_duration - room / 2 = fence end + budget - room / 2.
+    if (i.fence.valid_until)
+      i.last_valid_until = std::max(i.last_valid_until, i.fence.valid_until->load());
+    auto fence_end = time_point{caf::timespan{i.last_valid_until}};
+    if (i.stale_since && !paused(i.replica)
+        && t > std::max(*i.stale_since + stale_budget, fence_end + stale_budget - room / 2))
       violations.push_back(i.identity + "/" + i.module + " woke up after its fence expired and still runs "
                            + std::to_string(ms(t - *i.stale_since)) + "ms later");
     if (i.leader_only && !i.stale_since && !paused(i.replica) && i.fence.valid(t) && record
@@ -240,6 +247,7 @@ public:
     start_ = now_;
     chk_.now = [this] { return now_; };
     chk_.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
+    chk_.room = chk_.stale_budget - sc_.timings.module_stop_timeout;
     chk_.renew_deadline = sc_.timings.renew_deadline;
     if (sc_.backend == backend_kind::etcd) {
       etcd_ = std::make_shared<sim_etcd>([this] { return now_; });

@@ -67,6 +67,9 @@ struct probe_instance {
   /// Its replica was frozen while its fence expired: from `stale_since` on it
   /// does no work (the fence says so) and must be gone within the budget.
   std::optional<time_point> stale_since;
+  /// The latest end its fence was seen to have (the cell reads 0 once the
+  /// term ended): the last renew sent + renew_deadline.
+  std::int64_t last_valid_until = 0;
 };
 
 /// The per-module knobs the generator turns (probe settings).
@@ -99,6 +102,10 @@ public:
   std::optional<time_point> last_wipe;
   /// How long a stale instance may outlive its replica's resume.
   caf::timespan stale_budget{0};
+  /// lease_duration - renew_deadline - module_stop_timeout: a module killed
+  /// but hung (no stop can end it) is ended by the fatal exit, at the
+  /// latest half this room before another replica may lead.
+  caf::timespan room{0};
   caf::timespan renew_deadline{0};
   /// The record as the previous check saw it (to judge transitions).
   std::optional<lease> last_record;

@@ -123,8 +123,9 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
     auto i = keys_.find(k);
     if (i == keys_.end()) {
       log(client, "GET", k, error_kind::not_found, {});
-      out = lease_reply::failure(
-        error(error_kind::not_found, 404, "/v3/kv/range " + key_of(k), "no key " + key_of(k)));
+      auto e = error(error_kind::not_found, 404, "/v3/kv/range " + key_of(k), "no key " + key_of(k));
+      e.store_revision = revision_;
+      out = lease_reply::failure(std::move(e));
     } else {
       log(client, "GET", k, error_kind::none, i->second.value.holder_identity);
       auto rec = to_lease(k, i->second);

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <deque>
+#include <thread>
 #include <mutex>
 #include <vector>
 
@@ -25,8 +26,9 @@ namespace {
 
 const lease_key key{"default", "agent-1-lock"};
 
-std::string event(const std::string& type, const std::string& rv, const std::string& holder) {
-  return R"({"type":")" + type + R"(","object":)" + test::lease_body(key.name, rv, holder, 3) + "}\n";
+std::string event(const std::string& type, const std::string& rv, const std::string& holder,
+                  const std::string& name = key.name) {
+  return R"({"type":")" + type + R"(","object":)" + test::lease_body(name, rv, holder, 3) + "}\n";
 }
 
 
@@ -35,6 +37,8 @@ struct watch_server {
   std::mutex mx;
   std::deque<script> scripts;
   std::vector<std::string> queries;   // resourceVersion asked by each connection ("-" = none)
+  std::atomic<int> connections{0};
+  std::chrono::milliseconds delay{0};   // before a stream answers (subscribers join meanwhile)
   std::atomic<bool> closing{false};
 
   watch_server() {
@@ -45,10 +49,13 @@ struct watch_server {
         std::lock_guard<std::mutex> g(mx);
         queries.push_back(req.has_param("resourceVersion") ? req.get_param_value("resourceVersion")
                                                            : "-");
-        CHECK(req.get_param_value("fieldSelector") == "metadata.name=" + key.name);
+        // The namespace's whole collection: one stream shared by every lease.
+        CHECK_FALSE(req.has_param("fieldSelector"));
         CHECK(req.get_param_value("watch") == "1");
+        ++connections;
         s = next_script(scripts, script{{}, true});
       }
+      std::this_thread::sleep_for(delay);
       play(res, s, closing);
     });
     server.start();
@@ -224,4 +231,41 @@ TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well u
   MESSAGE("slowest stop: " << slowest.count() << " ms");
   CHECK(slowest < 1000ms);
   closing = true;
+}
+
+TEST_CASE("one watch stream per namespace, shared by every lease in it, demultiplexed by name") {
+  // Issue 19: a watch thread and connection per watching runner made one
+  // process unable to hold more than a few hundred leases.
+  watch_server ws;
+  {
+    std::lock_guard<std::mutex> g(ws.mx);
+    ws.scripts.push_back({{event("ADDED", "5", "pod-a", "lease-a"), event("ADDED", "6", "pod-b", "lease-b"),
+                           event("MODIFIED", "7", "pod-x", "lease-x"),   // nobody follows it
+                           event("DELETED", "8", "pod-a", "lease-a")},
+                          true});
+    ws.delay = 200ms;   // both subscribe before the first event
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor a{sys};
+  caf::scoped_actor b{sys};
+  connection_config cc;
+  cc.server = ws.server.url();
+  auto transport = spawn_http_transport(sys, cc);
+  for (auto* who : {&a, &b}) {
+    lease_watch_request req;
+    req.lease = {"default", who == &a ? "lease-a" : "lease-b"};
+    req.idle_timeout = 5s;
+    req.subscriber = caf::actor{who->ptr()};
+    (*who)->send(transport, watch_lease_atom::value, req);
+  }
+  std::vector<std::string> seen_a, seen_b;
+  for (auto& e : collect(a, 3))
+    seen_a.push_back(show(e));
+  for (auto& e : collect(b, 2))
+    seen_b.push_back(show(e));
+  CHECK(seen_a == std::vector<std::string>{"up", "record 5 pod-a", "deleted"});
+  CHECK(seen_b == std::vector<std::string>{"up", "record 6 pod-b"});
+  CHECK(ws.connections == 1);
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
 }
