@@ -735,9 +735,11 @@ private:
       // neither the record nor its version, so the time since it last
       // changed passes a lease duration while it is still held, and waking
       // then would poll without pause. The watch streams the key's deletion;
-      // a read once per lease duration guards the stream, and reads at half
-      // the key's remaining TTL keep the TTL horizon ahead (outside_writes.hpp).
-      d = opt_.backend.server_expiry ? opt_.timings.lease_duration
+      // a read every half lease duration guards the stream and confirms the
+      // holder (the holder view counts from it: docs/operations.md), and
+      // reads at half the key's remaining TTL keep the TTL reading fresh
+      // (outside_writes.hpp).
+      d = opt_.backend.server_expiry ? opt_.timings.lease_duration / 2
                                      : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
     } else {
       std::uniform_real_distribution<double> u(0.0, jitter_factor);

@@ -109,7 +109,14 @@ int main(int argc, char** argv) {
               << "; see leasehold --help)\n";
     return 2;
   }
-  CLI11_PARSE(app, argc, argv);
+  // Every misuse of the command line exits 2 (CLI11's own codes are 1xx per
+  // kind of mistake); --help and --version exit 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
 
   if (*run)
     return leasehold::agent::run(run_opts);

@@ -136,6 +136,18 @@ TEST_CASE("--version, version, an unknown command, run without --config") {
 
   auto bogus = run_cli(dir, {"bogus"});
   CHECK(bogus.code == 2);
+  // Issue 21, item 9: one usage exit code (2) for every misuse (CLI11 gave
+  // 106 for a missing subcommand, 109 for an extra argument, ...).
+  for (auto args : std::vector<std::vector<std::string>>{
+         {}, {"fence"}, {"run", "--no-such-flag"}, {"run", "--config"}, {"version", "extra"},
+         {"fence", "check", "--margin-ms", "-5"}}) {
+    auto r = run_cli(dir, args);
+    std::string shown;
+    for (auto& a : args)
+      shown += a + " ";
+    CHECK_MESSAGE(r.code == 2, "leasehold " << shown << "-> " << r.code << ": " << r.err);
+    CHECK_MESSAGE(!r.err.empty(), shown);
+  }
   CHECK_MESSAGE(bogus.err.find("unknown command \"bogus\" (valid: run, validate, version, fence, "
                                "fence-keeper") != std::string::npos, bogus.err);
 
