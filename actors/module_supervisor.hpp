@@ -6,7 +6,8 @@
 // - stop (OTP shutdown spec): exit message (user_shutdown) now, kill at
 //   module_stop_timeout; stops go out in reverse start order, all at once, so
 //   a step-down never takes longer than one timeout.
-// - crash: restart after a capped exponential delay (timings' `backoff`),
+// - crash: restart after a capped exponential delay (supervision_policy's
+//   `restart_backoff_min` .. `restart_backoff_max`),
 //   unless the module crashed more than its restart_policy's `max_restarts`
 //   times within `within` (add_restart, as OTP's supervisor): then it is
 //   `failed`; a failed leader-only module makes the runner hand over

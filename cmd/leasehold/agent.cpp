@@ -211,7 +211,7 @@ caf::timespan shutdown_bound(const election_timings& t) {
 
 /// `leasehold run` from a resolved config to its exit code, one method per
 /// phase. Members are declared in the order they are built and destroyed in
-/// reverse: the sinks' targets (metrics, API health, journal) outlive the
+/// reverse: the sinks' targets (metrics, journal) outlive the
 /// actor system, and every actor handle is declared after it (a handle kept
 /// past the system would keep a detached transport alive and block the
 /// system's destructor).

@@ -1,4 +1,4 @@
-// The monotonic clock of the journal (wall times: format_log_time in transport/lease.hpp).
+// The monotonic clock of the journal (wall times: format_log_time in include/leasehold/lease.hpp).
 #pragma once
 
 #include <chrono>

@@ -400,7 +400,7 @@ class Cluster:
         self.ended = {}   # identity -> mono_ns its process ended
         self.agents = [agent_class(self, f"agent-{i + 1}") for i in range(replicas)]
         self.heals = []
-        self.keep = os.environ.get("LEASEHOLD_KEEP_TMP") == "1"
+        self.keep = os.environ.get("LEASEHOLD_KEEP_TEMP") == "1"
         self.report = None
 
     def __enter__(self):

@@ -157,7 +157,7 @@ class EtcdCluster:
     def close(self, ok=True):
         for i in range(self.n):
             self.kill(i)
-        if self.own_dir and (ok or os.environ.get("LEASEHOLD_KEEP_TMP") != "1"):
+        if self.own_dir and (ok or os.environ.get("LEASEHOLD_KEEP_TEMP") != "1"):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
