@@ -88,12 +88,16 @@ bool module_supervisor::may_run(const slot& s, const std::optional<fencing_token
 }
 
 void module_supervisor::forgive_leader_only() {
+  // A fresh restart window per term for every leader-only module: one that
+  // used its restarts last term, failed or not, starts the term with none.
   for (auto& kv : slots_) {
     auto& s = kv.second;
-    if (s.spec.leader_only && s.state == module_state::failed) {
+    if (!s.spec.leader_only)
+      continue;
+    if (s.state == module_state::failed)
       s.state = module_state::stopped;
-      s.restart_times.clear();
-    }
+    s.restart_times.clear();
+    s.delays.reset();
   }
 }
 

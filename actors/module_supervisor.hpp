@@ -70,7 +70,8 @@ public:
   /// modules always, leader-only ones only with a fence (while leading).
   void start_wanted(const std::optional<fencing_token>& fence);
 
-  /// A new term: leader-only modules that failed last term may run again.
+  /// A new term: every leader-only module gets a fresh restart window (and
+  /// restart delay); one that failed last term may run again.
   void forgive_leader_only();
 
   void stop_leader_only(const std::string& reason);

@@ -126,3 +126,28 @@ TEST_CASE("two replicas, one with a broken module: the healthy one keeps the lea
   CHECK(w.leader() == 1);
   CHECK(w.tracker().violations.empty());
 }
+
+TEST_CASE("a new term gives a leader-only module a fresh restart window, also one that had not failed") {
+  // Issue 21, item 5: a module that used its restarts in one term, but had
+  // not failed when the term ended, was failed ("too many restarts") on
+  // its first crash of the next term, though the docs promise a fresh
+  // window per term. Within one term the limit holds (the case above).
+  world_options o;
+  o.modules = crashing("replica-0", 2);   // 2 restarts within 10 s
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::module_crashed) == 2; }, 10s));
+  CHECK(w.rep(0).count(event_type::module_failed) == 0);
+  // The term ends for another reason before the third crash.
+  auto e = w.elector(0);
+  REQUIRE(e);
+  caf::anon_send_exit(e, caf::exit_reason::kill);
+  REQUIRE(w.run_until([&] { return terms(w, 0).size() == 2; }, 10s));
+  // The next term's first crash is restarted, not final.
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::module_crashed) == 3; }, 5s));
+  w.settle();
+  CHECK(w.rep(0).count(event_type::module_failed) == 0);
+  CHECK(w.rep(0).count(event_type::module_restarting) >= 3);
+  // And its window holds again within the term: two more crashes are the limit.
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::module_failed) == 1; }, 30s));
+  CHECK(w.rep(0).count(event_type::module_crashed) == 5);
+}
