@@ -476,8 +476,9 @@ private:
         bool up = ev.what == kind::up;
         if (up)
           answered();   // the API answered the watch's GET
-        if (up == watch_up_)
+        if (watch_said_ && up == watch_up_)
           return;
+        watch_said_ = true;
         watch_up_ = up;
         if (up)
           watch_up_since_ = clock().now();
@@ -850,6 +851,7 @@ private:
   bool in_flight_ = false;
   bool releasing_ = false;
   bool watch_up_ = false;                 // the transport streams the lease's changes
+  bool watch_said_ = false;               // its first up or down was reported
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   bool recheck_ = false;                  // a change was streamed during an attempt
   std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs

@@ -149,8 +149,11 @@ void lease_watch_loop::send_for(const std::string& name, lease_watch_event ev) {
 }
 
 void lease_watch_loop::set_up(bool up, const std::string& reason) {
-  if (up == up_)
+  // The first state is always said: a stream that never opens (a watch the
+  // API forbids) is reported down once, not left unsaid.
+  if (said_ && up == up_)
     return;
+  said_ = true;
   up_ = up;
   send({up ? lease_watch_event::kind::up : lease_watch_event::kind::down, std::nullopt, reason});
 }

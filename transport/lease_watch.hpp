@@ -111,6 +111,7 @@ private:
   lease_watch_request req_;
   std::shared_ptr<watch_fanout> fanout_;
   bool up_ = false;
+  bool said_ = false;   // up_ was reported at least once
   std::atomic<bool> stopping_{false};
   bool finished_ = false;   // under mx_: run() has returned
   std::mutex mx_;

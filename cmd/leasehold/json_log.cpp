@@ -121,6 +121,9 @@ std::optional<log_record> describe(const runtime_event& e) {
     case event_type::watch_changed:
       r.level = e.detail == "up" ? log_level::info : log_level::warn;
       r.msg = e.detail == "up" ? "lease watch open" : "lease watch down: polling until it is back";
+      if (e.detail != "up" && e.reason.find("forbidden (403)") != std::string::npos)
+        r.msg = "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
+                "(coordination.k8s.io; deploy/rbac.yaml grants them); polling meanwhile";
       with_reason();
       break;
     case event_type::outside_write:

@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <thread>
+
+#include <yaml-cpp/yaml.h>
 
 #include "cmd/leasehold/agent_config.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
@@ -555,4 +559,27 @@ TEST_CASE("probes: a replica that handed over for a crash-looping module is live
   st.handover_backoff = caf::timespan{-1};   // competing again
   CHECK(health(st, t).ok);
   CHECK(readiness(st, t).ok);
+}
+
+TEST_CASE("the shipped RBAC grants every verb the agent uses") {
+  // Issue 21, item 1: deploy/rbac.yaml granted get/create/update only, so
+  // every watch was forbidden and the agents polled.
+  const char* root = std::getenv("LEASEHOLD_SOURCE_ROOT");
+  REQUIRE(root != nullptr);
+  auto docs = YAML::LoadAllFromFile(std::string(root) + "/deploy/rbac.yaml");
+  std::map<std::string, std::set<std::string>> granted;   // "group/resource" -> verbs
+  for (auto& d : docs) {
+    if (!d["kind"] || d["kind"].as<std::string>() != "Role")
+      continue;
+    for (auto rule : d["rules"])
+      for (auto group : rule["apiGroups"])
+        for (auto res : rule["resources"])
+          for (auto verb : rule["verbs"])
+            granted[group.as<std::string>() + "/" + res.as<std::string>()].insert(verb.as<std::string>());
+  }
+  // GET/POST/PUT of a Lease; the namespace's Lease collection watched
+  // (watch=1 on the collection: "watch", and "list" for its first state).
+  for (auto verb : {"get", "create", "update", "list", "watch"})
+    CHECK_MESSAGE(granted["coordination.k8s.io/leases"].count(verb) == 1, verb);
+  CHECK(granted["/events"].count("create") == 1);   // POST of an Event
 }

@@ -269,3 +269,38 @@ TEST_CASE("one watch stream per namespace, shared by every lease in it, demultip
   CHECK(ws.connections == 1);
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("a watch the API forbids is reported down once, naming the refusal") {
+  // Issue 21, item 1: with RBAC as once shipped (no "watch" verb) every watch
+  // was refused 403; a stream that never opened was never reported, so the
+  // agents polled and logged nothing.
+  test::loopback_server<> server;
+  std::atomic<int> refused{0};
+  server.http().Get(leases_path(key.ns), [&](const httplib::Request&, httplib::Response& res) {
+    ++refused;
+    res.status = 403;
+    res.set_content(R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"leases.coordination.k8s.io is forbidden: User \"system:serviceaccount:leasehold:leasehold\" cannot watch resource \"leases\"","reason":"Forbidden","code":403})",
+                    "application/json");
+  });
+  server.start();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  connection_config cc;
+  cc.server = server.url();
+  auto transport = spawn_http_transport(sys, cc);
+  lease_watch_request req;
+  req.lease = key;
+  req.idle_timeout = 5s;
+  req.subscriber = caf::actor{self.ptr()};
+  self->send(transport, watch_lease_atom::value, req);
+  auto events = collect(self, 1);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].what == lease_watch_event::kind::down);
+  CHECK_MESSAGE(events[0].reason.find("forbidden (403)") != std::string::npos, events[0].reason);
+  // Retried with backoff, but said once: no second event while it stays refused.
+  auto more = collect(self, 1, 24);   // 600 ms
+  CHECK(more.empty());
+  CHECK(refused >= 2);
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
