@@ -1,6 +1,9 @@
 // Watches the config file on its own thread (never a scheduler thread):
 // every `interval` it reads the file and hands a changed content to
-// `on_change` (on the watcher thread). An unreadable file is skipped.
+// `on_change` (on the watcher thread). A file that becomes unreadable
+// (removed, a permission changed) is reported once to `on_missing` and
+// skipped: the running config stays; once readable again it is watched as
+// before.
 #pragma once
 
 #include <chrono>
@@ -18,7 +21,7 @@ public:
 
   /// `initial` is the content already applied (no callback for it).
   config_watcher(std::string path, std::string initial, std::chrono::milliseconds interval,
-                 callback on_change);
+                 callback on_change, std::function<void()> on_missing = {});
   ~config_watcher();   // stops
   config_watcher(const config_watcher&) = delete;
   config_watcher& operator=(const config_watcher&) = delete;
@@ -32,6 +35,8 @@ private:
   std::string last_;
   std::chrono::milliseconds interval_;
   callback on_change_;
+  std::function<void()> on_missing_;
+  bool missing_ = false;   // said once until the file is readable again
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stopping_ = false;
