@@ -163,7 +163,13 @@ json request_stats::counters::to_json() const {
 }
 
 void request_stats::record(const std::string& verb, const std::string& user_agent,
-                           const std::string& identity, int code) {
+                           const std::string& identity, int code,
+                           std::chrono::microseconds took) {
+  if (verb != "watch") {
+    ++timed_;
+    took_sum_ += took;
+    took_max_ = std::max(took_max_, took);
+  }
   std::string code_text = code == 0 ? "none" : std::to_string(code);
   total_.add(verb, code_text);
   by_user_agent_[user_agent].add(verb, code_text);
@@ -178,7 +184,13 @@ json request_stats::to_json() const {
   json id = json::object();
   for (auto& [k, c] : by_identity_)
     id[k] = c.to_json();
-  return {{"total", total_.to_json()}, {"by_user_agent", std::move(ua)}, {"by_identity", std::move(id)}};
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+  json latency = {{"requests", timed_},
+                  {"mean_ms", timed_ ? took_sum_.count() / 1000.0 / timed_ : 0.0},
+                  {"max_ms", took_max_.count() / 1000.0}};
+  return {{"total", total_.to_json()}, {"by_user_agent", std::move(ua)}, {"by_identity", std::move(id)},
+          {"seconds", secs}, {"requests_per_s", secs > 0 ? total_.requests / secs : 0.0},
+          {"latency", std::move(latency)}};
 }
 
 } // namespace leasehold::apiserver

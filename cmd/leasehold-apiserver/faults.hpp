@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -83,12 +84,16 @@ std::string parse_fault_request(const nlohmann::json& body, const fault_state& c
                                 fault_request& out);
 
 /// Request counters: per verb, per status code, per client (User-Agent and
-/// X-Leasehold-Identity), plus totals. Not thread-safe (the server locks).
+/// X-Leasehold-Identity), plus totals, the request rate since the last reset
+/// and the latency of answered non-watch requests (a watch's duration is the
+/// stream's). Not thread-safe (the server locks).
 class request_stats {
 public:
-  /// `code` 0 means the connection was closed without an answer.
+  /// `code` 0 means the connection was closed without an answer; `took` is
+  /// the time from the request's arrival to its answer.
   void record(const std::string& verb, const std::string& user_agent,
-              const std::string& identity, int code);
+              const std::string& identity, int code,
+              std::chrono::microseconds took = std::chrono::microseconds{0});
   nlohmann::json to_json() const;
   void reset() { *this = request_stats{}; }
 
@@ -101,6 +106,9 @@ private:
     nlohmann::json to_json() const;
   };
   counters total_;
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  std::uint64_t timed_ = 0;             // non-watch requests with a latency
+  std::chrono::microseconds took_sum_{0}, took_max_{0};
   std::map<std::string, counters> by_user_agent_;
   std::map<std::string, counters> by_identity_;
 };

@@ -1,6 +1,7 @@
 // Kubernetes API requests: the route, the fault gate, the answer from the
 // store (or a discovery/OpenAPI document, or a watch stream), the counters
 // and the request log line.
+#include <chrono>
 #include <cstdlib>
 
 #include "cmd/leasehold-apiserver/http_replies.hpp"
@@ -14,6 +15,7 @@ using nlohmann::json;
 using namespace apiserver;
 
 void local_api_server::impl::kube(const httplib::Request& req, httplib::Response& res) {
+  auto arrived = std::chrono::steady_clock::now();
   auto user_agent = req.get_header_value("User-Agent");
   auto identity = req.get_header_value("X-Leasehold-Identity");
   auto route = parse_route(req.method, req.path);
@@ -38,7 +40,9 @@ void local_api_server::impl::kube(const httplib::Request& req, httplib::Response
   }
   {
     std::lock_guard<std::mutex> lock(mu);
-    stats.record(verb, user_agent, identity, code);
+    stats.record(verb, user_agent, identity, code,
+                 std::chrono::duration_cast<std::chrono::microseconds>(
+                   std::chrono::steady_clock::now() - arrived));
   }
   if (opts.log_requests)
     log("request", {{"verb", verb}, {"method", req.method}, {"path", req.path},

@@ -546,7 +546,7 @@ TEST_CASE("fault: wipe forgets every object, resourceVersion stays monotonic") {
   CHECK(rv_number(after) > rv_number(before));
 }
 
-TEST_CASE("stats count per verb, client, identity and status code; reset") {
+TEST_CASE("stats count per verb, client, identity and status code, the request rate and latency; reset") {
   fixture_server s;
   auto a = s.client("client-a");
   auto b = s.client("client-b");
@@ -563,6 +563,10 @@ TEST_CASE("stats count per verb, client, identity and status code; reset") {
   CHECK(stats["by_user_agent"]["client-a"]["by_verb"] == json{{"create", 1}, {"get", 2}});
   CHECK(stats["by_user_agent"]["client-b"]["by_code"] == json{{"200", 1}, {"404", 1}});
   CHECK(stats["by_identity"]["replica-1"]["requests"] == 2);
+  CHECK(stats["requests_per_s"].get<double>() > 0);
+  CHECK(stats["latency"]["requests"] == 5);
+  CHECK(stats["latency"]["max_ms"].get<double>() >= stats["latency"]["mean_ms"].get<double>());
+  CHECK(stats["latency"]["mean_ms"].get<double>() > 0);
 
   httplib::Client control("127.0.0.1", s.server.control_port());
   CHECK(control.Post("/_leasehold/stats/reset", "", json_type)->status == 200);
