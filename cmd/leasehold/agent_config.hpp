@@ -20,6 +20,17 @@ election_timings agent_default_timings();
 /// Parses Go-style durations: "15s", "500ms", "1m30s", "1.5s", "0".
 /// Units: ns, us, ms, s, m, h. nullopt on error.
 std::optional<caf::timespan> parse_duration(const std::string& text);
+/// The largest duration any setting accepts (a lease of a day is already
+/// far beyond any use; larger values are typos).
+constexpr std::chrono::hours max_duration{24};
+/// Why parse_duration rejects `text`, with the rule or bound broken ("" when
+/// it parses): "negative; durations are 0 or more", "missing unit after
+/// \"2\" (ns, us, ms, s, m or h), e.g. \"2s\"", "above the maximum of ...".
+std::string duration_error(const std::string& text);
+/// The longest identity accepted: the Lease's holderIdentity is free text,
+/// but the identity is also a log field and a label-like name; 253 is the
+/// Kubernetes object-name (DNS subdomain) limit.
+constexpr std::size_t max_identity_length = 253;
 /// "1500ms" style, for logs and messages.
 std::string format_duration(caf::timespan d);
 

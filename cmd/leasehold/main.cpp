@@ -26,11 +26,13 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
     return cmd.add_option_function<std::string>(name, [&dst](const std::string& s) { dst = s; },
                                                 help);
   };
-  opt("--identity", v.identity, "Replica identity (default: $POD_NAME, else the hostname)")
+  opt("--identity", v.identity,
+      "Replica identity, 1-253 characters (default: $POD_NAME, else the hostname plus \"_\" and "
+      "a 12-hex-digit per-process suffix)")
     ->envname("POD_NAME");
   opt("--namespace", v.ns,
-      "Lease namespace (default: $POD_NAMESPACE, else the service-account namespace, else "
-      "\"default\")")
+      "Lease namespace (default: $POD_NAMESPACE, else the service-account namespace, else the "
+      "kubeconfig context's namespace, else \"default\")")
     ->envname("POD_NAMESPACE");
   opt("--lease-name", v.lease_name, "Name of the Lease object (default \"leasehold\")");
   opt("--server", v.server, "API server URL without credentials, e.g. http://127.0.0.1:8001");

@@ -583,3 +583,70 @@ TEST_CASE("the shipped RBAC grants every verb the agent uses") {
     CHECK_MESSAGE(granted["coordination.k8s.io/leases"].count(verb) == 1, verb);
   CHECK(granted["/events"].count("create") == 1);   // POST of an Event
 }
+
+TEST_CASE("one run reports every error of every stage (issue 21, item 7)") {
+  auto doc = test::short_config();
+  doc["timings"]["retry_period"] = "2x";   // a timing error must not hide the modules'
+  doc["modules"] = json::array();
+  for (int i = 0; i < 7; ++i)   // seven modules with bad settings: seven errors
+    doc["modules"].push_back({{"type", "ticker"},
+                              {"name", "t" + std::to_string(i)},
+                              {"settings", {{"interval_ms", 0}}}});
+  doc["modules"].push_back({{"type", "exec"},
+                            {"name", "job"},
+                            {"restart", {{"max_restarts", "x"}}},
+                            {"settings", {{"command", {"true"}}, {"grace_ms", 5000}}}});
+  agent_config cfg;
+  auto errs = parse(doc, cfg);
+  CAPTURE(joined(errs));
+  CHECK(has(errs, "timings.retry_period: invalid duration"));
+  for (int i = 0; i < 7; ++i)
+    CHECK(has(errs, "modules[" + std::to_string(i) + "].settings.interval_ms"));
+  CHECK(has(errs, "modules[7].restart.max_restarts"));
+  CHECK(has(errs, "modules[7].settings.grace_ms: 5000ms must be below "
+                  "timings.module_stop_timeout (400ms)"));
+  // Timing relations are checked beside other stages' errors too.
+  doc = test::short_config();
+  doc["timings"]["renew_deadline"] = "3s";
+  doc["colour"] = "blue";
+  doc["modules"][0]["settings"]["interval_ms"] = 0;
+  errs = parse(doc, cfg);
+  CHECK(has(errs, "colour: unknown field"));
+  CHECK(has(errs, "timings.lease_duration: must be > renew_deadline"));
+  CHECK(has(errs, "modules[0].settings.interval_ms"));
+}
+
+TEST_CASE("durations and identities: the error says why and names the bound (issue 21, item 8)") {
+  auto bad = [](const std::string& text) {
+    auto doc = test::short_config();
+    doc["timings"]["retry_period"] = text;
+    agent_config cfg;
+    auto errs = parse(doc, cfg);
+    return joined(errs);
+  };
+  CHECK(bad("-5s").find("invalid duration \"-5s\": negative; durations are 0 or more")
+        != std::string::npos);
+  CHECK(bad("1000000h").find("invalid duration \"1000000h\": above the maximum of 24h")
+        != std::string::npos);
+  CHECK(bad("2").find("invalid duration \"2\": missing unit after \"2\" (ns, us, ms, s, m or h)")
+        != std::string::npos);
+  CHECK(bad("2x").find("unknown unit \"x\"") != std::string::npos);
+  CHECK(parse_duration("24h"));
+  CHECK_FALSE(parse_duration("24h1s"));
+  CHECK(duration_error("15s").empty());
+
+  agent_config cfg;
+  config_overrides over;
+  over.identity = "";
+  auto errs = parse(test::short_config(), cfg, over);
+  CAPTURE(joined(errs));
+  CHECK(has(errs, "--identity: must not be empty"));
+  over.identity = std::string(5000, 'a');
+  errs = parse(test::short_config(), cfg, over);
+  CHECK(has(errs, "--identity: 5000 characters, above the limit of 253"));
+  over.identity = std::string(253, 'a');
+  CHECK(parse(test::short_config(), cfg, over).empty());
+  auto doc = test::short_config();
+  doc["identity"] = "";
+  CHECK(has(parse(doc, cfg), "identity: must not be empty"));
+}
