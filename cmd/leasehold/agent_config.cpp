@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cerrno>
 #include <cstdlib>
 #include <random>
 #include <set>
+
+#include <yaml-cpp/yaml.h>
 
 #include "transport/kube_config.hpp"
 
@@ -309,18 +312,105 @@ config_environment config_environment::from_process() {
   return env;
 }
 
+void apply_environment(config_overrides& over,
+                       const std::function<const char*(const char*)>& getenv) {
+  auto fill = [&](std::optional<std::string>& dst, std::initializer_list<const char*> names) {
+    if (dst)
+      return;   // a flag
+    for (auto* name : names)
+      if (const char* v = getenv(name); v != nullptr && *v != '\0') {
+        dst = v;
+        return;
+      }
+  };
+  fill(over.identity, {"LEASEHOLD_IDENTITY", "POD_NAME"});
+  fill(over.ns, {"LEASEHOLD_NAMESPACE", "POD_NAMESPACE"});
+  fill(over.lease_name, {"LEASEHOLD_LEASE_NAME"});
+  fill(over.server, {"LEASEHOLD_SERVER"});
+  fill(over.kubeconfig, {"LEASEHOLD_KUBECONFIG"});
+  fill(over.lease_duration, {"LEASEHOLD_LEASE_DURATION"});
+  fill(over.renew_deadline, {"LEASEHOLD_RENEW_DEADLINE"});
+  fill(over.retry_period, {"LEASEHOLD_RETRY_PERIOD"});
+  fill(over.module_stop_timeout, {"LEASEHOLD_MODULE_STOP_TIMEOUT"});
+  fill(over.health_addr, {"LEASEHOLD_HEALTH_ADDR"});
+  fill(over.journal, {"LEASEHOLD_JOURNAL"});
+  fill(over.log_level, {"LEASEHOLD_LOG_LEVEL"});
+  fill(over.backend, {"LEASEHOLD_BACKEND"});
+  fill(over.etcd_endpoints, {"LEASEHOLD_ETCD_ENDPOINTS"});
+}
+
+namespace {
+json yaml_node_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (auto& e : n)
+        a.push_back(yaml_node_to_json(e));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (auto& kv : n)
+        o[kv.first.as<std::string>()] = yaml_node_to_json(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const auto& s = n.Scalar();
+  if (n.Tag() != "?")   // quoted ("!") or explicitly tagged: a string
+    return s;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (!s.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long long i = std::strtoll(s.c_str(), &end, 10);
+    if (*end == '\0' && errno == 0 && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-'))
+      return i;
+    double d = std::strtod(s.c_str(), &end);
+    if (*end == '\0' && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '.'))
+      return d;
+  }
+  return s;
+}
+} // namespace
+
+json yaml_to_json(const std::string& text) {
+  try {
+    return yaml_node_to_json(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
 std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,
                                       const config_overrides& over,
                                       const config_environment& env, agent_config& out) {
   std::vector<std::string> errs;
   json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return {std::string("$: invalid JSON: ") + e.what()};
+  auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    try {
+      doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+      return {std::string("$: invalid JSON: ") + e.what()};
+    }
+  } else {
+    try {
+      doc = yaml_to_json(text);
+    } catch (const std::runtime_error& e) {
+      return {std::string("$: invalid YAML: ") + e.what()};
+    }
+    if (doc.is_null())
+      doc = json::object();   // an empty file: defaults
   }
   if (!doc.is_object())
-    return {"$: must be a JSON object"};
+    return {"$: must be a JSON object (or a YAML mapping)"};
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",

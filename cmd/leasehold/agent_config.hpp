@@ -3,6 +3,7 @@
 // (`timings.retry_period: invalid duration "2x"`).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,17 @@ struct config_overrides {
   std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
 };
 
+/// The LEASEHOLD_* environment variables, one per override (LEASEHOLD_IDENTITY,
+/// LEASEHOLD_NAMESPACE, LEASEHOLD_LEASE_NAME, LEASEHOLD_SERVER,
+/// LEASEHOLD_KUBECONFIG, LEASEHOLD_LEASE_DURATION, LEASEHOLD_RENEW_DEADLINE,
+/// LEASEHOLD_RETRY_PERIOD, LEASEHOLD_MODULE_STOP_TIMEOUT, LEASEHOLD_HEALTH_ADDR,
+/// LEASEHOLD_JOURNAL, LEASEHOLD_LOG_LEVEL, LEASEHOLD_BACKEND,
+/// LEASEHOLD_ETCD_ENDPOINTS), and $POD_NAME / $POD_NAMESPACE after
+/// LEASEHOLD_IDENTITY / LEASEHOLD_NAMESPACE: each fills an override no flag
+/// set. Empty variables are unset. Precedence: flag > env > file > default.
+void apply_environment(config_overrides& over,
+                       const std::function<const char*(const char*)>& getenv);
+
 /// Where defaults come from; injectable for tests.
 struct config_environment {
   std::string pod_name;                 // $POD_NAME
@@ -86,7 +98,13 @@ struct config_environment {
 /// $POD_NAME, else "<hostname>_<process_suffix>".
 std::string default_identity(const config_environment& env);
 
-/// Parses a config document (JSON text). Errors name their JSON path;
+/// A YAML config document as the JSON parse_config reads: plain scalars
+/// typed (true/false, null/~, integers, floats), quoted ones strings. Throws
+/// std::runtime_error with the YAML parser's message (line and column).
+nlohmann::json yaml_to_json(const std::string& text);
+
+/// Parses a config document: JSON when its first non-blank character is
+/// `{`, else YAML (operators keep configs in ConfigMaps as YAML). Errors name their JSON path;
 /// unknown fields are errors. Overrides are applied, then defaults, then
 /// everything is validated (timings relations, modules against `reg`).
 std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,

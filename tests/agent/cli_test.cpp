@@ -50,6 +50,11 @@ TEST_CASE("version and --help on every command") {
   r = run_cli(dir, {"--help"});
   CHECK(r.code == 0);
   CHECK(r.out.find("validate") != std::string::npos);
+  // The defaults as they are (issue 21, item 9).
+  r = run_cli(dir, {"run", "--help"});
+  CHECK(r.out.find("the hostname plus \"_\" and a 12-hex-digit per-process suffix")
+        != std::string::npos);
+  CHECK(r.out.find("kubeconfig context's namespace") != std::string::npos);
 }
 
 TEST_CASE("run refuses bad input at start-up with a clear error") {

@@ -650,3 +650,71 @@ TEST_CASE("durations and identities: the error says why and names the bound (iss
   doc["identity"] = "";
   CHECK(has(parse(doc, cfg), "identity: must not be empty"));
 }
+
+TEST_CASE("YAML configs and LEASEHOLD_* variables: flag > env > file > default (issue 21, item 10)") {
+  auto mods = make_builtin_modules();
+  const std::string yaml = R"(# a ConfigMap's config.yaml
+lease_name: agent-test
+watch: false
+timings:
+  lease_duration: 2s
+  renew_deadline: 1500ms
+  retry_period: 300ms
+  module_stop_timeout: 400ms
+modules:
+  - type: ticker
+    name: tick
+    settings: {interval_ms: 200}
+  - type: leader_endpoint
+)";
+  agent_config from_yaml, from_json;
+  auto errs = parse_config(yaml, *mods.registry, {}, test_env(), from_yaml);
+  CAPTURE(joined(errs));
+  REQUIRE(errs.empty());
+  auto doc = test::short_config();
+  doc["watch"] = false;
+  doc.erase("timings");
+  doc["timings"] = {{"lease_duration", "2s"}, {"renew_deadline", "1500ms"},
+                    {"retry_period", "300ms"}, {"module_stop_timeout", "400ms"}};
+  REQUIRE(parse(doc, from_json).empty());
+  CHECK(from_yaml.lease_name == "agent-test");
+  CHECK_FALSE(from_yaml.watch);
+  CHECK(from_yaml.timings.retry_period == from_json.timings.retry_period);
+  CHECK(from_yaml.modules.modules.size() == 2);
+  CHECK(from_yaml.modules.modules[0].settings == from_json.modules.modules[0].settings);
+  // YAML errors: the parser's position, and paths as for JSON.
+  errs = parse_config("lease_name: [", *mods.registry, {}, test_env(), from_yaml);
+  REQUIRE(errs.size() == 1);
+  CHECK(has(errs, "$: invalid YAML"));
+  errs = parse_config("watch: \"true\"\ncolour: blue\n", *mods.registry, {}, test_env(), from_yaml);
+  CHECK(has(errs, "watch: must be true or false"));   // quoted: a string
+  CHECK(has(errs, "colour: unknown field"));
+
+  // The environment fills what no flag set; the file comes after both.
+  std::map<std::string, std::string> env{{"LEASEHOLD_LOG_LEVEL", "debug"},
+                                         {"LEASEHOLD_RETRY_PERIOD", "250ms"},
+                                         {"LEASEHOLD_IDENTITY", "from-env"},
+                                         {"POD_NAME", "pod-name"},
+                                         {"LEASEHOLD_LEASE_NAME", ""}};   // empty: unset
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  config_overrides over;
+  over.log_level = "warn";   // a flag
+  apply_environment(over, getenv);
+  CHECK(over.log_level == std::optional<std::string>("warn"));
+  CHECK(over.retry_period == std::optional<std::string>("250ms"));
+  CHECK(over.identity == std::optional<std::string>("from-env"));
+  CHECK_FALSE(over.lease_name);
+  agent_config cfg;
+  REQUIRE(parse(test::short_config(), cfg, over).empty());
+  CHECK(cfg.log_level == "warn");
+  CHECK(cfg.timings.retry_period == caf::timespan{std::chrono::milliseconds(250)});
+  CHECK(cfg.identity == "from-env");
+  CHECK(cfg.lease_name == "agent-test");   // the file's
+  env.erase("LEASEHOLD_IDENTITY");
+  config_overrides pod;
+  apply_environment(pod, getenv);
+  CHECK(pod.identity == std::optional<std::string>("pod-name"));
+}
