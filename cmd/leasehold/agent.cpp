@@ -311,7 +311,12 @@ public:
     if (auto text = read_text_file(opts_.config_path))
       watcher_ = std::make_unique<config_watcher>(
         opts_.config_path, *text, config_poll_interval,
-        [this](const std::string& content) { reloader_->on_change(content); });
+        [this](const std::string& content) { reloader_->on_change(content); },
+        [this] {
+          log_.log(log_level::warn, "config file missing: keeping the running config",
+                   {{"path", opts_.config_path},
+                    {"hint", "restore the file to reload; the agent polls it every second"}});
+        });
   }
 
   /// After SIGTERM/SIGINT: the runner's graceful stop, the Events flushed,

@@ -6,9 +6,10 @@
 namespace leasehold::agent {
 
 config_watcher::config_watcher(std::string path, std::string initial,
-                               std::chrono::milliseconds interval, callback on_change)
+                               std::chrono::milliseconds interval, callback on_change,
+                               std::function<void()> on_missing)
   : path_(std::move(path)), last_(std::move(initial)), interval_(interval),
-    on_change_(std::move(on_change)) {
+    on_change_(std::move(on_change)), on_missing_(std::move(on_missing)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -36,6 +37,9 @@ void config_watcher::run() {
     // resolution and ConfigMap symlink swaps (which change no mtime of the
     // path itself).
     auto content = read_text_file(path_);
+    if (!content && !missing_ && on_missing_)
+      on_missing_();
+    missing_ = !content;
     if (content && *content != last_) {
       last_ = *content;
       on_change_(*content);

@@ -1,6 +1,8 @@
 // Watches the config file on its own thread (never a scheduler thread):
 // every `interval` it reads the file and hands a changed content to
-// `on_change` (on the watcher thread). An unreadable file is skipped.
+// `on_change` (on the watcher thread). A file that cannot be read (removed,
+// unreadable) calls `on_missing` once, until it is readable again; the
+// running config stays.
 #pragma once
 
 #include <chrono>
@@ -18,7 +20,7 @@ public:
 
   /// `initial` is the content already applied (no callback for it).
   config_watcher(std::string path, std::string initial, std::chrono::milliseconds interval,
-                 callback on_change);
+                 callback on_change, std::function<void()> on_missing = {});
   ~config_watcher();   // stops
   config_watcher(const config_watcher&) = delete;
   config_watcher& operator=(const config_watcher&) = delete;
@@ -32,6 +34,8 @@ private:
   std::string last_;
   std::chrono::milliseconds interval_;
   callback on_change_;
+  std::function<void()> on_missing_;
+  bool missing_ = false;
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stopping_ = false;
