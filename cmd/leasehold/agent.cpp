@@ -3,6 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <atomic>
 #include <csignal>
 #include <ostream>
@@ -136,6 +140,35 @@ struct resolved_run {
   std::vector<std::string> errors;
 };
 
+/// Where leader-only exec children's fence files go: fence_dir, else
+/// $TMPDIR, else /tmp.
+std::string effective_fence_dir(const agent_config& cfg) {
+  if (!cfg.fence_dir.empty())
+    return cfg.fence_dir;
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
+
+/// A start-up error when an enabled leader-only exec module could not get a
+/// fence file (a read-only root has no writable /tmp): its child would run
+/// with an empty LEASEHOLD_FENCE_FILE and never pass `fence check`.
+std::string fence_dir_error(const agent_config& cfg) {
+  bool needed = false;
+  for (auto& m : cfg.modules.modules)
+    needed = needed || (m.type == "exec" && m.leader_only && m.enabled);
+  if (!needed)
+    return "";
+  auto dir = effective_fence_dir(cfg);
+  std::string probe = dir + "/leasehold-fence-XXXXXX";
+  if (::mkdtemp(probe.data()) != nullptr) {
+    ::rmdir(probe.c_str());
+    return "";
+  }
+  return "fence_dir: cannot create a fence file in \"" + dir + "\" (" + std::strerror(errno)
+         + "): leader-only exec modules need a writable directory; set fence_dir, --fence-dir "
+           "or LEASEHOLD_FENCE_DIR (deploy/ mounts a memory emptyDir at /run/leasehold)";
+}
+
 resolved_run resolve_run(const run_options& opts, const config_environment& env,
                          const module_registry& reg) {
   resolved_run out;
@@ -156,6 +189,8 @@ resolved_run resolve_run(const run_options& opts, const config_environment& env,
   if (!cfg.journal.empty())
     if (auto e = writable_error(cfg.journal); !e.empty())
       out.errors.push_back("journal: " + cfg.journal + ": " + e);
+  if (auto e = fence_dir_error(cfg); !e.empty())
+    out.errors.push_back(e);
   out.conn.identity = cfg.identity;
   return out;
 }
@@ -392,6 +427,8 @@ int run(const run_options& opts) {
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;
   }
+  // Before the actor system's threads exist: the exec module reads it.
+  ::setenv("LEASEHOLD_FENCE_DIR", effective_fence_dir(resolved.cfg).c_str(), 1);
   agent_process agent(opts, env, std::move(modules), std::move(resolved));
   if (!agent.open_journal() || !agent.bind_health() || !agent.spawn_runtime())
     return 1;

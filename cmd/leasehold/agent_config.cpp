@@ -56,6 +56,7 @@ const string_field string_fields[] = {
   {"kubeconfig", &agent_config::kubeconfig, &config_overrides::kubeconfig},
   {"health_addr", &agent_config::health_addr, &config_overrides::health_addr},
   {"journal", &agent_config::journal, &config_overrides::journal},
+  {"fence_dir", &agent_config::fence_dir, &config_overrides::fence_dir},
   {"log_level", &agent_config::log_level, &config_overrides::log_level},
 };
 
@@ -334,6 +335,7 @@ void apply_environment(config_overrides& over,
   fill(over.module_stop_timeout, {"LEASEHOLD_MODULE_STOP_TIMEOUT"});
   fill(over.health_addr, {"LEASEHOLD_HEALTH_ADDR"});
   fill(over.journal, {"LEASEHOLD_JOURNAL"});
+  fill(over.fence_dir, {"LEASEHOLD_FENCE_DIR"});
   fill(over.log_level, {"LEASEHOLD_LOG_LEVEL"});
   fill(over.backend, {"LEASEHOLD_BACKEND"});
   fill(over.etcd_endpoints, {"LEASEHOLD_ETCD_ENDPOINTS"});
@@ -414,7 +416,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
-       "health_addr", "journal", "log_level", "watch", "modules", "backend", "etcd"};
+       "health_addr", "journal", "fence_dir", "log_level", "watch", "modules", "backend", "etcd"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field");

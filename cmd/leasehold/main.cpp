@@ -45,6 +45,9 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
       "How long a stopped module may take before it is killed, e.g. 4s");
   opt("--health-addr", v.health_addr, "host:port of the health/metrics server (default 127.0.0.1:8080)");
   opt("--journal", v.journal, "Append a JSON-lines journal of leadership and module events to FILE");
+  opt("--fence-dir", v.fence_dir,
+      "Directory for leader-only exec children's fence files (default: $TMPDIR, else /tmp); "
+      "must be writable (a memory emptyDir under a read-only root)");
   opt("--log-level", v.log_level, "debug, info, warn or error (default info)");
   opt("--backend", v.backend, "Lease store: kubernetes (default) or etcd");
   opt("--etcd-endpoints", v.etcd_endpoints,
