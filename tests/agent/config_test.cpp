@@ -582,6 +582,10 @@ TEST_CASE("the shipped RBAC grants every verb the agent uses") {
   for (auto verb : {"get", "create", "update", "list", "watch"})
     CHECK_MESSAGE(granted["coordination.k8s.io/leases"].count(verb) == 1, verb);
   CHECK(granted["/events"].count("create") == 1);   // POST of an Event
+  CHECK(granted["/events"].count("patch") == 1);    // a repeated Event's count
+  // The balanced groups' LeaseCandidates.
+  for (auto verb : {"get", "list", "watch", "create", "update", "delete"})
+    CHECK_MESSAGE(granted["coordination.k8s.io/leasecandidates"].count(verb) == 1, verb);
 }
 
 TEST_CASE("one run reports every error of every stage (issue 21, item 7)") {
