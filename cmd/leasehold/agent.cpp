@@ -140,6 +140,14 @@ struct resolved_run {
   std::vector<std::string> errors;
 };
 
+/// Every etcd endpoint, comma-joined (the agent tries each in turn).
+std::string join_endpoints(const std::vector<std::string>& endpoints) {
+  std::string out;
+  for (auto& e : endpoints)
+    out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
 /// Where leader-only exec children's fence files go: fence_dir, else
 /// $TMPDIR, else /tmp.
 std::string effective_fence_dir(const agent_config& cfg) {
@@ -224,7 +232,8 @@ int validate_file(const run_options& opts, std::ostream& out, std::ostream& err)
   }
   out << name << ": ok (" << r.cfg.modules.modules.size() << " modules, lease " << r.cfg.ns << "/"
       << r.cfg.lease_name << ", identity " << r.cfg.identity << ", "
-      << (r.cfg.backend == "etcd" ? "etcd " + r.cfg.etcd.endpoints.front() : "server " + r.conn.server)
+      << (r.cfg.backend == "etcd" ? "etcd " + join_endpoints(r.cfg.etcd.endpoints)
+                                  : "server " + r.conn.server)
       << ")\n";
   return 0;
 }
@@ -333,7 +342,7 @@ public:
     log_.log(log_level::info, "agent started",
              {{"version", LEASEHOLD_VERSION},
               {"backend", cfg_.backend},
-              {"server", on_etcd() ? cfg_.etcd.endpoints.front() : conn_.server},
+              {"server", on_etcd() ? join_endpoints(cfg_.etcd.endpoints) : conn_.server},
               {"health_addr", cfg_.health_addr.substr(0, cfg_.health_addr.rfind(':') + 1)
                                 + std::to_string(health_port_)},
               {"modules", cfg_.modules.modules.size()},

@@ -351,3 +351,14 @@ TEST_CASE("the shipped manifests' settings under a read-only root: fence files g
     CHECK_MESSAGE(bad.err.find(ro) != std::string::npos, bad.err);
   }
 }
+
+TEST_CASE("validate names every etcd endpoint, not only the first (issue 21, item 12)") {
+  temp_dir dir;
+  write_file(dir.file("c.json"), short_config().dump());
+  auto r = run_cli(dir, {"validate", "--config", dir.file("c.json"), "--backend", "etcd",
+                         "--etcd-endpoints", "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3"});
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK_MESSAGE(r.out.find("etcd http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3")
+                  != std::string::npos,
+                r.out);
+}
