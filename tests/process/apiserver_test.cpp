@@ -1263,3 +1263,39 @@ TEST_CASE("Table responses for kubectl get; OpenAPI v3 documents") {
   CHECK(field_validation);
   expect_status(c->Get("/openapi/v3/apis/example.com/v1"), 404, "NotFound");
 }
+
+TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Events) (issue 21, item 6)") {
+  fixture_server s;
+  auto c = s.client();
+  const std::string events = "/api/v1/namespaces/ns1/events";
+  auto post = [&](const std::string& lease, const std::string& uid, const std::string& type) {
+    json event = {{"metadata", {{"generateName", lease + "."}}},
+                  {"reason", "LeaderElection"},
+                  {"type", type},
+                  {"message", "a became leader"},
+                  {"involvedObject",
+                   {{"kind", "Lease"}, {"apiVersion", "coordination.k8s.io/v1"},
+                    {"namespace", "ns1"}, {"name", lease}, {"uid", uid}}}};
+    REQUIRE(c->Post(events, event.dump(), json_type)->status == 201);
+  };
+  post("l1", "u1", "Normal");
+  post("l1", "u1", "Warning");
+  post("l2", "u2", "Normal");
+  auto count = [&](const std::string& selector) {
+    auto r = c->Get(events + "?fieldSelector=" + selector);
+    REQUIRE(r);
+    REQUIRE_MESSAGE(r->status == 200, r->body);
+    return json::parse(r->body)["items"].size();
+  };
+  // kubectl describe lease l1: name, namespace, kind and uid, comma-joined.
+  CHECK(count("involvedObject.name%3Dl1%2CinvolvedObject.namespace%3Dns1%2C"
+              "involvedObject.kind%3DLease%2CinvolvedObject.uid%3Du1") == 2);
+  CHECK(count("involvedObject.name%3D%3Dl2") == 1);
+  CHECK(count("involvedObject.name!%3Dl1") == 1);
+  CHECK(count("involvedObject.apiVersion%3Dcoordination.k8s.io%2Fv1%2Ctype%3DWarning") == 1);
+  CHECK(count("type!%3DNormal") == 1);
+  CHECK(count("involvedObject.resourceVersion%3D") == 3);   // unset: ""
+  auto bad = expect_status(c->Get(events + "?fieldSelector=involvedObject.colour%3Dx"), 400,
+                           "BadRequest");
+  CHECK(bad["message"].get<std::string>().find("involvedObject.name") != std::string::npos);
+}
