@@ -1299,3 +1299,71 @@ TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Ev
                            "BadRequest");
   CHECK(bad["message"].get<std::string>().find("involvedObject.name") != std::string::npos);
 }
+
+TEST_CASE("every leasehold-apiserver log line carries time and level (issue 21, item 13)") {
+  std::string binary = env_or("LEASEHOLD_BUILD_ROOT", "build") + "/cmd/leasehold-apiserver/leasehold-apiserver";
+  REQUIRE_MESSAGE(access(binary.c_str(), X_OK) == 0, binary);
+  char err_path[] = "/tmp/leasehold-apiserver-log-XXXXXX";
+  int err_fd = mkstemp(err_path);
+  REQUIRE(err_fd >= 0);
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err_fd, 2);
+    close(out[0]);
+    close(out[1]);
+    execl(binary.c_str(), binary.c_str(), "--port", "0", "--log-requests", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err_fd);
+  std::string line;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline;) {
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0)
+      continue;
+    char buf[256];
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0)
+      break;
+    line.append(buf, static_cast<std::size_t>(n));
+  }
+  close(out[0]);
+  json hello = json::parse(line.substr(0, line.find('\n')), nullptr, false);
+  if (!hello.is_discarded() && hello.contains("port")) {
+    httplib::Client c("127.0.0.1", hello["port"].get<int>());
+    c.Post(leases, lease_body("logged").dump(), json_type);
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 100 && done == 0; ++i) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0)
+      std::this_thread::sleep_for(50ms);
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  std::ifstream in(err_path);
+  std::string text;
+  int lines = 0;
+  bool stopping = false;
+  while (std::getline(in, text)) {
+    auto j = json::parse(text, nullptr, false);
+    CAPTURE(text);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j.contains("time"));
+    CHECK(j.contains("level"));
+    stopping = stopping || j.value("msg", "") == "stopping";
+    ++lines;
+  }
+  unlink(err_path);
+  CHECK(lines >= 2);   // the request and "stopping"
+  CHECK(stopping);
+}
