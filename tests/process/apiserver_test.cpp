@@ -588,24 +588,38 @@ TEST_CASE("discovery documents for kubectl") {
   CHECK(core["resources"].size() == 2);
 }
 
-TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SIGTERM") {
+/// leasehold-apiserver as a child: stdout read up to its first line (the
+/// JSON hello), stderr to `err_fd` (or /dev/null when -1).
+struct apiserver_child {
+  pid_t pid = -1;
+  std::string first_line;
+  json hello;
+};
+
+apiserver_child spawn_apiserver(const std::vector<std::string>& args, int err_fd) {
   std::string binary = env_or("LEASEHOLD_BUILD_ROOT", "build") + "/cmd/leasehold-apiserver/leasehold-apiserver";
   REQUIRE_MESSAGE(access(binary.c_str(), X_OK) == 0, binary);
+  std::vector<std::string> argv_s{binary};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
   int out[2];
   REQUIRE(pipe(out) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
+  apiserver_child child;
+  child.pid = fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
     dup2(out[1], 1);
     close(out[0]);
     close(out[1]);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    dup2(devnull, 2);
-    execl(binary.c_str(), binary.c_str(), "--port", "0", static_cast<char*>(nullptr));
+    dup2(err_fd >= 0 ? err_fd : ::open("/dev/null", O_WRONLY), 2);
+    execv(binary.c_str(), argv.data());
     _exit(127);
   }
   close(out[1]);
-  std::string line;
+  std::string& line = child.first_line;
   for (auto deadline = std::chrono::steady_clock::now() + 10s;
        line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline;) {
     pollfd p{out[0], POLLIN, 0};
@@ -618,7 +632,32 @@ TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SI
     line.append(buf, static_cast<std::size_t>(n));
   }
   close(out[0]);
-  json hello = json::parse(line.substr(0, line.find('\n')), nullptr, false);
+  child.hello = json::parse(line.substr(0, line.find('\n')), nullptr, false);
+  return child;
+}
+
+/// SIGTERM, then up to 5 s for the exit (SIGKILL after); the wait status, or
+/// nullopt when it had to be killed.
+std::optional<int> stop_apiserver(pid_t pid) {
+  kill(pid, SIGTERM);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 100 && done == 0; ++i) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0)
+      std::this_thread::sleep_for(50ms);
+  }
+  if (done == pid)
+    return status;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
+}
+
+TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SIGTERM") {
+  auto child = spawn_apiserver({"--port", "0"}, -1);
+  pid_t pid = child.pid;
+  const json& hello = child.hello;
   bool started = !hello.is_discarded() && hello.contains("port");
   if (started) {
     CHECK(hello["pid"] == pid);
@@ -633,22 +672,11 @@ TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SI
     auto stats = control.Get("/_leasehold/stats");
     CHECK(stats);
   }
-  CHECK_MESSAGE(started, "first stdout line: " << line);
-  kill(pid, SIGTERM);
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 100 && done == 0; ++i) {
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0)
-      std::this_thread::sleep_for(50ms);
-  }
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  CHECK(done == pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_MESSAGE(started, "first stdout line: " << child.first_line);
+  auto status = stop_apiserver(pid);
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
 }
 
 TEST_CASE("snapshot: objects and resourceVersion survive a restart") {
@@ -1301,55 +1329,16 @@ TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Ev
 }
 
 TEST_CASE("every leasehold-apiserver log line carries time and level (issue 21, item 13)") {
-  std::string binary = env_or("LEASEHOLD_BUILD_ROOT", "build") + "/cmd/leasehold-apiserver/leasehold-apiserver";
-  REQUIRE_MESSAGE(access(binary.c_str(), X_OK) == 0, binary);
   char err_path[] = "/tmp/leasehold-apiserver-log-XXXXXX";
   int err_fd = mkstemp(err_path);
   REQUIRE(err_fd >= 0);
-  int out[2];
-  REQUIRE(pipe(out) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err_fd, 2);
-    close(out[0]);
-    close(out[1]);
-    execl(binary.c_str(), binary.c_str(), "--port", "0", "--log-requests", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
+  auto child = spawn_apiserver({"--port", "0", "--log-requests"}, err_fd);
   close(err_fd);
-  std::string line;
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
-       line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline;) {
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0)
-      continue;
-    char buf[256];
-    ssize_t n = read(out[0], buf, sizeof buf);
-    if (n <= 0)
-      break;
-    line.append(buf, static_cast<std::size_t>(n));
-  }
-  close(out[0]);
-  json hello = json::parse(line.substr(0, line.find('\n')), nullptr, false);
-  if (!hello.is_discarded() && hello.contains("port")) {
-    httplib::Client c("127.0.0.1", hello["port"].get<int>());
+  if (!child.hello.is_discarded() && child.hello.contains("port")) {
+    httplib::Client c("127.0.0.1", child.hello["port"].get<int>());
     c.Post(leases, lease_body("logged").dump(), json_type);
   }
-  kill(pid, SIGTERM);
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 100 && done == 0; ++i) {
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0)
-      std::this_thread::sleep_for(50ms);
-  }
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
+  stop_apiserver(child.pid);
   std::ifstream in(err_path);
   std::string text;
   int lines = 0;
