@@ -357,9 +357,8 @@ public:
         opts_.config_path, *text, config_poll_interval,
         [this](const std::string& content) { reloader_->on_change(content); },
         [this] {
-          log_.log(log_level::warn, "config file missing: keeping the running config",
-                   {{"path", opts_.config_path},
-                    {"hint", "restore the file to reload; the agent polls it every second"}});
+          log_.log(log_level::warn, "config file cannot be read (removed?), the running config stays",
+                   {{"path", opts_.config_path}});
         });
   }
 

@@ -1,8 +1,9 @@
 // Watches the config file on its own thread (never a scheduler thread):
 // every `interval` it reads the file and hands a changed content to
-// `on_change` (on the watcher thread). A file that cannot be read (removed,
-// unreadable) calls `on_missing` once, until it is readable again; the
-// running config stays.
+// `on_change` (on the watcher thread). A file that becomes unreadable
+// (removed, a permission changed) is reported once to `on_missing` and
+// skipped: the running config stays; once readable again it is watched as
+// before.
 #pragma once
 
 #include <chrono>
@@ -35,7 +36,7 @@ private:
   std::chrono::milliseconds interval_;
   callback on_change_;
   std::function<void()> on_missing_;
-  bool missing_ = false;
+  bool missing_ = false;   // said once until the file is readable again
   std::mutex mtx_;
   std::condition_variable cv_;
   bool stopping_ = false;

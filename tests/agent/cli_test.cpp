@@ -264,32 +264,6 @@ TEST_CASE("a busy port is a start-up error naming the port and the setting") {
   CHECK(first.process().wait(3s) == std::optional<int>(0));
 }
 
-TEST_CASE("a removed config file is one warning; the running config stays (issue 21, item 11)") {
-  temp_dir dir;
-  write_file(dir.file("c.json"), short_config().dump());
-  agent a(dir, "keeper", dir.file("c.json"), {"--server", "http://127.0.0.1:9"});
-  int port = a.health_port();
-  REQUIRE(port > 0);
-  REQUIRE(std::remove(dir.file("c.json").c_str()) == 0);
-  auto warnings = [&] {
-    int n = 0;
-    for (auto& l : a.log_lines())
-      if (l.value("msg", "") == "config file missing: keeping the running config") {
-        CHECK(l.value("level", "") == "warn");
-        CHECK(l.value("path", "") == dir.file("c.json"));
-        ++n;
-      }
-    return n;
-  };
-  CHECK(wait_until([&] { return warnings() >= 1; }, 5s));
-  std::this_thread::sleep_for(2500ms);   // two more polls of the missing file
-  CHECK(warnings() == 1);
-  CHECK(a.process().running());
-  CHECK(http_get(port, "/healthz").status == 200);
-  a.process().signal(SIGTERM);
-  CHECK(a.process().wait(3s) == std::optional<int>(0));
-}
-
 TEST_CASE("the shipped manifests' settings under a read-only root: fence files go to the "
           "emptyDir; an unwritable fence directory is a start-up error (issue 21, item 2)") {
   temp_dir dir;

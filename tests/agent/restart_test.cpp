@@ -4,7 +4,9 @@
 // /livez at 200, and a fixed config ends the crash loop ("config accepted").
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <regex>
+#include <thread>
 
 #include "tests/agent/harness.hpp"
 
@@ -141,6 +143,17 @@ TEST_CASE("exec `false`: bounded terms, handover reported everywhere, fixed by a
   REQUIRE(wait_until([&] { return agent_state(a)["state"] == "leader"; }, 8s));
   CHECK(with_msg(a, "config accepted").size() == 1);
   CHECK(http_get(port, "/readyz").status == 200);
+
+  // Issue 21, item 11: the file removed while running: one warning naming
+  // it (not one a second), and the running config stays (still leading).
+  const std::string missing = "config file cannot be read (removed?), the running config stays";
+  std::remove(dir.file("a.json").c_str());
+  REQUIRE(wait_until([&] { return !with_msg(a, missing).empty(); }, 5s));
+  std::this_thread::sleep_for(2500ms);   // two more polls of the file (1 s apart)
+  auto said = with_msg(a, missing);
+  CHECK(said.size() == 1);
+  CHECK(said.front().value("path", "") == dir.file("a.json"));
+  CHECK(agent_state(a)["state"] == "leader");
   a.process().signal(SIGTERM);
   CHECK(a.process().wait(5s) == 0);
 }
