@@ -69,53 +69,64 @@ std::string known_types(const module_registry& reg) {
 }
 } // namespace
 
+namespace {
+/// One module's registry checks (name, type, settings), at its JSON `path`.
+void validate_module(const module_spec& m, const std::string& path, const module_registry& reg,
+                     std::set<std::string>& names, std::vector<std::string>& errs) {
+  if (m.name.empty())
+    errs.push_back(path + ".name: must not be empty");
+  else if (!names.insert(m.name).second)
+    errs.push_back(path + ".name: duplicate module name \"" + m.name + "\"");
+  auto* t = reg.find(m.type);
+  if (t == nullptr) {
+    errs.push_back(path + ".type: unknown module type \"" + m.type + "\" (known: "
+                   + known_types(reg) + ")");
+    return;
+  }
+  if (!m.settings.is_object())
+    errs.push_back(path + ".settings: must be an object");
+  else if (t->validate)
+    for (auto& e : t->validate(m.settings))
+      errs.push_back(path + ".settings." + e);
+}
+
+void check_stop_bound(const module_spec& m, const std::string& path, const module_registry& reg,
+                      caf::timespan module_stop_timeout, std::vector<std::string>& errs) {
+  auto ms = [](caf::timespan d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+  };
+  auto* t = reg.find(m.type);
+  if (t == nullptr || !t->stop_time || !m.settings.is_object())
+    return;
+  if (auto b = t->stop_time(m.settings); b && b->value >= module_stop_timeout)
+    errs.push_back(path + ".settings." + b->field + ": " + ms(b->value)
+                   + " must be below timings.module_stop_timeout (" + ms(module_stop_timeout)
+                   + "), when the module is killed anyway");
+}
+} // namespace
+
 std::vector<std::string> validate(const module_config& cfg, const module_registry& reg) {
   std::vector<std::string> errs;
   std::set<std::string> names;
-  for (size_t i = 0; i < cfg.modules.size(); ++i) {
-    auto& m = cfg.modules[i];
-    auto path = "modules[" + std::to_string(i) + "]";
-    if (m.name.empty())
-      errs.push_back(path + ".name: must not be empty");
-    else if (!names.insert(m.name).second)
-      errs.push_back(path + ".name: duplicate module name \"" + m.name + "\"");
-    auto* t = reg.find(m.type);
-    if (t == nullptr) {
-      errs.push_back(path + ".type: unknown module type \"" + m.type + "\" (known: "
-                     + known_types(reg) + ")");
-      continue;
-    }
-    if (!m.settings.is_object())
-      errs.push_back(path + ".settings: must be an object");
-    else if (t->validate)
-      for (auto& e : t->validate(m.settings))
-        errs.push_back(path + ".settings." + e);
-  }
+  for (size_t i = 0; i < cfg.modules.size(); ++i)
+    validate_module(cfg.modules[i], "modules[" + std::to_string(i) + "]", reg, names, errs);
   return errs;
 }
 
 std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
                                            caf::timespan module_stop_timeout) {
-  auto ms = [](caf::timespan d) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
-  };
   std::vector<std::string> errs;
-  for (size_t i = 0; i < cfg.modules.size(); ++i) {
-    auto& m = cfg.modules[i];
-    auto* t = reg.find(m.type);
-    if (t == nullptr || !t->stop_time)
-      continue;
-    if (auto b = t->stop_time(m.settings); b && b->value >= module_stop_timeout)
-      errs.push_back("modules[" + std::to_string(i) + "].settings." + b->field + ": " + ms(b->value)
-                     + " must be below timings.module_stop_timeout (" + ms(module_stop_timeout)
-                     + "), when the module is killed anyway");
-  }
+  for (size_t i = 0; i < cfg.modules.size(); ++i)
+    check_stop_bound(cfg.modules[i], "modules[" + std::to_string(i) + "]", reg,
+                     module_stop_timeout, errs);
   return errs;
 }
 
 std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
-                                       module_config& out) {
+                                       module_config& out,
+                                       std::optional<caf::timespan> module_stop_timeout) {
   std::vector<std::string> errs;
+  std::vector<std::pair<std::string, module_spec>> seen;   // every object entry, by JSON path
   out.modules.clear();
   if (!modules.is_array()) {
     errs.push_back("modules: must be an array");
@@ -169,11 +180,20 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
       if (kv.key() != "type" && kv.key() != "name" && kv.key() != "leader_only"
           && kv.key() != "enabled" && kv.key() != "settings" && kv.key() != "restart")
         errs.push_back(path + "." + kv.key() + ": unknown field");
+    if (auto it = j.find("type"); it != j.end() && it->is_string())
+      seen.emplace_back(path, m);   // (a missing type is one error, not two)
     if (ok)
       out.modules.push_back(std::move(m));
   }
-  if (errs.empty())
-    errs = validate(out, reg);
+  // Every stage for every entry, so one run reports every error: a bad
+  // entry's shape does not hide another's settings or stop bound.
+  std::set<std::string> names;
+  for (auto& [path, m] : seen) {
+    auto before = errs.size();
+    validate_module(m, path, reg, names, errs);
+    if (module_stop_timeout && errs.size() == before)
+      check_stop_bound(m, path, reg, *module_stop_timeout, errs);
+  }
   return errs;
 }
 

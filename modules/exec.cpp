@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <csignal>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include <sys/wait.h>
@@ -85,8 +87,9 @@ std::vector<std::string> environment(const module_context& ctx, const exec_setti
   return out;
 }
 
-/// A private directory for one child's fence file ($TMPDIR, else /tmp),
-/// removed with what is in it when replaced or destroyed.
+/// A private directory for one child's fence file ($LEASEHOLD_FENCE_DIR, set
+/// by the agent from fence_dir, else $TMPDIR, else /tmp), removed with what
+/// is in it when replaced or destroyed.
 struct fence_directory {
   std::string path;
   fence_directory() = default;
@@ -94,14 +97,21 @@ struct fence_directory {
   fence_directory& operator=(const fence_directory&) = delete;
   ~fence_directory() { remove(); }
 
+  std::string error;   // why make() failed, naming the directory
+
   /// The fence file's path in a new directory; empty when none could be made.
   std::string make() {
     remove();
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
-                          + "/leasehold-fence-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr)
+    const char* dir = std::getenv("LEASEHOLD_FENCE_DIR");
+    if (dir == nullptr || *dir == '\0')
+      dir = std::getenv("TMPDIR");
+    std::string base = dir != nullptr && *dir != '\0' ? dir : "/tmp";
+    std::string pattern = base + "/leasehold-fence-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      error = "cannot create a fence file in \"" + base + "\" (" + std::strerror(errno)
+              + "); set fence_dir to a writable directory";
       return {};
+    }
     path = pattern;
     return path + "/fence";
   }
@@ -153,6 +163,11 @@ void start_child(exec_actor* self) {
       return;
     }
     fence = child_process::fence{st.ctx.fence.term, valid_until, st.fence_dir.make()};
+    if (fence->file.empty()) {   // never a child with an empty LEASEHOLD_FENCE_FILE
+      st.out.line(st.fence_dir.error);
+      self->quit(caf::make_error(caf::sec::runtime_error, "exec: " + st.fence_dir.error));
+      return;
+    }
     st.fence_sent = valid_until;
   }
   st.waiting_for_fence = false;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cmd/leasehold-apiserver/api_server.hpp"
+#include "leasehold/lease.hpp"
 
 int main(int argc, char** argv) {
   leasehold::api_server_options opts;
@@ -41,7 +43,13 @@ int main(int argc, char** argv) {
   static std::mutex log_mutex;
   opts.log = [](const nlohmann::json& line) {
     std::lock_guard<std::mutex> lock(log_mutex);
-    std::cerr << line.dump() << std::endl;
+    // Every line has time and level (docs/apiserver.md), whoever wrote it.
+    auto out = line;
+    if (!out.contains("time"))
+      out["time"] = leasehold::format_log_time(std::chrono::system_clock::now());
+    if (!out.contains("level"))
+      out["level"] = "info";
+    std::cerr << out.dump() << std::endl;
   };
 
   // Block the stop signals before any thread starts, then wait for them here.
@@ -54,7 +62,7 @@ int main(int argc, char** argv) {
   leasehold::local_api_server server(opts);
   auto started = server.start();
   if (!started.ok()) {
-    opts.log({{"msg", "start failed"}, {"error", started.error}});
+    opts.log({{"msg", "start failed"}, {"level", "error"}, {"error", started.error}});
     return 1;
   }
   std::cout << nlohmann::json{{"port", server.port()},

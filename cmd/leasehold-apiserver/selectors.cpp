@@ -47,6 +47,57 @@ std::optional<std::string> string_at(const json& object, const char* section, co
   return v->get<std::string>();
 }
 
+/// The field labels a fieldSelector may name: a Lease's (metadata) and an
+/// Event's, as kubectl uses them (`kubectl describe lease` lists the Lease's
+/// Events with involvedObject.name/namespace/kind/uid), each with the JSON
+/// path it reads.
+const std::vector<std::pair<std::string, std::vector<std::string>>>& field_labels() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> labels{
+    {"metadata.name", {"metadata", "name"}},
+    {"metadata.namespace", {"metadata", "namespace"}},
+    {"involvedObject.kind", {"involvedObject", "kind"}},
+    {"involvedObject.namespace", {"involvedObject", "namespace"}},
+    {"involvedObject.name", {"involvedObject", "name"}},
+    {"involvedObject.uid", {"involvedObject", "uid"}},
+    {"involvedObject.apiVersion", {"involvedObject", "apiVersion"}},
+    {"involvedObject.resourceVersion", {"involvedObject", "resourceVersion"}},
+    {"involvedObject.fieldPath", {"involvedObject", "fieldPath"}},
+    {"reason", {"reason"}},
+    {"reportingComponent", {"reportingComponent"}},
+    {"source", {"source", "component"}},
+    {"type", {"type"}},
+  };
+  return labels;
+}
+
+const std::vector<std::string>* field_path(const std::string& key) {
+  for (auto& [k, path] : field_labels())
+    if (k == key)
+      return &path;
+  return nullptr;
+}
+
+/// A field's value as the API compares it: a missing field is "".
+std::string field_value(const json& object, const std::vector<std::string>& path) {
+  const json* at = &object;
+  for (auto& p : path) {
+    if (!at->is_object())
+      return "";
+    auto it = at->find(p);
+    if (it == at->end())
+      return "";
+    at = &*it;
+  }
+  return at->is_string() ? at->get<std::string>() : "";
+}
+
+std::string supported_fields() {
+  std::string out;
+  for (auto& [k, path] : field_labels())
+    out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
 } // namespace
 
 bool object_filter::requirement::holds(const std::optional<std::string>& value) const {
@@ -118,8 +169,9 @@ std::string object_filter::parse(const std::string& ns, const std::string& label
       std::size_t value_at = eq + (negated || term.compare(eq, 2, "==") == 0 ? 2 : 1);
       r.how = negated ? op::not_equals : op::equals;
       r.values = {trim(term.substr(value_at))};
-      if (r.key != "metadata.name" && r.key != "metadata.namespace")
-        return "fieldSelector: field label not supported: " + r.key;
+      if (field_path(r.key) == nullptr)
+        return "fieldSelector: field label not supported: " + r.key + " (supported: "
+               + supported_fields() + ")";
       fields_.push_back(std::move(r));
     }
   }
@@ -133,7 +185,7 @@ bool object_filter::matches(const json& object) const {
   if (!ns_.empty() && string_at(object, "metadata", "namespace") != ns_)
     return false;
   for (auto& r : fields_)
-    if (!r.holds(string_at(object, "metadata", r.key.substr(9))))
+    if (!r.holds(field_value(object, *field_path(r.key))))
       return false;
   if (labels_.empty())
     return true;

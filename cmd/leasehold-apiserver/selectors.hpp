@@ -1,5 +1,6 @@
 // Label and field selectors, as list and watch requests carry them
-// (?labelSelector=a=b,c!=d,e in (x,y),f,!g and ?fieldSelector=metadata.name=n).
+// (?labelSelector=a=b,c!=d,e in (x,y),f,!g and ?fieldSelector=metadata.name=n,
+// involvedObject.name==x,type!=Normal: `=`, `==`, `!=`, comma-joined).
 #pragma once
 
 #include <optional>
@@ -29,7 +30,7 @@ private:
   };
   std::string ns_;
   std::vector<requirement> labels_;
-  std::vector<requirement> fields_;   // key "metadata.name" or "metadata.namespace"
+  std::vector<requirement> fields_;   // metadata.name/namespace, an Event's involvedObject.*, ...
 };
 
 } // namespace leasehold::apiserver

@@ -3,6 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <atomic>
 #include <csignal>
 #include <ostream>
@@ -136,6 +140,43 @@ struct resolved_run {
   std::vector<std::string> errors;
 };
 
+/// Every etcd endpoint, comma-joined (the agent tries each in turn).
+std::string join_endpoints(const std::vector<std::string>& endpoints) {
+  std::string out;
+  for (auto& e : endpoints)
+    out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+/// Where leader-only exec children's fence files go: fence_dir, else
+/// $TMPDIR, else /tmp.
+std::string effective_fence_dir(const agent_config& cfg) {
+  if (!cfg.fence_dir.empty())
+    return cfg.fence_dir;
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
+
+/// A start-up error when an enabled leader-only exec module could not get a
+/// fence file (a read-only root has no writable /tmp): its child would run
+/// with an empty LEASEHOLD_FENCE_FILE and never pass `fence check`.
+std::string fence_dir_error(const agent_config& cfg) {
+  bool needed = false;
+  for (auto& m : cfg.modules.modules)
+    needed = needed || (m.type == "exec" && m.leader_only && m.enabled);
+  if (!needed)
+    return "";
+  auto dir = effective_fence_dir(cfg);
+  std::string probe = dir + "/leasehold-fence-XXXXXX";
+  if (::mkdtemp(probe.data()) != nullptr) {
+    ::rmdir(probe.c_str());
+    return "";
+  }
+  return "fence_dir: cannot create a fence file in \"" + dir + "\" (" + std::strerror(errno)
+         + "): leader-only exec modules need a writable directory; set fence_dir, --fence-dir "
+           "or LEASEHOLD_FENCE_DIR (deploy/ mounts a memory emptyDir at /run/leasehold)";
+}
+
 resolved_run resolve_run(const run_options& opts, const config_environment& env,
                          const module_registry& reg) {
   resolved_run out;
@@ -156,6 +197,8 @@ resolved_run resolve_run(const run_options& opts, const config_environment& env,
   if (!cfg.journal.empty())
     if (auto e = writable_error(cfg.journal); !e.empty())
       out.errors.push_back("journal: " + cfg.journal + ": " + e);
+  if (auto e = fence_dir_error(cfg); !e.empty())
+    out.errors.push_back(e);
   out.conn.identity = cfg.identity;
   return out;
 }
@@ -189,7 +232,8 @@ int validate_file(const run_options& opts, std::ostream& out, std::ostream& err)
   }
   out << name << ": ok (" << r.cfg.modules.modules.size() << " modules, lease " << r.cfg.ns << "/"
       << r.cfg.lease_name << ", identity " << r.cfg.identity << ", "
-      << (r.cfg.backend == "etcd" ? "etcd " + r.cfg.etcd.endpoints.front() : "server " + r.conn.server)
+      << (r.cfg.backend == "etcd" ? "etcd " + join_endpoints(r.cfg.etcd.endpoints)
+                                  : "server " + r.conn.server)
       << ")\n";
   return 0;
 }
@@ -298,7 +342,7 @@ public:
     log_.log(log_level::info, "agent started",
              {{"version", LEASEHOLD_VERSION},
               {"backend", cfg_.backend},
-              {"server", on_etcd() ? cfg_.etcd.endpoints.front() : conn_.server},
+              {"server", on_etcd() ? join_endpoints(cfg_.etcd.endpoints) : conn_.server},
               {"health_addr", cfg_.health_addr.substr(0, cfg_.health_addr.rfind(':') + 1)
                                 + std::to_string(health_port_)},
               {"modules", cfg_.modules.modules.size()},
@@ -391,6 +435,8 @@ int run(const run_options& opts) {
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;
   }
+  // Before the actor system's threads exist: the exec module reads it.
+  ::setenv("LEASEHOLD_FENCE_DIR", effective_fence_dir(resolved.cfg).c_str(), 1);
   agent_process agent(opts, env, std::move(modules), std::move(resolved));
   if (!agent.open_journal() || !agent.bind_health() || !agent.spawn_runtime())
     return 1;

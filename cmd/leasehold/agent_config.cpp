@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cerrno>
 #include <cstdlib>
 #include <random>
 #include <set>
+
+#include <yaml-cpp/yaml.h>
 
 #include "transport/kube_config.hpp"
 
@@ -53,6 +56,7 @@ const string_field string_fields[] = {
   {"kubeconfig", &agent_config::kubeconfig, &config_overrides::kubeconfig},
   {"health_addr", &agent_config::health_addr, &config_overrides::health_addr},
   {"journal", &agent_config::journal, &config_overrides::journal},
+  {"fence_dir", &agent_config::fence_dir, &config_overrides::fence_dir},
   {"log_level", &agent_config::log_level, &config_overrides::log_level},
 };
 
@@ -90,7 +94,7 @@ void parse_timings(const json& j, const config_overrides& over, election_timings
       continue;
     auto d = parse_duration(*text);
     if (!d)
-      errs.push_back(path + ": invalid duration \"" + *text + "\"");
+      errs.push_back(path + ": invalid duration \"" + *text + "\": " + duration_error(*text));
     else
       t.*f.member = *d;
   }
@@ -189,6 +193,39 @@ bool valid_host_port(const std::string& s) {
 
 } // namespace
 
+std::string duration_error(const std::string& text) {
+  static const std::string units = "ns, us, ms, s, m or h";
+  if (text.empty())
+    return "empty; write a number and a unit (" + units + "), e.g. \"15s\"";
+  if (text.front() == '-')
+    return "negative; durations are 0 or more";
+  if (text.front() == '+')
+    return "a sign is not allowed; write e.g. \"15s\"";
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (i == start)
+      return "expected a number at \"" + text.substr(start) + "\"";
+    auto number = text.substr(start, i - start);
+    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+      return "malformed number \"" + number + "\"";
+    size_t unit_start = i;
+    while (i < text.size() && !std::isdigit(static_cast<unsigned char>(text[i])) && text[i] != '.')
+      ++i;
+    auto unit = text.substr(unit_start, i - unit_start);
+    if (unit.empty())
+      return "missing unit after \"" + number + "\" (" + units + "), e.g. \"" + number + "s\"";
+    if (unit != "ns" && unit != "us" && unit != "µs" && unit != "ms" && unit != "s" && unit != "m"
+        && unit != "h")
+      return "unknown unit \"" + unit + "\" (" + units + ")";
+  }
+  if (!parse_duration(text))
+    return "above the maximum of " + std::to_string(max_duration.count()) + "h";
+  return "";
+}
+
 std::optional<caf::timespan> parse_duration(const std::string& text) {
   if (text == "0")
     return caf::timespan{0};
@@ -219,7 +256,7 @@ std::optional<caf::timespan> parse_duration(const std::string& text) {
     else return std::nullopt;
     total_ns += std::stod(number) * scale;
   }
-  if (total_ns > 1e18)
+  if (total_ns > static_cast<double>(caf::timespan{max_duration}.count()))
     return std::nullopt;
   return caf::timespan{static_cast<caf::timespan::rep>(std::llround(total_ns))};
 }
@@ -276,22 +313,110 @@ config_environment config_environment::from_process() {
   return env;
 }
 
+void apply_environment(config_overrides& over,
+                       const std::function<const char*(const char*)>& getenv) {
+  auto fill = [&](std::optional<std::string>& dst, std::initializer_list<const char*> names) {
+    if (dst)
+      return;   // a flag
+    for (auto* name : names)
+      if (const char* v = getenv(name); v != nullptr && *v != '\0') {
+        dst = v;
+        return;
+      }
+  };
+  fill(over.identity, {"LEASEHOLD_IDENTITY", "POD_NAME"});
+  fill(over.ns, {"LEASEHOLD_NAMESPACE", "POD_NAMESPACE"});
+  fill(over.lease_name, {"LEASEHOLD_LEASE_NAME"});
+  fill(over.server, {"LEASEHOLD_SERVER"});
+  fill(over.kubeconfig, {"LEASEHOLD_KUBECONFIG"});
+  fill(over.lease_duration, {"LEASEHOLD_LEASE_DURATION"});
+  fill(over.renew_deadline, {"LEASEHOLD_RENEW_DEADLINE"});
+  fill(over.retry_period, {"LEASEHOLD_RETRY_PERIOD"});
+  fill(over.module_stop_timeout, {"LEASEHOLD_MODULE_STOP_TIMEOUT"});
+  fill(over.health_addr, {"LEASEHOLD_HEALTH_ADDR"});
+  fill(over.journal, {"LEASEHOLD_JOURNAL"});
+  fill(over.fence_dir, {"LEASEHOLD_FENCE_DIR"});
+  fill(over.log_level, {"LEASEHOLD_LOG_LEVEL"});
+  fill(over.backend, {"LEASEHOLD_BACKEND"});
+  fill(over.etcd_endpoints, {"LEASEHOLD_ETCD_ENDPOINTS"});
+}
+
+namespace {
+json yaml_node_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (auto& e : n)
+        a.push_back(yaml_node_to_json(e));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (auto& kv : n)
+        o[kv.first.as<std::string>()] = yaml_node_to_json(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const auto& s = n.Scalar();
+  if (n.Tag() != "?")   // quoted ("!") or explicitly tagged: a string
+    return s;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (!s.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long long i = std::strtoll(s.c_str(), &end, 10);
+    if (*end == '\0' && errno == 0 && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-'))
+      return i;
+    double d = std::strtod(s.c_str(), &end);
+    if (*end == '\0' && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '.'))
+      return d;
+  }
+  return s;
+}
+} // namespace
+
+json yaml_to_json(const std::string& text) {
+  try {
+    return yaml_node_to_json(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
 std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,
                                       const config_overrides& over,
                                       const config_environment& env, agent_config& out) {
   std::vector<std::string> errs;
   json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return {std::string("$: invalid JSON: ") + e.what()};
+  auto first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    try {
+      doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+      return {std::string("$: invalid JSON: ") + e.what()};
+    }
+  } else {
+    try {
+      doc = yaml_to_json(text);
+    } catch (const std::runtime_error& e) {
+      return {std::string("$: invalid YAML: ") + e.what()};
+    }
+    if (doc.is_null())
+      doc = json::object();   // an empty file: defaults
   }
   if (!doc.is_object())
-    return {"$: must be a JSON object"};
+    return {"$: must be a JSON object (or a YAML mapping)"};
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
-       "health_addr", "journal", "log_level", "watch", "modules", "backend", "etcd"};
+       "health_addr", "journal", "fence_dir", "log_level", "watch", "modules", "backend", "etcd"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field");
@@ -307,8 +432,14 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     if (over.*f.override_value)
       cfg.*f.member = *(over.*f.override_value);
   }
-  // Defaults that depend on where we run.
-  if (cfg.identity.empty())
+  // Defaults that depend on where we run. An identity given empty (flag,
+  // LEASEHOLD_IDENTITY or file) is an error, not a request for the default.
+  bool identity_given = over.identity.has_value() || doc.contains("identity");
+  if (identity_given && cfg.identity.empty())
+    errs.push_back(std::string(over.identity ? "--identity" : "identity")
+                   + ": must not be empty (leave it unset for the default: $POD_NAME, else "
+                     "the hostname plus a per-process suffix)");
+  else if (cfg.identity.empty())
     cfg.identity = default_identity(env);
   if (cfg.ns.empty()) {
     if (!env.pod_namespace.empty()) cfg.ns = env.pod_namespace;
@@ -325,13 +456,28 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     else
       cfg.watch = it->get<bool>();
   }
+  auto before_timings = errs.size();
   parse_timings(doc.contains("timings") ? doc.at("timings") : json(), over, cfg.timings, errs);
-  if (errs.empty())
+  // The relations are checked whenever every timing parsed, whatever else is
+  // wrong: one run reports every error of every stage.
+  bool timings_parsed = errs.size() == before_timings;
+  bool stop_timeout_parsed = true;   // what the modules' stop bounds compare against
+  for (auto i = before_timings; i < errs.size(); ++i)
+    stop_timeout_parsed = stop_timeout_parsed
+                          && errs[i].find("module_stop_timeout") == std::string::npos
+                          && errs[i].find("module-stop-timeout") == std::string::npos
+                          && errs[i].rfind("timings: ", 0) != 0;
+  if (timings_parsed)
     for (auto& e : validate(cfg.timings))
       errs.push_back("timings." + e);
 
-  if (cfg.identity.empty())
+  if (cfg.identity.empty() && !identity_given)
     errs.push_back("identity: must not be empty (set it, POD_NAME or the hostname)");
+  if (cfg.identity.size() > max_identity_length)
+    errs.push_back(std::string(over.identity ? "--identity" : "identity") + ": "
+                   + std::to_string(cfg.identity.size()) + " characters, above the limit of "
+                   + std::to_string(max_identity_length)
+                   + " (the Kubernetes object-name length; it is in every log line)");
   if (auto e = dns1123_error(cfg.lease_name, 253); !e.empty())
     errs.push_back("lease_name: " + e);
   if (auto e = dns1123_error(cfg.ns, 63, /*label*/ true); !e.empty())
@@ -372,9 +518,10 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
       errs.push_back(e);
 
   if (auto it = doc.find("modules"); it != doc.end()) {
-    auto module_errs = parse_modules(*it, reg, cfg.modules);
-    if (module_errs.empty())
-      module_errs = check_stop_bounds(cfg.modules, reg, cfg.timings.module_stop_timeout);
+    auto module_errs
+      = parse_modules(*it, reg, cfg.modules,
+                      stop_timeout_parsed ? std::optional<caf::timespan>{cfg.timings.module_stop_timeout}
+                                     : std::nullopt);
     for (auto& e : module_errs)
       errs.push_back(e);
   }

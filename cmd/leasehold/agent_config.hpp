@@ -3,6 +3,7 @@
 // (`timings.retry_period: invalid duration "2x"`).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,17 @@ election_timings agent_default_timings();
 /// Parses Go-style durations: "15s", "500ms", "1m30s", "1.5s", "0".
 /// Units: ns, us, ms, s, m, h. nullopt on error.
 std::optional<caf::timespan> parse_duration(const std::string& text);
+/// The largest duration any setting accepts (a lease of a day is already
+/// far beyond any use; larger values are typos).
+constexpr std::chrono::hours max_duration{24};
+/// Why parse_duration rejects `text`, with the rule or bound broken ("" when
+/// it parses): "negative; durations are 0 or more", "missing unit after
+/// \"2\" (ns, us, ms, s, m or h), e.g. \"2s\"", "above the maximum of ...".
+std::string duration_error(const std::string& text);
+/// The longest identity accepted: the Lease's holderIdentity is free text,
+/// but the identity is also a log field and a label-like name; 253 is the
+/// Kubernetes object-name (DNS subdomain) limit.
+constexpr std::size_t max_identity_length = 253;
 /// "1500ms" style, for logs and messages.
 std::string format_duration(caf::timespan d);
 
@@ -38,6 +50,7 @@ struct agent_config {
   election_timings timings = agent_default_timings();
   std::string health_addr = "127.0.0.1:8080";
   std::string journal;              // empty: no journal
+  std::string fence_dir;            // leader-only exec fence files; empty: $TMPDIR, else /tmp
   std::string log_level = "info";
   bool watch = true;                // followers watch the Lease (false: they poll)
   module_config modules;
@@ -54,9 +67,20 @@ struct agent_config {
 struct config_overrides {
   std::optional<std::string> identity, ns, lease_name, server, kubeconfig;
   std::optional<std::string> lease_duration, renew_deadline, retry_period, module_stop_timeout;
-  std::optional<std::string> health_addr, journal, log_level;
+  std::optional<std::string> health_addr, journal, log_level, fence_dir;
   std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
 };
+
+/// The LEASEHOLD_* environment variables, one per override (LEASEHOLD_IDENTITY,
+/// LEASEHOLD_NAMESPACE, LEASEHOLD_LEASE_NAME, LEASEHOLD_SERVER,
+/// LEASEHOLD_KUBECONFIG, LEASEHOLD_LEASE_DURATION, LEASEHOLD_RENEW_DEADLINE,
+/// LEASEHOLD_RETRY_PERIOD, LEASEHOLD_MODULE_STOP_TIMEOUT, LEASEHOLD_HEALTH_ADDR,
+/// LEASEHOLD_JOURNAL, LEASEHOLD_FENCE_DIR, LEASEHOLD_LOG_LEVEL, LEASEHOLD_BACKEND,
+/// LEASEHOLD_ETCD_ENDPOINTS), and $POD_NAME / $POD_NAMESPACE after
+/// LEASEHOLD_IDENTITY / LEASEHOLD_NAMESPACE: each fills an override no flag
+/// set. Empty variables are unset. Precedence: flag > env > file > default.
+void apply_environment(config_overrides& over,
+                       const std::function<const char*(const char*)>& getenv);
 
 /// Where defaults come from; injectable for tests.
 struct config_environment {
@@ -75,7 +99,13 @@ struct config_environment {
 /// $POD_NAME, else "<hostname>_<process_suffix>".
 std::string default_identity(const config_environment& env);
 
-/// Parses a config document (JSON text). Errors name their JSON path;
+/// A YAML config document as the JSON parse_config reads: plain scalars
+/// typed (true/false, null/~, integers, floats), quoted ones strings. Throws
+/// std::runtime_error with the YAML parser's message (line and column).
+nlohmann::json yaml_to_json(const std::string& text);
+
+/// Parses a config document: JSON when its first non-blank character is
+/// `{`, else YAML (operators keep configs in ConfigMaps as YAML). Errors name their JSON path;
 /// unknown fields are errors. Overrides are applied, then defaults, then
 /// everything is validated (timings relations, modules against `reg`).
 std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,

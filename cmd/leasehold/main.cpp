@@ -5,6 +5,7 @@
 //   leasehold fence check [--file F] [--margin-ms N] [--quiet]
 //   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -26,12 +27,13 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
     return cmd.add_option_function<std::string>(name, [&dst](const std::string& s) { dst = s; },
                                                 help);
   };
-  opt("--identity", v.identity, "Replica identity (default: $POD_NAME, else the hostname)")
-    ->envname("POD_NAME");
+  opt("--identity", v.identity,
+      "Replica identity, 1-253 characters (default: $POD_NAME, else the hostname plus \"_\" and "
+      "a 12-hex-digit per-process suffix; env LEASEHOLD_IDENTITY, else POD_NAME)");
   opt("--namespace", v.ns,
-      "Lease namespace (default: $POD_NAMESPACE, else the service-account namespace, else "
-      "\"default\")")
-    ->envname("POD_NAMESPACE");
+      "Lease namespace (default: $POD_NAMESPACE, else the service-account namespace, else the "
+      "kubeconfig context's namespace, else \"default\"; env LEASEHOLD_NAMESPACE, else "
+      "POD_NAMESPACE)");
   opt("--lease-name", v.lease_name, "Name of the Lease object (default \"leasehold\")");
   opt("--server", v.server, "API server URL without credentials, e.g. http://127.0.0.1:8001");
   opt("--kubeconfig", v.kubeconfig,
@@ -43,6 +45,9 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
       "How long a stopped module may take before it is killed, e.g. 4s");
   opt("--health-addr", v.health_addr, "host:port of the health/metrics server (default 127.0.0.1:8080)");
   opt("--journal", v.journal, "Append a JSON-lines journal of leadership and module events to FILE");
+  opt("--fence-dir", v.fence_dir,
+      "Directory for leader-only exec children's fence files (default: $TMPDIR, else /tmp); "
+      "must be writable (a memory emptyDir under a read-only root)");
   opt("--log-level", v.log_level, "debug, info, warn or error (default info)");
   opt("--backend", v.backend, "Lease store: kubernetes (default) or etcd");
   opt("--etcd-endpoints", v.etcd_endpoints,
@@ -66,14 +71,18 @@ int main(int argc, char** argv) {
   run_options run_opts;
   auto* run = app.add_subcommand("run", "Run the agent until SIGTERM/SIGINT");
   run->add_option("--config", run_opts.config_path,
-                  "JSON config file, watched for changes (default: none; defaults and flags)");
+                  "JSON or YAML config file, watched for changes (default: none; defaults and "
+                  "flags; env LEASEHOLD_CONFIG)")
+    ->envname("LEASEHOLD_CONFIG");
   add_override_flags(*run, run_opts);
 
   run_options validate_opts;
   auto* validate = app.add_subcommand(
     "validate", "Check a config (and every file the run opens); print every error with its JSON path");
   validate->add_option("--config", validate_opts.config_path,
-                       "JSON config file (default: none; defaults and flags)");
+                       "JSON or YAML config file (default: none; defaults and flags; env "
+                       "LEASEHOLD_CONFIG)")
+    ->envname("LEASEHOLD_CONFIG");
   add_override_flags(*validate, validate_opts);
 
   auto* version = app.add_subcommand("version", "Print the version");
@@ -118,6 +127,10 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  // Every other flag's LEASEHOLD_* variable (flag > env > file > default).
+  auto getenv = [](const char* name) -> const char* { return std::getenv(name); };
+  leasehold::agent::apply_environment(run_opts.overrides, getenv);
+  leasehold::agent::apply_environment(validate_opts.overrides, getenv);
   if (*run)
     return leasehold::agent::run(run_opts);
   if (*validate)

@@ -110,9 +110,12 @@ std::vector<std::string> check_stop_bounds(const module_config& cfg, const modul
                                            caf::timespan module_stop_timeout);
 
 /// Parses the "modules" array of a JSON config (shape in README). Errors name
-/// the JSON path; the registry supplies default leader_only per type.
+/// the JSON path; the registry supplies default leader_only per type. Every
+/// entry goes through every check (shape, name, type, settings and, given
+/// `module_stop_timeout`, check_stop_bounds), so one call reports all errors.
 std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
-                                       module_config& out);
+                                       module_config& out,
+                                       std::optional<caf::timespan> module_stop_timeout = {});
 
 struct config_result {
   bool accepted = false;

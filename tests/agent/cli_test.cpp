@@ -1,4 +1,6 @@
 // `leasehold validate`, `version`, `--help` and start-up errors, as processes.
+#include <cstdio>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -50,6 +52,11 @@ TEST_CASE("version and --help on every command") {
   r = run_cli(dir, {"--help"});
   CHECK(r.code == 0);
   CHECK(r.out.find("validate") != std::string::npos);
+  // The defaults as they are (issue 21, item 9).
+  r = run_cli(dir, {"run", "--help"});
+  CHECK(r.out.find("the hostname plus \"_\" and a 12-hex-digit per-process suffix")
+        != std::string::npos);
+  CHECK(r.out.find("kubeconfig context's namespace") != std::string::npos);
 }
 
 TEST_CASE("run refuses bad input at start-up with a clear error") {
@@ -255,4 +262,77 @@ TEST_CASE("a busy port is a start-up error naming the port and the setting") {
   CHECK(busy_control.err.find("--control-port") != std::string::npos);
   first.process().signal(SIGTERM);
   CHECK(first.process().wait(3s) == std::optional<int>(0));
+}
+
+TEST_CASE("the shipped manifests' settings under a read-only root: fence files go to the "
+          "emptyDir; an unwritable fence directory is a start-up error (issue 21, item 2)") {
+  temp_dir dir;
+  auto dep = YAML::LoadFile(source_root() + "/deploy/deployment.yaml");
+  auto pod = dep["spec"]["template"]["spec"];
+  auto c = pod["containers"][0];
+  REQUIRE(c["securityContext"]["readOnlyRootFilesystem"].as<bool>());
+  std::string fence_dir;
+  for (auto e : c["env"])
+    if (e["name"].as<std::string>() == "LEASEHOLD_FENCE_DIR")
+      fence_dir = e["value"].as<std::string>();
+  REQUIRE(!fence_dir.empty());
+  std::string volume;
+  for (auto m : c["volumeMounts"])
+    if (m["mountPath"].as<std::string>() == fence_dir)
+      volume = m["name"].as<std::string>();
+  REQUIRE(!volume.empty());
+  bool memory_empty_dir = false;
+  for (auto v : pod["volumes"])
+    if (v["name"].as<std::string>() == volume)
+      memory_empty_dir = v["emptyDir"] && v["emptyDir"]["medium"].as<std::string>() == "Memory";
+  CHECK(memory_empty_dir);
+
+  // The shipped config with a leader-only exec job, as examples/fenced-job.sh.
+  auto cm = YAML::LoadFile(source_root() + "/deploy/configmap.yaml");
+  auto cfg = nlohmann::json::parse(cm["data"]["config.json"].as<std::string>());
+  cfg["modules"].push_back({{"type", "exec"}, {"name", "job"}, {"leader_only", true},
+                            {"settings", {{"command", {"/bin/true"}}}}});
+  write_file(dir.file("config.json"), cfg.dump());
+  // The read-only root: /tmp (TMPDIR) cannot be written; the emptyDir stands
+  // in as a temporary directory.
+  std::string ro = dir.file("readonly-root-tmp");   // does not exist: not writable
+  std::string empty_dir = dir.file("fence");
+  REQUIRE(::mkdir(empty_dir.c_str(), 0700) == 0);
+  std::vector<std::string> args;
+  for (auto a : c["args"])
+    args.push_back(a.as<std::string>());
+  REQUIRE(args.size() >= 3);
+  REQUIRE(args[0] == "run");
+  auto with_env = [&](std::vector<std::string> env, const std::string& cmd) {
+    std::vector<std::string> argv{"/usr/bin/env", "TMPDIR=" + ro};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.push_back(build_root() + "/cmd/leasehold/leasehold");
+    argv.push_back(cmd);
+    argv.insert(argv.end(), {"--config", dir.file("config.json"), "--server", "http://127.0.0.1:9",
+                             "--health-addr", "127.0.0.1:0"});
+    return run_program(dir, argv);
+  };
+  // As shipped (the env's directory, here the stand-in): validate passes.
+  auto ok = with_env({"LEASEHOLD_FENCE_DIR=" + empty_dir}, "validate");
+  CHECK_MESSAGE(ok.code == 0, ok.err);
+  // Without the emptyDir: a start-up error naming the directory, for
+  // validate and for run (no child with an empty LEASEHOLD_FENCE_FILE).
+  for (auto cmd : {"validate", "run"}) {
+    auto bad = with_env({}, cmd);
+    CHECK_MESSAGE(bad.code == 1, cmd);
+    CHECK_MESSAGE(bad.err.find("fence_dir: cannot create a fence file in") != std::string::npos,
+                  bad.err);
+    CHECK_MESSAGE(bad.err.find(ro) != std::string::npos, bad.err);
+  }
+}
+
+TEST_CASE("validate names every etcd endpoint, not only the first (issue 21, item 12)") {
+  temp_dir dir;
+  write_file(dir.file("c.json"), short_config().dump());
+  auto r = run_cli(dir, {"validate", "--config", dir.file("c.json"), "--backend", "etcd",
+                         "--etcd-endpoints", "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3"});
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK_MESSAGE(r.out.find("etcd http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:3")
+                  != std::string::npos,
+                r.out);
 }

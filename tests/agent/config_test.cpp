@@ -582,4 +582,143 @@ TEST_CASE("the shipped RBAC grants every verb the agent uses") {
   for (auto verb : {"get", "create", "update", "list", "watch"})
     CHECK_MESSAGE(granted["coordination.k8s.io/leases"].count(verb) == 1, verb);
   CHECK(granted["/events"].count("create") == 1);   // POST of an Event
+  CHECK(granted["/events"].count("patch") == 1);    // a repeated Event's count
+  // The balanced groups' LeaseCandidates.
+  for (auto verb : {"get", "list", "watch", "create", "update", "delete"})
+    CHECK_MESSAGE(granted["coordination.k8s.io/leasecandidates"].count(verb) == 1, verb);
+}
+
+TEST_CASE("one run reports every error of every stage (issue 21, item 7)") {
+  auto doc = test::short_config();
+  doc["timings"]["retry_period"] = "2x";   // a timing error must not hide the modules'
+  doc["modules"] = json::array();
+  for (int i = 0; i < 7; ++i)   // seven modules with bad settings: seven errors
+    doc["modules"].push_back({{"type", "ticker"},
+                              {"name", "t" + std::to_string(i)},
+                              {"settings", {{"interval_ms", 0}}}});
+  doc["modules"].push_back({{"type", "exec"},
+                            {"name", "job"},
+                            {"restart", {{"max_restarts", "x"}}},
+                            {"settings", {{"command", {"true"}}, {"grace_ms", 5000}}}});
+  agent_config cfg;
+  auto errs = parse(doc, cfg);
+  CAPTURE(joined(errs));
+  CHECK(has(errs, "timings.retry_period: invalid duration"));
+  for (int i = 0; i < 7; ++i)
+    CHECK(has(errs, "modules[" + std::to_string(i) + "].settings.interval_ms"));
+  CHECK(has(errs, "modules[7].restart.max_restarts"));
+  CHECK(has(errs, "modules[7].settings.grace_ms: 5000ms must be below "
+                  "timings.module_stop_timeout (400ms)"));
+  // Timing relations are checked beside other stages' errors too.
+  doc = test::short_config();
+  doc["timings"]["renew_deadline"] = "3s";
+  doc["colour"] = "blue";
+  doc["modules"][0]["settings"]["interval_ms"] = 0;
+  errs = parse(doc, cfg);
+  CHECK(has(errs, "colour: unknown field"));
+  CHECK(has(errs, "timings.lease_duration: must be > renew_deadline"));
+  CHECK(has(errs, "modules[0].settings.interval_ms"));
+}
+
+TEST_CASE("durations and identities: the error says why and names the bound (issue 21, item 8)") {
+  auto bad = [](const std::string& text) {
+    auto doc = test::short_config();
+    doc["timings"]["retry_period"] = text;
+    agent_config cfg;
+    auto errs = parse(doc, cfg);
+    return joined(errs);
+  };
+  CHECK(bad("-5s").find("invalid duration \"-5s\": negative; durations are 0 or more")
+        != std::string::npos);
+  CHECK(bad("1000000h").find("invalid duration \"1000000h\": above the maximum of 24h")
+        != std::string::npos);
+  CHECK(bad("2").find("invalid duration \"2\": missing unit after \"2\" (ns, us, ms, s, m or h)")
+        != std::string::npos);
+  CHECK(bad("2x").find("unknown unit \"x\"") != std::string::npos);
+  CHECK(parse_duration("24h"));
+  CHECK_FALSE(parse_duration("24h1s"));
+  CHECK(duration_error("15s").empty());
+
+  agent_config cfg;
+  config_overrides over;
+  over.identity = "";
+  auto errs = parse(test::short_config(), cfg, over);
+  CAPTURE(joined(errs));
+  CHECK(has(errs, "--identity: must not be empty"));
+  over.identity = std::string(5000, 'a');
+  errs = parse(test::short_config(), cfg, over);
+  CHECK(has(errs, "--identity: 5000 characters, above the limit of 253"));
+  over.identity = std::string(253, 'a');
+  CHECK(parse(test::short_config(), cfg, over).empty());
+  auto doc = test::short_config();
+  doc["identity"] = "";
+  CHECK(has(parse(doc, cfg), "identity: must not be empty"));
+}
+
+TEST_CASE("YAML configs and LEASEHOLD_* variables: flag > env > file > default (issue 21, item 10)") {
+  auto mods = make_builtin_modules();
+  const std::string yaml = R"(# a ConfigMap's config.yaml
+lease_name: agent-test
+watch: false
+timings:
+  lease_duration: 2s
+  renew_deadline: 1500ms
+  retry_period: 300ms
+  module_stop_timeout: 400ms
+modules:
+  - type: ticker
+    name: tick
+    settings: {interval_ms: 200}
+  - type: leader_endpoint
+)";
+  agent_config from_yaml, from_json;
+  auto errs = parse_config(yaml, *mods.registry, {}, test_env(), from_yaml);
+  CAPTURE(joined(errs));
+  REQUIRE(errs.empty());
+  auto doc = test::short_config();
+  doc["watch"] = false;
+  doc.erase("timings");
+  doc["timings"] = {{"lease_duration", "2s"}, {"renew_deadline", "1500ms"},
+                    {"retry_period", "300ms"}, {"module_stop_timeout", "400ms"}};
+  REQUIRE(parse(doc, from_json).empty());
+  CHECK(from_yaml.lease_name == "agent-test");
+  CHECK_FALSE(from_yaml.watch);
+  CHECK(from_yaml.timings.retry_period == from_json.timings.retry_period);
+  CHECK(from_yaml.modules.modules.size() == 2);
+  CHECK(from_yaml.modules.modules[0].settings == from_json.modules.modules[0].settings);
+  // YAML errors: the parser's position, and paths as for JSON.
+  errs = parse_config("lease_name: [", *mods.registry, {}, test_env(), from_yaml);
+  REQUIRE(errs.size() == 1);
+  CHECK(has(errs, "$: invalid YAML"));
+  errs = parse_config("watch: \"true\"\ncolour: blue\n", *mods.registry, {}, test_env(), from_yaml);
+  CHECK(has(errs, "watch: must be true or false"));   // quoted: a string
+  CHECK(has(errs, "colour: unknown field"));
+
+  // The environment fills what no flag set; the file comes after both.
+  std::map<std::string, std::string> env{{"LEASEHOLD_LOG_LEVEL", "debug"},
+                                         {"LEASEHOLD_RETRY_PERIOD", "250ms"},
+                                         {"LEASEHOLD_IDENTITY", "from-env"},
+                                         {"POD_NAME", "pod-name"},
+                                         {"LEASEHOLD_LEASE_NAME", ""}};   // empty: unset
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  config_overrides over;
+  over.log_level = "warn";   // a flag
+  apply_environment(over, getenv);
+  CHECK(over.log_level == std::optional<std::string>("warn"));
+  CHECK(over.retry_period == std::optional<std::string>("250ms"));
+  CHECK(over.identity == std::optional<std::string>("from-env"));
+  CHECK_FALSE(over.lease_name);
+  agent_config cfg;
+  REQUIRE(parse(test::short_config(), cfg, over).empty());
+  CHECK(cfg.log_level == "warn");
+  CHECK(cfg.timings.retry_period == caf::timespan{std::chrono::milliseconds(250)});
+  CHECK(cfg.identity == "from-env");
+  CHECK(cfg.lease_name == "agent-test");   // the file's
+  env.erase("LEASEHOLD_IDENTITY");
+  config_overrides pod;
+  apply_environment(pod, getenv);
+  CHECK(pod.identity == std::optional<std::string>("pod-name"));
 }

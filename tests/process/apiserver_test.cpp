@@ -592,24 +592,38 @@ TEST_CASE("discovery documents for kubectl") {
   CHECK(core["resources"].size() == 2);
 }
 
-TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SIGTERM") {
+/// leasehold-apiserver as a child: stdout read up to its first line (the
+/// JSON hello), stderr to `err_fd` (or /dev/null when -1).
+struct apiserver_child {
+  pid_t pid = -1;
+  std::string first_line;
+  json hello;
+};
+
+apiserver_child spawn_apiserver(const std::vector<std::string>& args, int err_fd) {
   std::string binary = env_or("LEASEHOLD_BUILD_ROOT", "build") + "/cmd/leasehold-apiserver/leasehold-apiserver";
   REQUIRE_MESSAGE(access(binary.c_str(), X_OK) == 0, binary);
+  std::vector<std::string> argv_s{binary};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
   int out[2];
   REQUIRE(pipe(out) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
+  apiserver_child child;
+  child.pid = fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
     dup2(out[1], 1);
     close(out[0]);
     close(out[1]);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    dup2(devnull, 2);
-    execl(binary.c_str(), binary.c_str(), "--port", "0", static_cast<char*>(nullptr));
+    dup2(err_fd >= 0 ? err_fd : ::open("/dev/null", O_WRONLY), 2);
+    execv(binary.c_str(), argv.data());
     _exit(127);
   }
   close(out[1]);
-  std::string line;
+  std::string& line = child.first_line;
   for (auto deadline = std::chrono::steady_clock::now() + 10s;
        line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline;) {
     pollfd p{out[0], POLLIN, 0};
@@ -622,7 +636,32 @@ TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SI
     line.append(buf, static_cast<std::size_t>(n));
   }
   close(out[0]);
-  json hello = json::parse(line.substr(0, line.find('\n')), nullptr, false);
+  child.hello = json::parse(line.substr(0, line.find('\n')), nullptr, false);
+  return child;
+}
+
+/// SIGTERM, then up to 5 s for the exit (SIGKILL after); the wait status, or
+/// nullopt when it had to be killed.
+std::optional<int> stop_apiserver(pid_t pid) {
+  kill(pid, SIGTERM);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 100 && done == 0; ++i) {
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0)
+      std::this_thread::sleep_for(50ms);
+  }
+  if (done == pid)
+    return status;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
+}
+
+TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SIGTERM") {
+  auto child = spawn_apiserver({"--port", "0"}, -1);
+  pid_t pid = child.pid;
+  const json& hello = child.hello;
   bool started = !hello.is_discarded() && hello.contains("port");
   if (started) {
     CHECK(hello["pid"] == pid);
@@ -637,22 +676,11 @@ TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SI
     auto stats = control.Get("/_leasehold/stats");
     CHECK(stats);
   }
-  CHECK_MESSAGE(started, "first stdout line: " << line);
-  kill(pid, SIGTERM);
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 100 && done == 0; ++i) {
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0)
-      std::this_thread::sleep_for(50ms);
-  }
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  CHECK(done == pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_MESSAGE(started, "first stdout line: " << child.first_line);
+  auto status = stop_apiserver(pid);
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
 }
 
 TEST_CASE("snapshot: objects and resourceVersion survive a restart") {
@@ -1266,4 +1294,69 @@ TEST_CASE("Table responses for kubectl get; OpenAPI v3 documents") {
     field_validation = field_validation || p["name"] == "fieldValidation";
   CHECK(field_validation);
   expect_status(c->Get("/openapi/v3/apis/example.com/v1"), 404, "NotFound");
+}
+
+TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Events) (issue 21, item 6)") {
+  fixture_server s;
+  auto c = s.client();
+  const std::string events = "/api/v1/namespaces/ns1/events";
+  auto post = [&](const std::string& lease, const std::string& uid, const std::string& type) {
+    json event = {{"metadata", {{"generateName", lease + "."}}},
+                  {"reason", "LeaderElection"},
+                  {"type", type},
+                  {"message", "a became leader"},
+                  {"involvedObject",
+                   {{"kind", "Lease"}, {"apiVersion", "coordination.k8s.io/v1"},
+                    {"namespace", "ns1"}, {"name", lease}, {"uid", uid}}}};
+    REQUIRE(c->Post(events, event.dump(), json_type)->status == 201);
+  };
+  post("l1", "u1", "Normal");
+  post("l1", "u1", "Warning");
+  post("l2", "u2", "Normal");
+  auto count = [&](const std::string& selector) {
+    auto r = c->Get(events + "?fieldSelector=" + selector);
+    REQUIRE(r);
+    REQUIRE_MESSAGE(r->status == 200, r->body);
+    return json::parse(r->body)["items"].size();
+  };
+  // kubectl describe lease l1: name, namespace, kind and uid, comma-joined.
+  CHECK(count("involvedObject.name%3Dl1%2CinvolvedObject.namespace%3Dns1%2C"
+              "involvedObject.kind%3DLease%2CinvolvedObject.uid%3Du1") == 2);
+  CHECK(count("involvedObject.name%3D%3Dl2") == 1);
+  CHECK(count("involvedObject.name!%3Dl1") == 1);
+  CHECK(count("involvedObject.apiVersion%3Dcoordination.k8s.io%2Fv1%2Ctype%3DWarning") == 1);
+  CHECK(count("type!%3DNormal") == 1);
+  CHECK(count("involvedObject.resourceVersion%3D") == 3);   // unset: ""
+  auto bad = expect_status(c->Get(events + "?fieldSelector=involvedObject.colour%3Dx"), 400,
+                           "BadRequest");
+  CHECK(bad["message"].get<std::string>().find("involvedObject.name") != std::string::npos);
+}
+
+TEST_CASE("every leasehold-apiserver log line carries time and level (issue 21, item 13)") {
+  char err_path[] = "/tmp/leasehold-apiserver-log-XXXXXX";
+  int err_fd = mkstemp(err_path);
+  REQUIRE(err_fd >= 0);
+  auto child = spawn_apiserver({"--port", "0", "--log-requests"}, err_fd);
+  close(err_fd);
+  if (!child.hello.is_discarded() && child.hello.contains("port")) {
+    httplib::Client c("127.0.0.1", child.hello["port"].get<int>());
+    c.Post(leases, lease_body("logged").dump(), json_type);
+  }
+  stop_apiserver(child.pid);
+  std::ifstream in(err_path);
+  std::string text;
+  int lines = 0;
+  bool stopping = false;
+  while (std::getline(in, text)) {
+    auto j = json::parse(text, nullptr, false);
+    CAPTURE(text);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j.contains("time"));
+    CHECK(j.contains("level"));
+    stopping = stopping || j.value("msg", "") == "stopping";
+    ++lines;
+  }
+  unlink(err_path);
+  CHECK(lines >= 2);   // the request and "stopping"
+  CHECK(stopping);
 }
