@@ -29,6 +29,8 @@ lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
   s.renew_time = now;
   s.lease_transitions
     = static_cast<int>(std::max<std::int64_t>(old.lease_transitions, max_term_seen) + 1);
+  s.preferred_holder = old.preferred_holder;   // another writer's: kept
+  s.strategy = old.strategy;
   return s;
 }
 

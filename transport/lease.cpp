@@ -234,7 +234,8 @@ std::optional<wall_time> parse_micro_time(const std::string& text) {
 bool lease_spec::operator==(const lease_spec& o) const {
   return holder_identity == o.holder_identity &&
          lease_duration_seconds == o.lease_duration_seconds && acquire_time == o.acquire_time &&
-         renew_time == o.renew_time && lease_transitions == o.lease_transitions;
+         renew_time == o.renew_time && lease_transitions == o.lease_transitions &&
+         preferred_holder == o.preferred_holder && strategy == o.strategy;
 }
 
 nlohmann::json to_json_value(const lease& l) {
@@ -254,6 +255,8 @@ nlohmann::json to_json_value(const lease& l) {
   set_or_erase(spec, "acquireTime", l.spec.acquire_time, format_micro_time);
   set_or_erase(spec, "renewTime", l.spec.renew_time, format_micro_time);
   spec["leaseTransitions"] = l.spec.lease_transitions;
+  set_or_erase(spec, "preferredHolder", l.spec.preferred_holder);
+  set_or_erase(spec, "strategy", l.spec.strategy);
   return j;
 }
 
@@ -306,7 +309,9 @@ parse_result<lease> parse_lease(const nlohmann::json& j) {
                   r.error) ||
         !read_time(spec, "acquireTime", "spec.", l.spec.acquire_time, r.error) ||
         !read_time(spec, "renewTime", "spec.", l.spec.renew_time, r.error) ||
-        !read_int(spec, "leaseTransitions", "spec.", transitions, r.error))
+        !read_int(spec, "leaseTransitions", "spec.", transitions, r.error) ||
+        !read_string(spec, "preferredHolder", "spec.", l.spec.preferred_holder, r.error) ||
+        !read_string(spec, "strategy", "spec.", l.spec.strategy, r.error))
       return r;
     l.spec.lease_transitions = transitions.value_or(0);
     l.raw = j;

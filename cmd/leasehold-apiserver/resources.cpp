@@ -106,6 +106,28 @@ std::optional<field_error> validate_lease_spec(const json& object) {
   return check_string(spec, "strategy", p);
 }
 
+/// coordination.k8s.io/v1beta1 LeaseCandidate: spec.leaseName is required;
+/// the rest as the API types them.
+std::optional<field_error> validate_lease_candidate_spec(const json& object) {
+  const field_error required{"spec.leaseName", "FieldValueRequired", "", ""};
+  if (auto e = check_object(object, "spec", ""))
+    return e;
+  auto it = object.find("spec");
+  if (it == object.end() || it->is_null())
+    return required;
+  const json& spec = *it;
+  const std::string p = "spec.";
+  if (auto e = check_string(spec, "leaseName", p)) return e;
+  auto name = spec.find("leaseName");
+  if (name == spec.end() || name->is_null() || name->get<std::string>().empty())
+    return required;
+  if (auto e = check_micro_time(spec, "pingTime", p)) return e;
+  if (auto e = check_micro_time(spec, "renewTime", p)) return e;
+  if (auto e = check_string(spec, "binaryVersion", p)) return e;
+  if (auto e = check_string(spec, "emulationVersion", p)) return e;
+  return check_string(spec, "strategy", p);
+}
+
 std::optional<field_error> validate_config_map(const json& object) {
   if (auto e = check_string_map(object, "data", ""))
     return e;
@@ -163,6 +185,7 @@ json field_at(const json& object, const char* pointer) {
 json cell_name(const json& o, long long) { return field_at(o, "/metadata/name"); }
 json cell_age(const json& o, long long now) { return age_since(field_at(o, "/metadata/creationTimestamp"), now); }
 json cell_holder(const json& o, long long) { return field_at(o, "/spec/holderIdentity"); }
+json cell_lease_name(const json& o, long long) { return field_at(o, "/spec/leaseName"); }
 json cell_data(const json& o, long long) {
   std::size_t n = 0;
   for (const char* key : {"data", "binaryData"})
@@ -194,13 +217,18 @@ json group_version_entry(const resource_type& r) {
   return {{"groupVersion", r.api_version()}, {"version", r.version}};
 }
 
+/// Every version the group serves, the first in the table preferred
+/// (coordination.k8s.io: v1 with Lease, v1beta1 with LeaseCandidate).
 json api_group(const std::string& name) {
+  json versions = json::array();
   for (auto& r : served_resources())
-    if (r.group == name)
-      return {{"name", name},
-              {"versions", json::array({group_version_entry(r)})},
-              {"preferredVersion", group_version_entry(r)}};
-  return nullptr;
+    if (r.group == name && std::find(versions.begin(), versions.end(), group_version_entry(r))
+                               == versions.end())
+      versions.push_back(group_version_entry(r));
+  if (versions.empty())
+    return nullptr;
+  json preferred = versions.front();
+  return {{"name", name}, {"versions", std::move(versions)}, {"preferredVersion", std::move(preferred)}};
 }
 
 json resource_list(const std::string& group_version) {
@@ -246,6 +274,11 @@ const std::vector<resource_type>& served_resources() {
     {"coordination.k8s.io", "v1", "leases", "lease", "Lease", {}, 0, validate_lease_spec,
      {{"Name", name_doc, cell_name, "name"},
       {"Holder", "The holder of the lease.", cell_holder, ""},
+      {"Age", age_doc, cell_age, ""}}},
+    {"coordination.k8s.io", "v1beta1", "leasecandidates", "leasecandidate", "LeaseCandidate", {},
+     0, validate_lease_candidate_spec,
+     {{"Name", name_doc, cell_name, "name"},
+      {"Lease", "The Lease this candidate runs for.", cell_lease_name, ""},
       {"Age", age_doc, cell_age, ""}}},
     {"", "v1", "configmaps", "configmap", "ConfigMap", {"cm"}, 0, validate_config_map,
      {{"Name", name_doc, cell_name, "name"},

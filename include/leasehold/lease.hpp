@@ -46,6 +46,11 @@ struct lease_spec {
   std::optional<wall_time> acquire_time;
   std::optional<wall_time> renew_time;
   int lease_transitions = 0;
+  /// Coordinated leader election (Kubernetes 1.31+): the identity the
+  /// holder should hand the lease to, and the election strategy
+  /// ("OldestEmulationVersion", ...). Empty: absent. Kept round-trip.
+  std::string preferred_holder;
+  std::string strategy;
 
   bool operator==(const lease_spec& o) const;
   bool operator!=(const lease_spec& o) const { return !(*this == o); }

@@ -582,6 +582,12 @@ TEST_CASE("discovery documents for kubectl") {
   CHECK(groups["kind"] == "APIGroupList");
   CHECK(groups["groups"].size() == 1);
   CHECK(groups["groups"][0]["preferredVersion"]["groupVersion"] == "coordination.k8s.io/v1");
+  CHECK(groups["groups"][0]["versions"].size() == 2);
+  CHECK(groups["groups"][0]["versions"][1]["groupVersion"] == "coordination.k8s.io/v1beta1");
+  auto beta = parse(c->Get("/apis/coordination.k8s.io/v1beta1"));
+  REQUIRE(beta["resources"].size() == 1);
+  CHECK(beta["resources"][0]["name"] == "leasecandidates");
+  CHECK(beta["resources"][0]["kind"] == "LeaseCandidate");
   auto resources = parse(c->Get("/apis/coordination.k8s.io/v1"));
   CHECK(resources["kind"] == "APIResourceList");
   CHECK(resources["resources"][0]["name"] == "leases");
@@ -1359,4 +1365,55 @@ TEST_CASE("every leasehold-apiserver log line carries time and level (issue 21, 
   unlink(err_path);
   CHECK(lines >= 2);   // the request and "stopping"
   CHECK(stopping);
+}
+
+TEST_CASE("leases keep preferredHolder and strategy; LeaseCandidate v1beta1 create, get, list, watch, update, patch, delete") {
+  fixture_server s;
+  auto c = s.client();
+  json l = {{"metadata", {{"name", "pl"}}},
+            {"spec", {{"holderIdentity", "a"}, {"preferredHolder", "b"}, {"strategy", "OldestEmulationVersion"}}}};
+  auto stored = parse(c->Post(leases, l.dump(), json_type));
+  CHECK(stored["spec"]["preferredHolder"] == "b");
+  auto got = parse(c->Get(leases + "/pl"));
+  CHECK(got["spec"]["preferredHolder"] == "b");
+  CHECK(got["spec"]["strategy"] == "OldestEmulationVersion");
+  l["spec"]["preferredHolder"] = 7;
+  l["metadata"]["name"] = "pl2";
+  expect_status(c->Post(leases, l.dump(), json_type), 422, "Invalid");
+
+  const std::string lcs = "/apis/coordination.k8s.io/v1beta1/namespaces/ns1/leasecandidates";
+  watch_reader watch(s.server.port(), lcs + "?watch=true&timeoutSeconds=5");
+  json lc = {{"apiVersion", "coordination.k8s.io/v1beta1"}, {"kind", "LeaseCandidate"},
+             {"metadata", {{"name", "pl-a"}}},
+             {"spec", {{"leaseName", "pl"}, {"renewTime", "2026-12-04T03:00:00.000000Z"},
+                       {"binaryVersion", "1.32.0"}, {"strategy", "OldestEmulationVersion"}}}};
+  auto created = c->Post(lcs, lc.dump(), json_type);
+  REQUIRE(created);
+  CHECK(created->status == 201);
+  auto cand = json::parse(created->body);
+  CHECK(cand["kind"] == "LeaseCandidate");
+  CHECK(cand["apiVersion"] == "coordination.k8s.io/v1beta1");
+  CHECK(cand["spec"]["leaseName"] == "pl");
+  CHECK(parse(c->Get(lcs + "/pl-a"))["spec"]["binaryVersion"] == "1.32.0");
+  auto list = parse(c->Get(lcs));
+  CHECK(list["kind"] == "LeaseCandidateList");
+  CHECK(list["items"].size() == 1);
+  cand["spec"]["renewTime"] = "2026-12-04T03:00:05.000000Z";
+  auto updated = parse(c->Put(lcs + "/pl-a", cand.dump(), json_type));
+  CHECK(updated["spec"]["renewTime"] == "2026-12-04T03:00:05.000000Z");
+  auto patched = c->Patch(lcs + "/pl-a", R"({"spec":{"pingTime":"2026-12-04T03:00:06.000000Z"}})",
+                          "application/merge-patch+json");
+  REQUIRE(patched);
+  CHECK(patched->status == 200);
+  CHECK(json::parse(patched->body)["spec"]["pingTime"] == "2026-12-04T03:00:06.000000Z");
+  expect_status(c->Post(lcs, json{{"metadata", {{"name", "no-lease"}}}, {"spec", json::object()}}.dump(), json_type),
+                422, "Invalid");
+  expect_status(c->Post(lcs, json{{"metadata", {{"name", "bad-time"}}},
+                                  {"spec", {{"leaseName", "pl"}, {"renewTime", "soon"}}}}.dump(), json_type),
+                422, "Invalid");
+  CHECK(parse(c->Delete(lcs + "/pl-a"))["status"] == "Success");
+  expect_status(c->Get(lcs + "/pl-a"), 404, "NotFound");
+  CHECK(types_of(watch.events(4)) == strings{"ADDED", "MODIFIED", "MODIFIED", "DELETED"});
+  // Leases are not candidates: each resource has its own objects.
+  CHECK(parse(c->Get(leases))["items"].size() == 1);
 }

@@ -80,6 +80,36 @@ TEST_CASE("lease_spec equality covers every field") {
   b = a;
   b.holder_identity.clear();
   CHECK(a != b);
+  b = a;
+  b.preferred_holder = "b";
+  CHECK(a != b);
+  b = a;
+  b.strategy = "OldestEmulationVersion";
+  CHECK(a != b);
+}
+
+TEST_CASE("preferredHolder and strategy parse, write and round trip") {
+  auto body = json{{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"},
+                   {"metadata", {{"name", "l"}, {"namespace", "ns"}}},
+                   {"spec", {{"holderIdentity", "a"}, {"leaseTransitions", 1},
+                             {"preferredHolder", "b"}, {"strategy", "OldestEmulationVersion"}}}};
+  auto parsed = parse_lease(body);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error);
+  CHECK(parsed.value->spec.preferred_holder == "b");
+  CHECK(parsed.value->spec.strategy == "OldestEmulationVersion");
+  CHECK(to_json_value(*parsed.value) == body);
+
+  auto cleared = *parsed.value;
+  cleared.spec.preferred_holder.clear();
+  auto out = to_json_value(cleared);
+  CHECK_FALSE(out["spec"].contains("preferredHolder"));
+  CHECK(out["spec"]["strategy"] == "OldestEmulationVersion");
+
+  auto bad = body;
+  bad["spec"]["preferredHolder"] = 3;
+  auto r = parse_lease(bad);
+  CHECK_FALSE(r.ok());
+  CHECK(r.error == "spec.preferredHolder: expected string");
 }
 
 TEST_CASE("the all-fields Lease fixture parses and round trips unknown fields") {
