@@ -74,6 +74,16 @@ std::string show(const lease_watch_event& e) {
   return "?";
 }
 
+/// `self` watches lease `k` through `transport`.
+void watch(caf::scoped_actor& self, const lease_transport_actor& transport, const lease_key& k,
+           caf::timespan idle) {
+  lease_watch_request req;
+  req.lease = k;
+  req.idle_timeout = idle;
+  req.subscriber = caf::actor{self.ptr()};
+  self->send(transport, watch_lease_atom::value, req);
+}
+
 } // namespace
 
 TEST_CASE("watch lines: every type parses; a bad line names what is wrong") {
@@ -133,11 +143,7 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
   cc.server = ws.server.url();
   cc.connect_timeout = 200ms;
   auto transport = spawn_http_transport(sys, cc);
-  lease_watch_request req;
-  req.lease = key;
-  req.idle_timeout = 300ms;
-  req.subscriber = caf::actor{self.ptr()};
-  self->send(transport, watch_lease_atom::value, req);
+  watch(self, transport, key, 300ms);
 
   std::vector<std::string> seen;
   for (auto& e : collect(self, 17))
@@ -252,13 +258,8 @@ TEST_CASE("one watch stream per namespace, shared by every lease in it, demultip
   connection_config cc;
   cc.server = ws.server.url();
   auto transport = spawn_http_transport(sys, cc);
-  for (auto* who : {&a, &b}) {
-    lease_watch_request req;
-    req.lease = {"default", who == &a ? "lease-a" : "lease-b"};
-    req.idle_timeout = 5s;
-    req.subscriber = caf::actor{who->ptr()};
-    (*who)->send(transport, watch_lease_atom::value, req);
-  }
+  watch(a, transport, {"default", "lease-a"}, 5s);
+  watch(b, transport, {"default", "lease-b"}, 5s);
   std::vector<std::string> seen_a, seen_b;
   for (auto& e : collect(a, 3))
     seen_a.push_back(show(e));
@@ -289,11 +290,7 @@ TEST_CASE("a watch the API forbids is reported down once, naming the refusal") {
   connection_config cc;
   cc.server = server.url();
   auto transport = spawn_http_transport(sys, cc);
-  lease_watch_request req;
-  req.lease = key;
-  req.idle_timeout = 5s;
-  req.subscriber = caf::actor{self.ptr()};
-  self->send(transport, watch_lease_atom::value, req);
+  watch(self, transport, key, 5s);
   auto events = collect(self, 1);
   REQUIRE(events.size() == 1);
   CHECK(events[0].what == lease_watch_event::kind::down);
