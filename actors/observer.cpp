@@ -1,40 +1,128 @@
 #include "actors/observer.hpp"
 
+#include <iterator>
 #include <mutex>
 
 #include <caf/all.hpp>
 
 namespace leasehold {
 
-const char* to_string(event_type t) {
-  switch (t) {
-    case event_type::term_acquired: return "term_acquired";
-    case event_type::term_lost: return "term_lost";
-    case event_type::lease_released: return "lease_released";
-    case event_type::leader_changed: return "leader_changed";
-    case event_type::elector_started: return "elector_started";
-    case event_type::api_error: return "api_error";
-    case event_type::api_recovered: return "api_recovered";
-    case event_type::renewed: return "renewed";
-    case event_type::module_started: return "module_started";
-    case event_type::module_stopping: return "module_stopping";
-    case event_type::module_stopped: return "module_stopped";
-    case event_type::module_killed: return "module_killed";
-    case event_type::module_crashed: return "module_crashed";
-    case event_type::module_restarting: return "module_restarting";
-    case event_type::module_failed: return "module_failed";
-    case event_type::leadership_handed_over: return "leadership_handed_over";
-    case event_type::config_applied: return "config_applied";
-    case event_type::config_rejected: return "config_rejected";
-    case event_type::state_changed: return "state_changed";
-    case event_type::module_output: return "module_output";
-    case event_type::module_unconfirmed: return "module_unconfirmed";
-    case event_type::fatal: return "fatal";
-    case event_type::watch_changed: return "watch_changed";
-    case event_type::identity_conflict: return "identity_conflict";
-    case event_type::outside_write: return "outside_write";
+namespace {
+
+constexpr auto unlogged = event_severity::unlogged;
+constexpr auto debug = event_severity::debug;
+constexpr auto info = event_severity::info;
+constexpr auto warning = event_severity::warning;
+constexpr auto error = event_severity::error;
+
+/// The event names (journal, metrics, to_string), in the order of `event_type`.
+const char* const event_names[] = {
+  "term_acquired", "term_lost", "lease_released", "leader_changed", "elector_started",
+  "api_error", "api_recovered", "renewed", "module_started", "module_stopping",
+  "module_stopped", "module_killed", "module_crashed", "module_restarting", "module_failed",
+  "leadership_handed_over", "config_applied", "config_rejected", "state_changed",
+  "module_output", "module_unconfirmed", "fatal", "watch_changed", "identity_conflict",
+  "outside_write",
+};
+
+constexpr std::size_t type_count = sizeof(event_names) / sizeof(event_names[0]);
+static_assert(static_cast<std::size_t>(event_type::outside_write) + 1 == type_count,
+              "every event_type has a name, words and a row in event_words_table");
+
+using et = event_type;
+
+constexpr event_words table[] = {
+  // type                        variant   words                                                  severity default sink
+  {et::term_acquired, "", "became leader", info, true},
+  {et::term_lost, "", "stopped leading", warning, true},
+  {et::lease_released, "", "lease released", info, true},
+  {et::leader_changed, "", "leader changed", info, true},
+  {et::elector_started, "", "elector started", debug, false},
+  {et::api_error, "", "API request failed", warning, true},
+  {et::api_recovered, "", "API reachable again", info, true},
+  {et::renewed, "", "lease renewed", unlogged, false},   // metrics and the journal only
+  {et::module_started, "", "module started", info, true},
+  {et::module_stopping, "", "module stopping", info, false},
+  {et::module_stopped, "", "module stopped", info, true},
+  {et::module_killed, "", "module killed (did not stop in time)", warning, true},
+  {et::module_crashed, "", "module crashed", error, true},
+  {et::module_restarting, "", "module restarting", info, false},
+  {et::module_failed, "", "module failed: over its restart intensity, not restarted", error, true},
+  {et::leadership_handed_over, "", "handing over leadership: a leader-only module is crash-looping",
+   warning, true},
+  {et::config_applied, "", "config applied", info, false},
+  {et::config_rejected, "", "config rejected", error, true},
+  {et::state_changed, "", "runner state changed", debug, false},
+  {et::module_output, "", "module output", info, false},
+  {et::module_unconfirmed, "",
+   "leader-only module killed but still running: lease no longer renewed, not released", error, true},
+  {et::fatal, "", "fatal: ending the process", error, true},
+  {et::watch_changed, "", "lease watch down: polling until it is back", warning, false},
+  {et::identity_conflict, "",
+   "another process writes the lease under this replica's identity: stepping down", error, true},
+  {et::outside_write, "", "lease written from outside the protocol: waiting out the last holder",
+   warning, true},
+  // Variants.
+  // A 409 is how a normal race (two replicas writing one record) ends.
+  {et::api_error, "lost_race", "API request failed", debug, false},
+  {et::watch_changed, "up", "lease watch open", info, false},
+  {et::watch_changed, "forbidden",
+   "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
+   "(coordination.k8s.io; deploy/rbac.yaml grants them); polling meanwhile",
+   warning, false},
+  // The child's own words: never to be taken for the module's reports about
+  // it (started, exited, killed), which have no stream.
+  {et::module_output, "child", "child output", info, false},
+  {et::module_output, "fence_kill", "leader-only child killed at its fence", warning, true},
+};
+
+constexpr bool rows_in_type_order() {
+  for (std::size_t i = 0; i < type_count; ++i)
+    if (static_cast<std::size_t>(table[i].type) != i || table[i].variant[0] != '\0'
+        || table[i].words[0] == '\0')
+      return false;
+  return sizeof(table) / sizeof(table[0]) >= type_count;
+}
+static_assert(rows_in_type_order(), "event_words_table: one row per event_type first, in its order");
+
+/// Which variant an event is ("" for none).
+const char* variant_of(const runtime_event& ev) {
+  switch (ev.type) {
+    case event_type::api_error:
+      return is_lost_race(ev.error.kind) ? "lost_race" : "";
+    case event_type::watch_changed:
+      if (ev.detail == "up")
+        return "up";
+      return ev.reason.find("forbidden (403)") != std::string::npos ? "forbidden" : "";
+    case event_type::module_output:
+      if (ev.reason == "stdout" || ev.reason == "stderr")
+        return "child";
+      return ev.reason == "fence_kill" ? "fence_kill" : "";
+    default:
+      return "";
   }
-  return "?";
+}
+
+} // namespace
+
+const char* to_string(event_type t) {
+  auto i = static_cast<std::size_t>(t);
+  return i < type_count ? event_names[i] : "?";
+}
+
+const std::vector<event_words>& event_words_table() {
+  static const std::vector<event_words> rows(std::begin(table), std::end(table));
+  return rows;
+}
+
+const event_words& words_for(const runtime_event& ev) {
+  auto& rows = event_words_table();
+  std::string variant = variant_of(ev);
+  if (!variant.empty())
+    for (auto& row : rows)
+      if (row.type == ev.type && variant == row.variant)
+        return row;
+  return rows[static_cast<std::size_t>(ev.type)];
 }
 
 event_sink fan_out(std::vector<event_sink> sinks) {
@@ -48,42 +136,27 @@ event_sink fan_out(std::vector<event_sink> sinks) {
 event_sink default_event_sink(std::FILE* out) {
   auto mx = std::make_shared<std::mutex>();
   return [out, mx](const runtime_event& ev) {
-    std::string what;
-    auto term = " (term " + std::to_string(ev.term) + ")";
-    auto because = ev.reason.empty() ? std::string{} : ": " + ev.reason;
-    switch (ev.type) {
-      case event_type::term_acquired: what = "became leader" + term; break;
-      case event_type::term_lost: what = "stopped leading" + term + because; break;
-      case event_type::lease_released: what = "released the lease" + term; break;
-      case event_type::leader_changed:
-        what = ev.holder.empty() ? "the lease is free" : "leader is " + ev.holder;
-        break;
-      case event_type::api_error:
-        if (is_lost_race(ev.error.kind))
-          return;   // a lost race, not a failure
-        what = "API request failed: " + ev.error.describe();
-        break;
-      case event_type::api_recovered: what = "API reachable again"; break;
-      case event_type::module_started: what = "module " + ev.module + " started"; break;
-      case event_type::module_stopped: what = "module " + ev.module + " stopped" + because; break;
-      case event_type::module_killed: what = "module " + ev.module + " killed (did not stop in time)"; break;
-      case event_type::module_crashed: what = "module " + ev.module + " crashed" + because; break;
-      case event_type::module_failed:
-        what = "module " + ev.module + " failed: over its restart intensity, not restarted";
-        break;
-      case event_type::leadership_handed_over:
-        what = "handed leadership over: module " + ev.module + " is crash-looping";
-        break;
-      case event_type::config_rejected: what = "config rejected: " + ev.detail; break;
-      case event_type::identity_conflict:
-        what = "another process renews this replica's identity (" + ev.holder + "): stepping down";
-        break;
-      case event_type::fatal: what = "fatal: " + ev.reason; break;
-      case event_type::outside_write: what = "lease written from outside: " + ev.reason; break;
-      default: return;   // renewals, state changes, module output: too chatty for a default
-    }
+    auto& row = words_for(ev);
+    if (!row.said_by_default)
+      return;   // renewals, state changes, module output: too chatty for a default
+    // The table's words, then what the event is about, then why.
+    std::string about;
+    auto add = [&](const std::string& part) { about += (about.empty() ? "" : ", ") + part; };
+    if (!ev.module.empty())
+      add(ev.module);
+    if (ev.type == event_type::leader_changed || ev.type == event_type::identity_conflict
+        || ev.type == event_type::outside_write)
+      add(ev.holder.empty() ? "no holder" : "holder " + ev.holder);
+    if (ev.term >= 0)
+      add("term " + std::to_string(ev.term));
+    std::string why = ev.type == event_type::api_error ? ev.error.describe()
+                      : ev.type == event_type::config_rejected ? ev.detail
+                      : ev.type == event_type::module_output ? ev.detail
+                      : ev.reason;
+    auto line = std::string(row.words) + (about.empty() ? "" : " (" + about + ")")
+                + (why.empty() ? "" : ": " + why);
     std::lock_guard<std::mutex> g(*mx);
-    std::fprintf(out, "leasehold [%s %s] %s\n", ev.identity.c_str(), ev.lease.c_str(), what.c_str());
+    std::fprintf(out, "leasehold [%s %s] %s\n", ev.identity.c_str(), ev.lease.c_str(), line.c_str());
     std::fflush(out);
   };
 }

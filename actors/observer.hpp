@@ -16,6 +16,27 @@
 
 namespace leasehold {
 
+/// How an event reads to a person: one table for every sink that writes
+/// words (the default sink here, the agent's JSON log), so that they cannot
+/// drift apart. One row per event type, plus rows for a type's variants
+/// (the same event meaning something else: a lost race, a watch that is
+/// up, a child's own output); `words_for` picks the row.
+enum class event_severity { unlogged, debug, info, warning, error };
+
+struct event_words {
+  event_type type;
+  const char* variant;   // "" for the type's own row
+  const char* words;     // what happened: the JSON log's `msg`, the default sink's line
+  event_severity severity;
+  bool said_by_default;  // the default sink prints it (a person running an embedded runner wants it)
+};
+
+/// Every row: the type's own rows in the order of `event_type`, then the variants.
+const std::vector<event_words>& event_words_table();
+
+/// The row of `ev`: its variant's if the event is one, else its type's.
+const event_words& words_for(const runtime_event& ev);
+
 /// Stamps events of one replica and lease and hands them to a sink.
 class event_emitter {
 public:

@@ -32,10 +32,23 @@ struct log_record {
   ojson fields = ojson::object();
 };
 
-/// How a runtime event reads in the log; nullopt for events that are not
-/// logged (renewals are metrics only).
+log_level level_of(event_severity s) {
+  switch (s) {
+    case event_severity::debug: return log_level::debug;
+    case event_severity::warning: return log_level::warn;
+    case event_severity::error: return log_level::error;
+    default: return log_level::info;
+  }
+}
+
+/// How a runtime event reads in the log: the words and the level from the
+/// one table (event_words_table, shared with the default sink), the fields
+/// here; nullopt for events that are not logged (renewals are metrics only).
 std::optional<log_record> describe(const runtime_event& e) {
-  log_record r{log_level::info, "", ojson::object()};
+  auto& row = words_for(e);
+  if (row.severity == event_severity::unlogged)
+    return std::nullopt;
+  log_record r{level_of(row.severity), row.words, ojson::object()};
   auto with_term = [&] {
     if (e.term >= 0)
       r.fields["term"] = e.term;
@@ -52,145 +65,75 @@ std::optional<log_record> describe(const runtime_event& e) {
   };
   switch (e.type) {
     case event_type::renewed:
-      return std::nullopt;
+    case event_type::api_recovered:
+    case event_type::config_applied:
+      break;
     case event_type::term_acquired:
-      r.msg = "became leader";
+    case event_type::lease_released:
       with_term();
       break;
     case event_type::term_lost:
-      r.level = log_level::warn;
-      r.msg = "stopped leading";
       with_term();
       with_reason();
       break;
-    case event_type::lease_released:
-      r.msg = "lease released";
+    case event_type::outside_write:
+      r.fields["holder"] = e.holder;
       with_term();
+      with_reason();
       break;
     case event_type::leader_changed:
-      r.msg = "leader changed";
+    case event_type::identity_conflict:
       r.fields["holder"] = e.holder;
       with_term();
       break;
     case event_type::elector_started:
-      r.level = log_level::debug;
-      r.msg = "elector started";
       r.fields["attempt"] = e.value;
       break;
     case event_type::api_error:
-      // A 409 is how a normal race (two replicas writing one record) ends.
-      r.level = is_lost_race(e.error.kind) ? log_level::debug : log_level::warn;
-      r.msg = "API request failed";
       r.fields["error_kind"] = to_string(e.error.kind);
       r.fields["error"] = e.error.describe();
       break;
-    case event_type::api_recovered:
-      r.msg = "API reachable again";
-      break;
     case event_type::module_started:
-      r.msg = "module started";
       with_module();
       with_term();
       break;
     case event_type::module_stopping:
-      r.msg = "module stopping";
-      with_module();
-      with_reason();
-      break;
     case event_type::module_stopped:
-      r.msg = "module stopped";
+    case event_type::module_unconfirmed:
+    case event_type::module_crashed:
+    case event_type::module_failed:
       with_module();
       with_reason();
       break;
     case event_type::module_killed:
-      r.level = log_level::warn;
-      r.msg = "module killed (did not stop in time)";
       with_module();
-      break;
-    case event_type::module_unconfirmed:
-      r.level = log_level::error;
-      r.msg = "leader-only module killed but still running: lease no longer renewed, not released";
-      with_module();
-      with_reason();
       break;
     case event_type::fatal:
-      r.level = log_level::error;
-      r.msg = "fatal: ending the process";
-      with_reason();
-      break;
     case event_type::watch_changed:
-      r.level = e.detail == "up" ? log_level::info : log_level::warn;
-      r.msg = e.detail == "up" ? "lease watch open" : "lease watch down: polling until it is back";
-      if (e.detail != "up" && e.reason.find("forbidden (403)") != std::string::npos)
-        r.msg = "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
-                "(coordination.k8s.io; deploy/rbac.yaml grants them); polling meanwhile";
-      with_reason();
-      break;
-    case event_type::outside_write:
-      r.level = log_level::warn;
-      r.msg = "lease written from outside the protocol: waiting out the last holder";
-      r.fields["holder"] = e.holder;
-      with_term();
-      with_reason();
-      break;
-    case event_type::identity_conflict:
-      r.level = log_level::error;
-      r.msg = "another process writes the lease under this replica's identity: stepping down";
-      r.fields["holder"] = e.holder;
-      with_term();
-      break;
-    case event_type::module_crashed:
-      r.level = log_level::error;
-      r.msg = "module crashed";
-      with_module();
       with_reason();
       break;
     case event_type::module_restarting:
-      r.msg = "module restarting";
       with_module();
       r.fields["delay_ms"] = e.value;
       break;
-    case event_type::module_failed:
-      r.level = log_level::error;
-      r.msg = "module failed: too many restarts";
-      with_module();
-      with_reason();
-      break;
     case event_type::leadership_handed_over:
-      r.level = log_level::warn;
-      r.msg = "handing over leadership: a leader-only module is crash-looping";
       with_module();
       with_term();
       r.fields["backoff_ms"] = e.value;
       break;
-    case event_type::config_applied:
-      r.msg = "config applied";
-      break;
     case event_type::config_rejected:
-      r.level = log_level::error;
-      r.msg = "config rejected";
       r.fields["errors"] = e.detail;
       break;
     case event_type::state_changed:
-      r.level = log_level::debug;
-      r.msg = "runner state changed";
       r.fields["state"] = e.detail;
       break;
     case event_type::module_output:
-      r.msg = "module output";
       r.fields["module"] = e.module;
-      if (e.reason == "stdout" || e.reason == "stderr") {
-        // The child's own words: never to be taken for the module's reports
-        // about it (started, exited, killed), which have no stream.
-        r.msg = "child output";
+      if (e.reason == "stdout" || e.reason == "stderr")
         r.fields["stream"] = e.reason;
-      }
       r.fields["line"] = e.detail;
-      if (e.reason == "fence_kill") {
-        r.level = log_level::warn;
-        r.msg = "leader-only child killed at its fence";
+      if (e.reason == "fence_kill")
         r.fields["reason"] = e.reason;
-      }
       break;
   }
   return r;

@@ -230,7 +230,9 @@ TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
   // The example sets no event sink: the default one says what happened.
   CHECK(out.find("leasehold [example-1 default/embedded-example] became leader (term ")
         != std::string::npos);
-  CHECK(out.find("leasehold [example-1 default/embedded-example] released the lease")
+  CHECK(out.find("leasehold [example-1 default/embedded-example] module started (greeter, term ")
+        != std::string::npos);
+  CHECK(out.find("leasehold [example-1 default/embedded-example] lease released (term ")
         != std::string::npos);
   // What the API saw: the Lease is released (holder empty, duration 1).
   httplib::Client c("127.0.0.1", server.port());
