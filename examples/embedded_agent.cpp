@@ -5,7 +5,10 @@
 // It registers its own leader-only module ("greeter": prints a line per
 // second while this replica leads, with the fencing term), subscribes to
 // leadership changes, prints the runner's state, and shuts down gracefully
-// (modules stopped, lease released) after N seconds.
+// (modules stopped, lease released) after N seconds. It keeps the rules of
+// docs/embedding.md: the greeter checks its fence right before each side
+// effect (its line), and the program ends the transport it spawned only
+// after the runner confirmed its shutdown.
 #include <iostream>
 #include <string>
 #include <thread>
@@ -28,7 +31,14 @@ caf::behavior greeter(caf::event_based_actor* self, leasehold::module_context ct
   self->attach_functor([name = ctx.name] { std::cout << name << " stopped" << std::endl; });
   return {
     [=](greet_atom, int n) {
-      std::cout << "hello " << n << " from the leader (term " << ctx.fence.term << ")" << std::endl;
+      // Leader-only work checks the fence right before its side effect: once
+      // a renew deadline passed or the process was paused, the term may be
+      // another replica's, and the line is not written.
+      if (ctx.fence.valid(self->clock().now()))
+        std::cout << "hello " << n << " from the leader (term " << ctx.fence.term << ")" << std::endl;
+      else
+        std::cout << "greeting " << n << " skipped: the fence of term " << ctx.fence.term
+                  << " is no longer valid" << std::endl;
       self->delayed_send(self, 1s, greet_atom::value, n + 1);
     },
     [=](leasehold::module_settings& s) {
@@ -115,6 +125,10 @@ int main(int argc, char** argv) {
   // 4. Graceful stop: the greeter stops first, then the lease is released.
   bool ok = leasehold::shutdown(sys, runner, 5s);
   std::cout << (ok ? "released" : "shutdown timed out") << std::endl;
+  // The transport is this program's actor, not the runner's: it must be
+  // ended, and only now, after `shutdown` answered (the release went through
+  // it). A transport left running is a detached actor the actor_system's
+  // destructor waits for at the end of main, for ever.
   caf::anon_send_exit(o.transport, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   return ok ? 0 : 1;

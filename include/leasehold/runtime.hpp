@@ -12,6 +12,8 @@
 //   auto st = leasehold::status(sys, r.runner);     // runner_status
 //   leasehold::apply_config(sys, r.runner, cfg);    // config_result
 //   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
+//   caf::anon_send_exit(o.transport, caf::exit_reason::user_shutdown);  // then, and
+//     only then, end the transport: the program's actor, not the runner's
 //
 // Actors talk to the runner through its typed handle, runner_actor
 // (leasehold/runner.hpp), which lists what it takes and answers.
@@ -65,7 +67,9 @@ config_result apply_config(caf::actor_system& sys, const runner_actor& runner, m
                            caf::timespan timeout = std::chrono::seconds(5));
 void subscribe(caf::actor_system& sys, const runner_actor& runner, const caf::actor& who);
 /// Graceful stop: leader-only modules, then the lease release, then the rest.
-/// Returns false when the runner did not confirm within `timeout`.
+/// Returns false when the runner did not confirm within `timeout`. The
+/// transport in `runner_options` is not ended: the caller ends it after this
+/// returns (a detached actor left running holds the actor_system's destructor).
 bool shutdown(caf::actor_system& sys, const runner_actor& runner,
               caf::timespan timeout = std::chrono::seconds(10));
 
