@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include "sim_cluster.hpp"
+#include "tests/support/skip.hpp"
 
 using namespace leasehold::sim;
 
@@ -69,14 +70,16 @@ void add_op(scenario& sc, op_kind kind, caf::timespan at, caf::timespan d, int p
 
 } // namespace
 
-// The cases driven by a variable are skipped (reported as skipped, never
-// as passed) when it is not set.
+// The cases driven by a variable are skipped (LEASEHOLD_SKIP: reported as
+// skipped, never as passed) when it is not set.
 static bool unset(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || *v == '\0' || std::string(v) == "0";
 }
 
-TEST_CASE("simulation: a replayed seed (LEASEHOLD_SIM_SEED)" * doctest::skip(unset("LEASEHOLD_SIM_SEED"))) {
+TEST_CASE("simulation: a replayed seed (LEASEHOLD_SIM_SEED)") {
+  if (unset("LEASEHOLD_SIM_SEED"))
+    LEASEHOLD_SKIP("LEASEHOLD_SIM_SEED is not set");
   const char* v = std::getenv("LEASEHOLD_SIM_SEED");
   auto rep = run_seed(std::strtoull(v, nullptr, 10), env_backend());
   if (rep.result.ok) {
@@ -110,12 +113,16 @@ TEST_CASE("simulation: every kept regression seed passes") {
   CHECK(n > 0);
 }
 
-TEST_CASE("simulation: the fixed block of seeds" * doctest::skip(unset("LEASEHOLD_SIM_COUNT"))) {
+TEST_CASE("simulation: the fixed block of seeds") {
+  if (unset("LEASEHOLD_SIM_COUNT"))
+    LEASEHOLD_SKIP("LEASEHOLD_SIM_COUNT is not set");
   auto count = env_u64("LEASEHOLD_SIM_COUNT", 0);
   run_block(env_u64("LEASEHOLD_SIM_FIRST", 1), count);
 }
 
-TEST_CASE("simulation: a fresh random block of seeds" * doctest::skip(unset("LEASEHOLD_SIM_RANDOM"))) {
+TEST_CASE("simulation: a fresh random block of seeds") {
+  if (unset("LEASEHOLD_SIM_RANDOM"))
+    LEASEHOLD_SKIP("LEASEHOLD_SIM_RANDOM is not set");
   auto count = env_u64("LEASEHOLD_SIM_RANDOM", 0);
   auto first = std::random_device{}() * 1000003ULL + 1'000'000'000ULL;
   std::cout << "random block: seeds " << first << " .. " << first + count - 1
