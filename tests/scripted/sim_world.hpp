@@ -22,7 +22,10 @@ namespace leasehold::test {
 using sim_clock_time = caf::actor_clock::time_point;
 
 /// Watches every leader-only module instance of every replica. A start while
-/// another replica has one alive is a safety violation, recorded at once.
+/// another replica has one alive is a safety violation, recorded at once;
+/// sim_world REQUIREs that there is none after every step it runs (settle,
+/// run_until, run_for, status, elector, configure), so a test never needs to
+/// check `violations` itself.
 struct probe_tracker {
   struct instance {
     std::string identity;
