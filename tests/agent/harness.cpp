@@ -36,23 +36,6 @@ std::string source_root() {
   return env_or("LEASEHOLD_SOURCE_ROOT", ".");
 }
 
-temp_dir::temp_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "leasehold-agent-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr)
-    throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-temp_dir::~temp_dir() {
-  // LEASEHOLD_KEEP_TEMP=1 keeps the agents' logs and journals to read after a failure.
-  if (!env_or("LEASEHOLD_KEEP_TEMP", "").empty()) {
-    std::fprintf(stderr, "kept %s\n", path_.c_str());
-    return;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 void write_file(const std::string& path, const std::string& content) {
   // Write a sibling and rename: the agent's watcher never sees a half file.
   auto tmp = path + ".tmp";
@@ -70,9 +53,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-bool command_exists(const std::string& name) {
-  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
-}
 
 child::child(const std::vector<std::string>& argv, const std::string& stdout_file,
              const std::string& stderr_file) {
@@ -289,16 +269,6 @@ nlohmann::json agent_state(agent& a) {
   return nlohmann::json::parse(r.body, nullptr, false);
 }
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (std::chrono::steady_clock::now() >= deadline)
-      return false;
-    std::this_thread::sleep_for(50ms);
-  }
-}
 
 std::vector<std::string> prometheus_violations(const std::string& text) {
   static const std::regex sample(

@@ -1,5 +1,6 @@
-// Process-level helpers for the agent tests: temp dirs, child processes,
-// leasehold-apiserver and leasehold agents on 127.0.0.1, HTTP, polling.
+// Process-level helpers for the agent tests: child processes,
+// leasehold-apiserver and leasehold agents on 127.0.0.1, HTTP, polling
+// (temp dirs, /proc and waiting: tests/support).
 #pragma once
 
 #include <signal.h>
@@ -16,6 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/proc.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/wait.hpp"
+
 namespace leasehold::test {
 
 using namespace std::chrono_literals;
@@ -23,21 +28,8 @@ using namespace std::chrono_literals;
 std::string build_root();
 std::string source_root();
 
-/// A fresh directory, removed with its contents on destruction.
-class temp_dir {
-public:
-  temp_dir();
-  ~temp_dir();
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-  std::string path_;
-};
-
 void write_file(const std::string& path, const std::string& content);
 std::string read_file(const std::string& path);
-bool command_exists(const std::string& name);
 
 /// A child process; SIGKILLed and reaped on destruction if still running.
 class child {
@@ -129,7 +121,9 @@ http_reply http_post(int port, const std::string& path, const std::string& body)
 nlohmann::json agent_state(agent& a);
 
 /// Polls `pred` every 50 ms until it holds or `timeout` passes.
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+inline bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  return eventually(pred, timeout, 50ms);
+}
 
 /// Every non-comment, non-empty line matches `name{labels} value`; returns
 /// the offending lines.

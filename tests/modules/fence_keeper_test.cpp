@@ -20,33 +20,23 @@
 #include <unistd.h>
 
 #include "modules/fence_keeper.hpp"
-#include "process_probe.hpp"
+#include "tests/support/proc.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/wait.hpp"
 
 using namespace leasehold::modules;
 using namespace std::chrono_literals;
-using leasehold::modules::test::eventually;
-using leasehold::modules::test::group_alive;
-using leasehold::modules::test::pid_alive;
+using leasehold::test::eventually;
+using leasehold::test::group_alive;
+using leasehold::test::load_slack;
+using leasehold::test::pid_alive;
+using leasehold::test::temp_dir;
 
 namespace fs = std::filesystem;
 
 namespace {
 
 constexpr std::int64_t ms_ns = 1000000;
-
-/// A temporary directory removed at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "leasehold-keeper-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 /// One keeper process with its control socket, as the exec module runs it.
 struct keeper {
@@ -161,44 +151,44 @@ std::string deadline_in(std::int64_t ms) {
 
 TEST_CASE("keeper: an extended deadline holds; the group dies at the last one") {
   temp_dir dir;
-  auto fence = (dir.path / "fence").string();
-  keeper k({"--deadline-ns", deadline_in(300), "--term", "4", "--fence-file", fence},
-           "echo $$ > " + (dir.path / "pids").string() + "; sleep 30");
-  auto child = read_pid(dir.path / "pids");
+  auto fence = (dir / "fence").string();
+  // The first deadline leaves load_slack for the extension to arrive.
+  auto slack_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(load_slack).count();
+  keeper k({"--deadline-ns", std::to_string(monotonic_ns() + slack_ns), "--term", "4",
+            "--fence-file", fence},
+           "echo $$ > " + (dir / "pids").string() + "; sleep 30");
+  auto child = read_pid(dir / "pids");
   std::string error;
   auto first = read_fence_file(fence, error);
   REQUIRE(first);
   CHECK(first->term == 4);
   CHECK(fence_check(fence, 0, true) == 0);
-  std::this_thread::sleep_for(150ms);
-  auto extended = monotonic_ns() + 500 * ms_ns;
+  auto extended = first->valid_until_mono_ns + 500 * ms_ns;
   k.send("D " + std::to_string(extended) + "\n");
   REQUIRE(eventually([&] {
     auto s = read_fence_file(fence, error);
     return s && s->valid_until_mono_ns == extended;
   }, 1000ms));
   k.send("D " + std::to_string(extended - 400 * ms_ns) + "\n");   // never backwards
-  std::this_thread::sleep_for(300ms);   // past the first deadline
-  CHECK(pid_alive(child));
   CHECK(fence_check(fence, 0, true) == 0);
   CHECK(fence_check(fence, 10000 * ms_ns, true) == 1);   // not 10 s left
   REQUIRE(k.wait_exit());
-  auto gone_at = monotonic_ns();
-  CHECK(!group_alive(child));
+  CHECK(eventually([&] { return !group_alive(child); }, load_slack));
   CHECK(k.reports.find("K fence_expired") != std::string::npos);
-  auto killed_at = k.field("K", 1);
+  // The deadline it enforced is the extended one: not the first, not the
+  // one that went backwards.
   CHECK(k.field("K", 2) == extended);
+  auto killed_at = k.field("K", 1);
   MESSAGE("killed " << (killed_at - extended) / 1e6 << " ms after the deadline");
   CHECK(killed_at >= extended);
-  CHECK(killed_at - extended < 50 * ms_ns);
-  CHECK(gone_at - extended < 500 * ms_ns);
+  CHECK(killed_at - extended < slack_ns);
   CHECK(k.field("X") == SIGKILL);   // wait status: killed by signal 9
   CHECK(!fs::exists(fence));        // removed once the child is gone
 }
 
 TEST_CASE("keeper: expiry kills a child that ignores SIGTERM and all its grandchildren at once") {
   temp_dir dir;
-  auto pids = (dir.path / "pids").string();
+  auto pids = (dir / "pids").string();
   keeper k({"--deadline-ns", deadline_in(400)},
            "trap '' TERM; echo $$ > " + pids + "; (trap '' TERM; sleep 30) & echo $! >> " + pids
              + "; sh -c 'trap \"\" TERM; sleep 30 & echo $! >> " + pids + "; wait' & wait");
@@ -206,21 +196,20 @@ TEST_CASE("keeper: expiry kills a child that ignores SIGTERM and all its grandch
   auto grand = read_pid(pids, 1);
   auto great = read_pid(pids, 2);
   k.send("S 15\n");   // ignored by all of them
-  std::this_thread::sleep_for(100ms);
-  CHECK(pid_alive(child));
-  CHECK(pid_alive(grand));
-  CHECK(pid_alive(great));
   REQUIRE(k.wait_exit());
-  CHECK(eventually([&] { return !group_alive(child); }, 100ms));
+  CHECK(k.field("X") == SIGKILL);   // the child outlived the SIGTERM: the expiry killed it
+  CHECK(eventually([&] { return !group_alive(child); }, load_slack));
   CHECK(!pid_alive(grand));
   CHECK(!pid_alive(great));
   CHECK(k.reports.find("K fence_expired") != std::string::npos);
-  CHECK(k.field("K", 1) - k.field("K", 2) < 50 * ms_ns);
+  CHECK(k.field("K", 1) >= k.field("K", 2));
+  CHECK(k.field("K", 1) - k.field("K", 2)
+        < std::chrono::duration_cast<std::chrono::nanoseconds>(load_slack).count());
 }
 
-TEST_CASE("keeper: the control socket closing kills the group within 100 ms") {
+TEST_CASE("keeper: the control socket closing kills the group at once") {
   temp_dir dir;
-  auto pids = (dir.path / "pids").string();
+  auto pids = (dir / "pids").string();
   std::vector<std::string> args;
   SUBCASE("fenced") { args = {"--deadline-ns", deadline_in(60000)}; }
   SUBCASE("no deadline (an every-replica child)") {}
@@ -230,7 +219,7 @@ TEST_CASE("keeper: the control socket closing kills the group within 100 ms") {
   std::this_thread::sleep_for(50ms);
   auto t0 = std::chrono::steady_clock::now();
   k.close_control();
-  CHECK(eventually([&] { return !group_alive(child); }, 100ms));
+  CHECK(eventually([&] { return !group_alive(child); }, load_slack));
   auto took = std::chrono::steady_clock::now() - t0;
   MESSAGE("group gone " << std::chrono::duration<double, std::milli>(took).count()
                         << " ms after the socket closed");
@@ -241,11 +230,11 @@ TEST_CASE("keeper: the control socket closing kills the group within 100 ms") {
 
 TEST_CASE("keeper: a command that exits leaves nothing in its group; the status is reported") {
   temp_dir dir;
-  auto pids = (dir.path / "pids").string();
+  auto pids = (dir / "pids").string();
   keeper k({}, "sleep 30 & echo $! > " + pids + "; exit 3");
   auto grand = read_pid(pids);
   REQUIRE(k.wait_exit());
-  CHECK(eventually([&] { return !pid_alive(grand); }, 100ms));
+  CHECK(eventually([&] { return !pid_alive(grand); }, load_slack));
   auto x = k.field("X");
   CHECK(WIFEXITED(x));
   CHECK(WEXITSTATUS(x) == 3);
@@ -254,29 +243,28 @@ TEST_CASE("keeper: a command that exits leaves nothing in its group; the status 
 
 TEST_CASE("keeper: SIGTERM to the keeper kills the group; an expired fence starts nothing") {
   temp_dir dir;
-  auto pids = (dir.path / "pids").string();
+  auto pids = (dir / "pids").string();
   {
     keeper k({"--deadline-ns", deadline_in(60000)}, "echo $$ > " + pids + "; sleep 30");
     auto child = read_pid(pids);
     ::kill(k.pid, SIGTERM);
     REQUIRE(k.wait_exit());
-    CHECK(eventually([&] { return !group_alive(child); }, 100ms));
+    CHECK(eventually([&] { return !group_alive(child); }, load_slack));
     CHECK(k.reports.find("K keeper_signal") != std::string::npos);
   }
   {
-    auto marker = dir.path / "ran";
+    auto marker = dir / "ran";
     keeper k({"--deadline-ns", deadline_in(-1)}, "touch " + marker.string());
     REQUIRE(k.wait_exit());
     CHECK(k.reports.find("K fence_expired") != std::string::npos);
-    CHECK(k.reports.find("P ") == std::string::npos);
-    std::this_thread::sleep_for(50ms);
+    CHECK(k.reports.find("P ") == std::string::npos);   // no process started
     CHECK(!fs::exists(marker));
   }
 }
 
 TEST_CASE("fence check: missing, malformed, ended and valid files") {
   temp_dir dir;
-  auto f = (dir.path / "fence").string();
+  auto f = (dir / "fence").string();
   CHECK(fence_check(f, 0, true) == 1);
   std::ofstream(f) << "{not json";
   CHECK(fence_check(f, 0, true) == 1);

@@ -8,6 +8,7 @@
 
 #include "modules/builtin.hpp"
 #include "modules/leader_endpoint.hpp"
+#include "tests/support/wait.hpp"
 
 using namespace leasehold;
 using namespace leasehold::modules;
@@ -18,14 +19,10 @@ namespace {
 /// Polls (bounded) until `path` serves a body satisfying `pred`.
 template <class Pred>
 bool eventually(const leader_view& view, const std::string& path, Pred pred) {
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < deadline) {
+  return leasehold::test::eventually([&] {
     auto body = view.respond(path);
-    if (body && pred(nlohmann::json::parse(*body)))
-      return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
+    return body && pred(nlohmann::json::parse(*body));
+  }, 5s);
 }
 
 } // namespace

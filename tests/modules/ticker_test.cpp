@@ -6,7 +6,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "event_log.hpp"
+#include "tests/support/event_log.hpp"
 #include "modules/ticker.hpp"
 
 using namespace leasehold;
@@ -25,7 +25,7 @@ struct fixture {
   caf::actor_system sys{testing_config(cfg)};
   caf::scheduler::test_coordinator& sched
     = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-  test::event_log log;
+  leasehold::test::event_log log;
 
   /// The fence stays valid until `valid_for` of simulated time from now.
   caf::actor spawn_ticker(nlohmann::json settings, caf::timespan valid_for = 24h) {

@@ -31,9 +31,14 @@
 #include "cmd/leasehold-apiserver/api_server.hpp"
 #include "cmd/leasehold-apiserver/object_store.hpp"
 #include "transport/kube_client.hpp"
+#include "tests/support/proc.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/wait.hpp"
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+using leasehold::test::command_exists;
+using leasehold::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -124,24 +129,6 @@ json expect_status(const httplib::Result& res, int code, const std::string& reas
   CHECK(s["reason"] == reason);
   CHECK(s["code"] == code);
   return s;
-}
-
-/// A temporary directory removed at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "leasehold-apiserver-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-bool have_program(const std::string& name) {
-  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
 }
 
 /// Runs a shell command; returns its exit status and stdout+stderr.
@@ -465,17 +452,20 @@ TEST_CASE("fault: hang times the client out, recover answers, stop() is not bloc
 }
 
 TEST_CASE("fault: latency delays answers") {
+  // A latency longer than load_slack, so that a loaded machine cannot make
+  // the answer without it look delayed.
+  auto latency = leasehold::test::load_slack + 500ms;
   fixture_server s;
-  s.control({{"latency_ms", 200}});
+  s.control({{"latency_ms", latency.count()}});
   auto t0 = std::chrono::steady_clock::now();
-  auto res = s.client()->Get(leases + "/l1");
+  auto res = s.client("slow", latency + 5s)->Get(leases + "/l1");
   REQUIRE(res);
   CHECK(res->status == 404);
-  CHECK(std::chrono::steady_clock::now() - t0 >= 190ms);
+  CHECK(std::chrono::steady_clock::now() - t0 >= latency - 10ms);
   s.control({{"latency_ms", 0}});
   t0 = std::chrono::steady_clock::now();
   CHECK(s.client()->Get(leases + "/l1")->status == 404);
-  CHECK(std::chrono::steady_clock::now() - t0 < 150ms);
+  CHECK(std::chrono::steady_clock::now() - t0 < latency);
 }
 
 TEST_CASE("fault: error statuses with Status bodies and Retry-After") {
@@ -692,7 +682,7 @@ TEST_CASE("the leasehold-apiserver binary: startup line, a request, exit 0 on SI
 TEST_CASE("snapshot: objects and resourceVersion survive a restart") {
   temp_dir dir;
   leasehold::api_server_options opts;
-  opts.snapshot_file = (dir.path / "state.json").string();
+  opts.snapshot_file = (dir / "state.json").string();
   json saved;
   {
     fixture_server s(opts);
@@ -706,9 +696,9 @@ TEST_CASE("snapshot: objects and resourceVersion survive a restart") {
   auto next = parse(c->Post(leases, lease_body("next").dump(), json_type));
   CHECK(rv_number(next) > rv_number(saved));
 
-  std::ofstream(dir.path / "corrupt.json") << "{not json";
+  std::ofstream(dir / "corrupt.json") << "{not json";
   leasehold::api_server_options bad;
-  bad.snapshot_file = (dir.path / "corrupt.json").string();
+  bad.snapshot_file = (dir / "corrupt.json").string();
   leasehold::local_api_server broken(bad);
   CHECK(!broken.start().ok());
 }
@@ -737,7 +727,7 @@ TEST_CASE("snapshot: a write right after start is saved by an immediate stop") {
   int lost = 0;
   for (int round = 0; round < rounds; ++round) {
     leasehold::api_server_options opts;
-    opts.snapshot_file = (dir.path / ("early-" + std::to_string(round) + ".json")).string();
+    opts.snapshot_file = (dir / ("early-" + std::to_string(round) + ".json")).string();
     opts.snapshot_interval = 10000ms;   // only the final write at stop() can save it
     opts.port = free_port();
     opts.control_listener = false;
@@ -814,9 +804,9 @@ TEST_CASE("kube_client classifies every fault") {
 TEST_CASE("TLS: kube_client trusts the server with the CA, fails without it") {
   // openssl is a dependency scripts/setup installs: missing, the test fails
   // (a silent skip would count as a pass).
-  REQUIRE_MESSAGE(have_program("openssl"), "the openssl command is not installed (scripts/setup installs it)");
+  REQUIRE_MESSAGE(command_exists("openssl"), "the openssl command is not installed (scripts/setup installs it)");
   temp_dir dir;
-  auto p = [&](const char* f) { return (dir.path / f).string(); };
+  auto p = [&](const char* f) { return (dir / f).string(); };
   std::ofstream(p("san.cnf")) << "subjectAltName=IP:127.0.0.1\n";
   std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   for (const std::string& cmd : {
@@ -1001,9 +991,18 @@ TEST_CASE("watch: fieldSelector and labelSelector, with selector transitions") {
   auto labels = by_label->events(2);
   REQUIRE(types_of(labels) == strings{"ADDED", "DELETED"});
   CHECK(labels[0]["object"] == labelled);
-  std::this_thread::sleep_for(100ms);
-  CHECK(by_name->count() == 3);
-  CHECK(by_label->count() == 2);
+  // Nothing else on either stream: a last change both see comes right after
+  // the expected events (a stream is in order).
+  json relabelled = parse(c->Get(leases + "/wanted"));
+  relabelled["metadata"]["labels"] = {{"team", "x"}};
+  relabelled = parse(c->Put(leases + "/wanted", relabelled.dump(), json_type));
+  auto named_then = by_name->events(4);
+  REQUIRE(named_then.size() == 4);
+  CHECK(named_then[3]["object"] == relabelled);
+  auto labels_then = by_label->events(3);
+  REQUIRE(labels_then.size() == 3);
+  CHECK(labels_then[2]["type"] == "ADDED");
+  CHECK(labels_then[2]["object"] == relabelled);
 }
 
 TEST_CASE("watch: a resourceVersion older than the kept history is 410 Expired; bookmarks") {

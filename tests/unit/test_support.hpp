@@ -21,6 +21,8 @@
 
 #include <httplib.h>
 
+#include "tests/support/temp_dir.hpp"
+
 namespace leasehold::test {
 
 inline std::string env_or(const char* name, const std::string& fallback) {
@@ -51,28 +53,6 @@ inline void write_file(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << content;
 }
-
-/// A fresh directory under $TMPDIR, removed with its contents.
-class temp_dir {
-public:
-  temp_dir() {
-    auto templ = env_or("TMPDIR", "/tmp") + "/leasehold-test-XXXXXX";
-    if (!::mkdtemp(templ.data()))
-      throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-  std::string path_;
-};
 
 /// An httplib server (plain or TLS) on 127.0.0.1 and an ephemeral port, run
 /// on its own thread; the destructor stops and joins it.

@@ -12,7 +12,7 @@
 
 #include "actors/observer.hpp"
 
-namespace leasehold::modules::test {
+namespace leasehold::test {
 
 class event_log {
 public:
@@ -68,4 +68,4 @@ private:
   std::vector<runtime_event> events_;
 };
 
-} // namespace leasehold::modules::test
+} // namespace leasehold::test

@@ -1,17 +1,17 @@
-// Test helper: which processes are alive, read from /proc. Zombies do not
-// count: an orphan that was SIGKILLed is reaped by init, on init's schedule.
+// Which processes are alive, read from /proc, and which programs are on
+// PATH. Zombies do not count as alive: an orphan that was SIGKILLed is
+// reaped by init, on init's schedule.
 #pragma once
 
-#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include <sys/types.h>
 
-namespace leasehold::modules::test {
+namespace leasehold::test {
 
 /// The state letter and process group of `pid` ("pid (comm) state ppid pgrp
 /// ...": comm may contain spaces, so parse after the last ')'); false when
@@ -34,7 +34,8 @@ inline bool pid_alive(pid_t pid) {
 
 /// True when a process of group `pgid` is alive.
 inline bool group_alive(pid_t pgid) {
-  for (auto& entry : std::filesystem::directory_iterator("/proc")) {
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     char state = 0;
     long pgrp = 0;
     if (proc_stat(entry.path(), state, pgrp) && pgrp == pgid && state != 'Z' && state != 'X')
@@ -43,17 +44,9 @@ inline bool group_alive(pid_t pgid) {
   return false;
 }
 
-/// Polls `pred` every 2 ms for at most `timeout`; true once it holds.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred())
-      return true;
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+/// True when `name` is a program on PATH.
+inline bool command_exists(const std::string& name) {
+  return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
 }
 
-} // namespace leasehold::modules::test
+} // namespace leasehold::test
