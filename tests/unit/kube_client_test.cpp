@@ -197,14 +197,13 @@ TEST_CASE("kube_client GET/POST/PUT against canned API responses") {
 TEST_CASE("kube_client: a server slower than the read timeout is a timeout") {
   fake_api api;
   kube_client client(fast_config(api.url() + "/hang"));
-  auto start = std::chrono::steady_clock::now();
+  // The server answers after 600 ms: a timeout (not the answer) is the proof
+  // that the 200 ms read timeout ended the request, whatever the load.
   auto r = client.get_lease(key);
-  auto elapsed = std::chrono::steady_clock::now() - start;
   CHECK(r.kind() == error_kind::timeout);
   CHECK(r.error.http_status == 0);
   CHECK(r.error.verb == "GET");
   CHECK(r.error.path == lease_path(key));
-  CHECK(elapsed < 550ms);
   INFO(r.error.describe());
 }
 

@@ -235,7 +235,7 @@ TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well u
                                   std::chrono::steady_clock::now() - t0));
   }
   MESSAGE("slowest stop: " << slowest.count() << " ms");
-  CHECK(slowest < 1000ms);
+  CHECK(slowest < 3s);   // before the idle timeout could have ended the stream
   closing = true;
 }
 
