@@ -6,19 +6,11 @@
 
 using namespace leasehold;
 using namespace std::chrono_literals;
+using leasehold::test::fast_config;
 
 namespace {
 
 const lease_key key{"default", "agent-1-lock"};
-
-connection_config fast_config(const std::string& server) {
-  connection_config cfg;
-  cfg.server = server;
-  cfg.connect_timeout = 200ms;
-  cfg.read_timeout = 200ms;
-  cfg.write_timeout = 200ms;
-  return cfg;
-}
 
 /// Sends one request and waits for the reply (or a CAF error, reported as `other`).
 template <class Reply, class... Ts>

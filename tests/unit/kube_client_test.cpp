@@ -9,6 +9,7 @@
 using namespace leasehold;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using leasehold::test::fast_config;
 
 namespace {
 
@@ -105,15 +106,6 @@ private:
   std::vector<seen_request> seen_;
   test::loopback_server<> server_; // last: stopped before the members above go
 };
-
-connection_config fast_config(const std::string& server) {
-  connection_config cfg;
-  cfg.server = server;
-  cfg.connect_timeout = 200ms;
-  cfg.read_timeout = 200ms;
-  cfg.write_timeout = 200ms;
-  return cfg;
-}
 
 lease make_lease(const std::string& name, const std::string& rv) {
   lease l;

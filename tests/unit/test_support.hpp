@@ -21,6 +21,7 @@
 
 #include <httplib.h>
 
+#include "leasehold/transports.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace leasehold::test {
@@ -163,6 +164,16 @@ private:
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+/// A connection to a loopback test server: 200 ms connect, read and write timeouts.
+inline connection_config fast_config(const std::string& server) {
+  connection_config cfg;
+  cfg.server = server;
+  cfg.connect_timeout = std::chrono::milliseconds(200);
+  cfg.read_timeout = std::chrono::milliseconds(200);
+  cfg.write_timeout = std::chrono::milliseconds(200);
+  return cfg;
+}
 
 /// A loopback port with nobody listening (bound, then closed).
 inline int closed_port() {
