@@ -114,9 +114,13 @@ TEST_CASE("an unreachable server is not fatal: the agent keeps trying, not ready
   agent a(dir, "lonely", dir.file("c.json"), {"--server", "http://127.0.0.1:9"});
   int port = a.health_port();
   REQUIRE(port > 0);
-  std::this_thread::sleep_for(1500ms);
+  // The agent's own report that it has kept failing for longer than
+  // renew_deadline (1.5 s), not a sleep: it is still running and trying.
+  CHECK(wait_until([&] {
+    auto r = http_get(port, "/readyz");
+    return r.status == 503 && r.body.find("lease API failing for") != std::string::npos;
+  }, 1500ms + load_slack));
   CHECK(a.process().running());
-  CHECK(http_get(port, "/readyz").status == 503);
   CHECK(http_get(port, "/healthz").status == 200);
   a.process().signal(SIGTERM);
   CHECK(a.process().wait(3s) == std::optional<int>(0));
@@ -225,8 +229,22 @@ TEST_CASE("the default identity is unique per process; an explicit one is kept")
            != std::string::npos;
   };
   REQUIRE(wait_until([&] { return became_leader(0) || became_leader(1); }, 8s));
-  std::this_thread::sleep_for(1500ms);   // lease 2 s: a wrongly shared identity shows by now
-  CHECK(became_leader(0) != became_leader(1));
+  int other = became_leader(0) ? 1 : 0;
+  // The other one sees the leader as someone else: its "leader changed"
+  // names a holder that is not its own identity (a shared identity would
+  // make it renew the leader's term as its own instead).
+  json seen;
+  CHECK(wait_until([&] {
+    std::istringstream log(read_file(dir.file("a" + std::to_string(other) + ".err")));
+    for (std::string line; std::getline(log, line);) {
+      auto j = json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("msg", "") == "leader changed" && !j.value("holder", "").empty())
+        seen = j;
+    }
+    return !seen.is_null();
+  }, 5s));
+  CHECK(seen.value("holder", "") != seen.value("identity", ""));
+  CHECK(!became_leader(other));
   for (auto& c : agents) {
     c->signal(SIGTERM);
     CHECK(c->wait(3s) == std::optional<int>(0));

@@ -41,10 +41,11 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
 
   // Exactly one leads.
   REQUIRE(wait_until([&] { return leads(a) || leads(b); }, 10s));
-  std::this_thread::sleep_for(500ms);
-  CHECK(leads(a) != leads(b));
   agent& leader = leads(a) ? a : b;
   agent& follower = leads(a) ? b : a;
+  // Once the other one has seen the leader's term, it does not lead.
+  REQUIRE(wait_until([&] { return agent_state(follower)["holder"] == leader.identity(); }, 5s));
+  CHECK(!leads(follower));
   REQUIRE(wait_until([&] { return module_state(leader, "tick") == "running"; }, 5s));
   CHECK(module_state(follower, "tick") == "stopped");
 
@@ -62,7 +63,10 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
     CHECK(http_get(leader.health_port(), "/readyz").status == 200);
 
     // Renewals happen every retry period: the histogram fills.
-    std::this_thread::sleep_for(1s);
+    CHECK(wait_until([&] {
+      auto r = http_get(leader.health_port(), "/metrics");
+      return r.status == 200 && r.body.find("leasehold_renew_latency_seconds_count 0\n") == std::string::npos;
+    }, 5s));
     auto m = http_get(leader.health_port(), "/metrics");
     REQUIRE(m.status == 200);
     CHECK(prometheus_violations(m.body).empty());
@@ -104,8 +108,8 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
           return l.dump().find("modules[0].type: unknown module type") != std::string::npos;
       return false;
     }, 5s));
-    std::this_thread::sleep_for(300ms);
-    CHECK(module_state(leader, "tick") != "running");   // old config (disabled) stays
+    // Rejected as a whole: the running config (disabled) stays.
+    CHECK(module_state(leader, "tick") != "running");
     CHECK(leader.process().running());
 
     // Re-enabling starts electing again and someone runs the ticker.
