@@ -15,75 +15,68 @@ constexpr auto info = event_severity::info;
 constexpr auto warning = event_severity::warning;
 constexpr auto error = event_severity::error;
 
-/// The event names (journal, metrics, to_string), in the order of `event_type`.
-const char* const event_names[] = {
-  "term_acquired", "term_lost", "lease_released", "leader_changed", "elector_started",
-  "api_error", "api_recovered", "renewed", "module_started", "module_stopping",
-  "module_stopped", "module_killed", "module_crashed", "module_restarting", "module_failed",
-  "leadership_handed_over", "config_applied", "config_rejected", "state_changed",
-  "module_output", "module_unconfirmed", "fatal", "watch_changed", "identity_conflict",
-  "outside_write",
-};
-
-constexpr std::size_t type_count = sizeof(event_names) / sizeof(event_names[0]);
-static_assert(static_cast<std::size_t>(event_type::outside_write) + 1 == type_count,
-              "every event_type has a name, words and a row in event_words_table");
-
 using et = event_type;
 
 constexpr event_words table[] = {
-  // type                        variant   words                                                  severity default sink
-  {et::term_acquired, "", "became leader", info, true},
-  {et::term_lost, "", "stopped leading", warning, true},
-  {et::lease_released, "", "lease released", info, true},
-  {et::leader_changed, "", "leader changed", info, true},
-  {et::elector_started, "", "elector started", debug, false},
-  {et::api_error, "", "API request failed", warning, true},
-  {et::api_recovered, "", "API reachable again", info, true},
-  {et::renewed, "", "lease renewed", unlogged, false},   // metrics and the journal only
-  {et::module_started, "", "module started", info, true},
-  {et::module_stopping, "", "module stopping", info, false},
-  {et::module_stopped, "", "module stopped", info, true},
-  {et::module_killed, "", "module killed (did not stop in time)", warning, true},
-  {et::module_crashed, "", "module crashed", error, true},
-  {et::module_restarting, "", "module restarting", info, false},
-  {et::module_failed, "", "module failed: over its restart intensity, not restarted", error, true},
-  {et::leadership_handed_over, "", "handing over leadership: a leader-only module is crash-looping",
-   warning, true},
-  {et::config_applied, "", "config applied", info, false},
-  {et::config_rejected, "", "config rejected", error, true},
-  {et::state_changed, "", "runner state changed", debug, false},
-  {et::module_output, "", "module output", info, false},
-  {et::module_unconfirmed, "",
-   "leader-only module killed but still running: lease no longer renewed, not released", error, true},
-  {et::fatal, "", "fatal: ending the process", error, true},
-  {et::watch_changed, "", "lease watch down: polling until it is back", warning, false},
-  {et::identity_conflict, "",
+  // type, name, variant ("": the type's own row), words, severity, said by the default sink
+  {et::term_acquired, "term_acquired", "", "became leader", info, true},
+  {et::term_lost, "term_lost", "", "stopped leading", warning, true},
+  {et::lease_released, "lease_released", "", "lease released", info, true},
+  {et::leader_changed, "leader_changed", "", "leader changed", info, true},
+  {et::elector_started, "elector_started", "", "elector started", debug, false},
+  {et::api_error, "api_error", "", "API request failed", warning, true},
+  {et::api_recovered, "api_recovered", "", "API reachable again", info, true},
+  {et::renewed, "renewed", "", "lease renewed", unlogged, false},   // metrics and the journal only
+  {et::module_started, "module_started", "", "module started", info, true},
+  {et::module_stopping, "module_stopping", "", "module stopping", info, false},
+  {et::module_stopped, "module_stopped", "", "module stopped", info, true},
+  {et::module_killed, "module_killed", "", "module killed (did not stop in time)", warning, true},
+  {et::module_crashed, "module_crashed", "", "module crashed", error, true},
+  {et::module_restarting, "module_restarting", "", "module restarting", info, false},
+  {et::module_failed, "module_failed", "",
+   "module failed: over its restart intensity, not restarted", error, true},
+  {et::leadership_handed_over, "leadership_handed_over", "",
+   "handing over leadership: a leader-only module is crash-looping", warning, true},
+  {et::config_applied, "config_applied", "", "config applied", info, false},
+  {et::config_rejected, "config_rejected", "", "config rejected", error, true},
+  {et::state_changed, "state_changed", "", "runner state changed", debug, false},
+  {et::module_output, "module_output", "", "module output", info, false},
+  {et::module_unconfirmed, "module_unconfirmed", "",
+   "leader-only module killed but still running: lease no longer renewed, not released", error,
+   true},
+  {et::fatal, "fatal", "", "fatal: ending the process", error, true},
+  {et::watch_changed, "watch_changed", "", "lease watch down: polling until it is back", warning,
+   false},
+  {et::identity_conflict, "identity_conflict", "",
    "another process writes the lease under this replica's identity: stepping down", error, true},
-  {et::outside_write, "", "lease written from outside the protocol: waiting out the last holder",
-   warning, true},
+  {et::outside_write, "outside_write", "",
+   "lease written from outside the protocol: waiting out the last holder", warning, true},
   // Variants.
   // A 409 is how a normal race (two replicas writing one record) ends.
-  {et::api_error, "lost_race", "API request failed", debug, false},
-  {et::watch_changed, "up", "lease watch open", info, false},
-  {et::watch_changed, "forbidden",
+  {et::api_error, "", "lost_race", "API request failed", debug, false},
+  {et::watch_changed, "", "up", "lease watch open", info, false},
+  {et::watch_changed, "", "forbidden",
    "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
    "(coordination.k8s.io; deploy/rbac.yaml grants them); polling meanwhile",
    warning, false},
   // The child's own words: never to be taken for the module's reports about
   // it (started, exited, killed), which have no stream.
-  {et::module_output, "child", "child output", info, false},
-  {et::module_output, "fence_kill", "leader-only child killed at its fence", warning, true},
+  {et::module_output, "", "child", "child output", info, false},
+  {et::module_output, "", "fence_kill", "leader-only child killed at its fence", warning, true},
 };
+
+/// The type's own rows: the first `type_count`, in the order of the enum.
+constexpr std::size_t type_count = static_cast<std::size_t>(event_type::outside_write) + 1;
 
 constexpr bool rows_in_type_order() {
   for (std::size_t i = 0; i < type_count; ++i)
     if (static_cast<std::size_t>(table[i].type) != i || table[i].variant[0] != '\0'
-        || table[i].words[0] == '\0')
+        || table[i].name[0] == '\0' || table[i].words[0] == '\0')
       return false;
   return sizeof(table) / sizeof(table[0]) >= type_count;
 }
-static_assert(rows_in_type_order(), "event_words_table: one row per event_type first, in its order");
+static_assert(rows_in_type_order(),
+              "event_words_table: one row per event_type first, in its order, with a name and words");
 
 /// Which variant an event is ("" for none).
 const char* variant_of(const runtime_event& ev) {
@@ -107,7 +100,7 @@ const char* variant_of(const runtime_event& ev) {
 
 const char* to_string(event_type t) {
   auto i = static_cast<std::size_t>(t);
-  return i < type_count ? event_names[i] : "?";
+  return i < type_count ? table[i].name : "?";
 }
 
 const std::vector<event_words>& event_words_table() {

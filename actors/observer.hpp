@@ -25,6 +25,7 @@ enum class event_severity { unlogged, debug, info, warning, error };
 
 struct event_words {
   event_type type;
+  const char* name;      // to_string(type): the journal's and the metrics' name ("" on a variant)
   const char* variant;   // "" for the type's own row
   const char* words;     // what happened: the JSON log's `msg`, the default sink's line
   event_severity severity;
