@@ -176,6 +176,29 @@ std::optional<nlohmann::json> api_server::lease(const std::string& ns, const std
   return nlohmann::json::parse(res->body);
 }
 
+etcd_server::etcd_server(const temp_dir& dir) {
+  auto out = dir.file("etcd.out");
+  proc_ = std::make_unique<child>(
+    std::vector<std::string>{"/usr/bin/python3", source_root() + "/tests/faults/etcd_cluster.py",
+                             "--members", "1"},
+    out, dir.file("etcd.log"));
+  wait_until(
+    [&] {
+      auto text = read_file(out);
+      auto nl = text.find('\n');
+      if (nl == std::string::npos)
+        return !proc_->running();
+      endpoint_ = nlohmann::json::parse(text.substr(0, nl)).at("endpoints").at(0).get<std::string>();
+      return true;
+    },
+    20s);
+}
+
+etcd_server::~etcd_server() {
+  proc_->signal(SIGTERM);   // the script stops its member and removes its data
+  proc_->wait(10s);
+}
+
 nlohmann::json short_config(bool ticker_enabled) {
   return {{"lease_name", "agent-test"},
           {"timings",

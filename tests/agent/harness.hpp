@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -78,6 +79,20 @@ private:
   int port_ = 0;
   int control_port_ = 0;
   bool tls_ = false;
+};
+
+/// A one-member etcd on loopback ephemeral ports
+/// (`tests/faults/etcd_cluster.py --members 1`), stopped on destruction.
+class etcd_server {
+public:
+  explicit etcd_server(const temp_dir& dir);
+  ~etcd_server();
+  /// "http://127.0.0.1:PORT"; empty when it did not start.
+  const std::string& endpoint() const { return endpoint_; }
+
+private:
+  std::unique_ptr<child> proc_;
+  std::string endpoint_;
 };
 
 /// Writes an agent config with the ticker module and short timings
