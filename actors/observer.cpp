@@ -33,6 +33,7 @@ const char* to_string(event_type t) {
     case event_type::watch_changed: return "watch_changed";
     case event_type::identity_conflict: return "identity_conflict";
     case event_type::outside_write: return "outside_write";
+    case event_type::api_request_failed: return "api_request_failed";
   }
   return "?";
 }

@@ -52,6 +52,7 @@ std::optional<log_record> describe(const runtime_event& e) {
   };
   switch (e.type) {
     case event_type::renewed:
+    case event_type::api_request_failed:   // counted (metrics); api_error is the log's
       return std::nullopt;
     case event_type::term_acquired:
       r.msg = "became leader";
