@@ -33,6 +33,7 @@ const char* to_string(event_type t) {
     case event_type::watch_changed: return "watch_changed";
     case event_type::identity_conflict: return "identity_conflict";
     case event_type::outside_write: return "outside_write";
+    case event_type::creation_hold: return "creation_hold";
     case event_type::api_request_failed: return "api_request_failed";
   }
   return "?";
@@ -81,6 +82,10 @@ event_sink default_event_sink(std::FILE* out) {
         break;
       case event_type::fatal: what = "fatal: " + ev.reason; break;
       case event_type::outside_write: what = "lease written from outside: " + ev.reason; break;
+      case event_type::creation_hold:
+        what = "created the lease and holds it: term " + std::to_string(ev.term) + " starts in "
+               + std::to_string(static_cast<long long>(ev.value)) + " ms (creation hold)";
+        break;
       default: return;   // renewals, state changes, module output: too chatty for a default
     }
     std::lock_guard<std::mutex> g(*mx);

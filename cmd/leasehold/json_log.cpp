@@ -127,6 +127,11 @@ std::optional<log_record> describe(const runtime_event& e) {
                 "(coordination.k8s.io; deploy/rbac.yaml grants them); polling meanwhile";
       with_reason();
       break;
+    case event_type::creation_hold:
+      r.msg = "created the lease and holds it: the term starts one lease duration after the create";
+      with_term();
+      r.fields["term_starts_in_ms"] = static_cast<std::int64_t>(e.value);
+      break;
     case event_type::outside_write:
       r.level = log_level::warn;
       r.msg = "lease written from outside the protocol: waiting out the last holder";

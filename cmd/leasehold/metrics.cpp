@@ -86,6 +86,16 @@ std::string metrics::render(const std::optional<runner_status>& st) const {
   header(out, "leasehold_is_leader", "gauge", "1 when this replica holds the lease, else 0.");
   out << "leasehold_is_leader " << (st && st->state == runner_state::leader ? 1 : 0) << '\n';
 
+  if (st) {
+    header(out, "leasehold_term", "gauge",
+           "The term this replica knows: its own while leading or in a creation hold, else the "
+           "holder's as last seen; -1 none.");
+    out << "leasehold_term " << st->term << '\n';
+    header(out, "leasehold_creation_hold", "gauge",
+           "1 while this replica holds a lease it created and its term has not started yet.");
+    out << "leasehold_creation_hold " << (st->hold_ms >= 0 ? 1 : 0) << '\n';
+  }
+
   header(out, "leasehold_leadership_transitions_total", "counter",
          "Times this replica acquired or lost leadership.");
   out << "leasehold_leadership_transitions_total " << transitions_ << '\n';

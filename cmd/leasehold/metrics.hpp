@@ -2,6 +2,10 @@
 // read from the runner's status at scrape time:
 //   leasehold_build_info{version,backend,caf_version} gauge (always 1)
 //   leasehold_is_leader                         gauge
+//   leasehold_term                              gauge (own term leading or in a creation
+//                                               hold, else the holder's; -1 none)
+//   leasehold_creation_hold                     gauge (1: holds a lease it created, term
+//                                               not started yet)
 //   leasehold_leadership_transitions_total      counter (terms acquired + lost)
 //   leasehold_renew_latency_seconds             histogram (event renewed, value = ms)
 //   leasehold_api_errors_total{kind}            counter (every failed lease API request,

@@ -125,3 +125,65 @@ TEST_CASE("readiness through API outages: the leader on its valid fence, followe
     return true;
   }, 30s));
 }
+
+TEST_CASE("a new lease's creation hold: every replica names its creator and the term it holds; "
+          "the creator says it holds and when the term starts (issue 21, item 4)") {
+  // The record named the creator (kubectl's HOLDER) while the creator said
+  // term -1 and its peers said term 1.
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    world_options o;
+    o.replicas = 3;
+    o.lease_exists = false;   // the first replica to ask creates it
+    o.etcd = etcd;
+    sim_world w(o);
+    REQUIRE(w.run_until([&] {
+      auto r = w.store().peek(o.lease);
+      return r && !r->spec.holder_identity.empty();
+    }, 30s));
+    w.run_exactly(100ms);   // the watching peers read it
+    auto record = w.store().peek(o.lease);
+    auto id = record->spec.holder_identity;
+    auto term = record->spec.lease_transitions;
+    int creator = -1;
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (w.rep(i).identity == id)
+        creator = static_cast<int>(i);
+    REQUIRE(creator >= 0);
+    CHECK(w.leader() == -1);
+    auto& held = w.rep(static_cast<std::size_t>(creator));
+    CHECK(held.count(event_type::creation_hold) == 1);
+    for (auto& ev : held.events)
+      if (ev.type == event_type::creation_hold) {
+        CHECK(ev.term == term);
+        CHECK(ev.value > 0);
+        CHECK(ev.value <= ms(o.timings.lease_duration));
+      }
+
+    // Until the term starts, and after, every replica says the same.
+    bool started = false;
+    sample(w, o.timings.lease_duration + 2 * o.timings.retry_period, 250ms,
+           [&](std::size_t i, const runner_status& st) {
+      CAPTURE(i);
+      CHECK(st.term == term);
+      auto view = agent::holder_json(st, o.timings.lease_duration);
+      CHECK_MESSAGE(view["holder"] == id, view.dump());
+      if (static_cast<int>(i) != creator) {
+        CHECK(st.hold_ms == -1);   // only the creator knows of its hold
+        return;
+      }
+      if (st.state == runner_state::leader) {
+        started = true;
+        CHECK(st.hold_ms == -1);
+      } else {
+        CHECK_FALSE(started);
+        CHECK(st.hold_ms >= 0);
+        CHECK(st.hold_ms <= ms(o.timings.lease_duration));
+        CHECK(w.leader() == -1);   // nobody works during the hold
+      }
+    });
+    CHECK(started);
+    CHECK(w.leader() == creator);
+    CHECK(w.status(static_cast<std::size_t>(creator)).term == term);
+  }
+}
