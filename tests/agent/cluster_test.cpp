@@ -160,15 +160,6 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
 
 namespace {
 
-/// A sample's value in an agent's /metrics, nullopt when absent.
-std::optional<double> metric(agent& a, const std::string& series) {
-  auto body = http_get(a.health_port(), "/metrics").body;
-  auto at = body.find("\n" + series + " ");
-  if (at == std::string::npos)
-    return std::nullopt;
-  return std::stod(body.substr(at + series.size() + 2));
-}
-
 /// The messages of the Events the API server keeps in `default`.
 std::vector<std::string> event_messages(api_server& api) {
   std::vector<std::string> out;
@@ -195,16 +186,9 @@ TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Event
   // false, term -1, and its peers term 1.
   temp_dir dir;
   api_server api(dir);   // no Lease yet: the first agent to ask creates it
-  auto config = dir.file("config.json");
-  auto doc = short_config();
-  doc["timings"] = {{"lease_duration", "4s"}, {"renew_deadline", "3s"}, {"retry_period", "500ms"},
-                    {"module_stop_timeout", "400ms"}, {"backoff_min", "200ms"}, {"backoff_max", "1s"}};
-  write_file(config, doc.dump());
-  std::vector<std::string> args{"--server", api.url()};
-  agent a(dir, "agent-a", config, args);
-  agent b(dir, "agent-b", config, args);
-  agent c(dir, "agent-c", config, args);
-  std::vector<agent*> all{&a, &b, &c};
+  auto config = write_short_config(dir, test_timings("4s", "3s", "500ms", "400ms"));
+  three_agents agents(dir, config, {"--server", api.url()});
+  auto& all = agents.all;
 
   std::optional<json> lease;
   REQUIRE(wait_until([&] { lease = api.lease("default", "agent-test");
@@ -227,11 +211,11 @@ TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Event
     CHECK(l["leader"] == holder_id);
     CHECK(l["term"] == term);
     CHECK(l["leading"] == false);
-    CHECK(metric(*x, "leasehold_term") == std::optional<double>(term));
-    CHECK(metric(*x, "leasehold_is_leader") == std::optional<double>(0));
+    CHECK(metric(x->health_port(), "leasehold_term") == std::optional<double>(term));
+    CHECK(metric(x->health_port(), "leasehold_is_leader") == std::optional<double>(0));
     if (x != holder) {
       CHECK(st["creation_hold"].is_null());
-      CHECK(metric(*x, "leasehold_creation_hold") == std::optional<double>(0));
+      CHECK(metric(x->health_port(), "leasehold_creation_hold") == std::optional<double>(0));
       continue;
     }
     // The holder says it holds and when its term starts.
@@ -242,7 +226,7 @@ TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Event
     CHECK(st["creation_hold"]["term_starts_in_ms"].get<long>() <= 4000);
     CHECK(st["creation_hold"]["term_starts_at"].is_string());
     CHECK(l["creation_hold"]["term"] == term);
-    CHECK(metric(*x, "leasehold_creation_hold") == std::optional<double>(1));
+    CHECK(metric(x->health_port(), "leasehold_creation_hold") == std::optional<double>(1));
   }
   auto holding = holder_id + " created the lease and holds it: its term " + std::to_string(term)
                  + " starts at ";
@@ -258,8 +242,8 @@ TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Event
   auto st = agent_state(*holder);
   CHECK(st["term"] == term);
   CHECK(st["creation_hold"].is_null());
-  CHECK(metric(*holder, "leasehold_creation_hold") == std::optional<double>(0));
-  CHECK(metric(*holder, "leasehold_is_leader") == std::optional<double>(1));
+  CHECK(metric(holder->health_port(), "leasehold_creation_hold") == std::optional<double>(0));
+  CHECK(metric(holder->health_port(), "leasehold_is_leader") == std::optional<double>(1));
   CHECK(json::parse(http_get(holder->health_port(), "/leader").body)["leading"] == true);
   for (auto* x : all)
     CHECK(agent_state(*x)["term"] == term);

@@ -19,11 +19,8 @@ TEST_CASE("three etcd agents name the holder in /leader and /debug/state long af
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
   auto config = dir.file("config.json");
   write_file(config, short_config().dump());
-  std::vector<std::string> args{"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()};
-  agent a(dir, "agent-a", config, args);
-  agent b(dir, "agent-b", config, args);
-  agent c(dir, "agent-c", config, args);
-  std::vector<agent*> all{&a, &b, &c};
+  three_agents agents(dir, config, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()});
+  auto& all = agents.all;
   agent* leader = nullptr;
   REQUIRE(wait_until([&] {
     for (auto* x : all) {

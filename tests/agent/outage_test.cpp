@@ -118,16 +118,10 @@ TEST_CASE("readiness rides out an API blip shorter than renew_deadline, reports 
   // than renew_deadline (4 s here).
   temp_dir dir;
   api_server api(dir);
-  auto config = dir.file("config.json");
-  auto doc = short_config();
-  doc["timings"] = {{"lease_duration", "6s"}, {"renew_deadline", "4s"}, {"retry_period", "500ms"},
-                    {"module_stop_timeout", "1s"}, {"backoff_min", "200ms"}, {"backoff_max", "1s"}};
-  write_file(config, doc.dump());
-  std::vector<std::string> args{"--server", api.url()};
-  agent a(dir, "agent-a", config, args);
-  agent b(dir, "agent-b", config, args);
-  agent c(dir, "agent-c", config, args);
-  std::vector<agent*> all{&a, &b, &c};
+  auto config = write_short_config(dir, test_timings("6s", "4s", "500ms", "1s"));
+  three_agents agents(dir, config, {"--server", api.url()});
+  auto& all = agents.all;
+  auto& a = agents.a;
   auto ready = [](agent& x) { return http_get(x.health_port(), "/readyz").status == 200; };
   auto all_ready = [&] { return std::all_of(all.begin(), all.end(), [&](agent* x) { return ready(*x); }); };
   REQUIRE(wait_until(all_ready, 15s));
@@ -176,9 +170,7 @@ namespace {
 
 /// A sample's value in an agent's /metrics, 0 when absent.
 double metric(agent& a, const std::string& series) {
-  auto body = http_get(a.health_port(), "/metrics").body;
-  auto at = body.find("\n" + series + " ");
-  return at == std::string::npos ? 0 : std::stod(body.substr(at + series.size() + 2));
+  return leasehold::test::metric(a.health_port(), series).value_or(0);
 }
 
 } // namespace

@@ -29,6 +29,15 @@ void sample(sim_world& w, caf::timespan span, caf::timespan step,
   }
 }
 
+/// Three replicas; no lease object at start (the first to ask creates it).
+world_options three_on(bool etcd) {
+  world_options o;
+  o.replicas = 3;
+  o.etcd = etcd;
+  o.lease_exists = false;
+  return o;
+}
+
 } // namespace
 
 TEST_CASE("etcd: every replica names the holder while its etcd lease lives, long after the "
@@ -40,10 +49,7 @@ TEST_CASE("etcd: every replica names the holder while its etcd lease lives, long
   // the held key every half lease duration).
   for (bool watch : {true, false}) {
     CAPTURE(watch);
-    world_options o;
-    o.replicas = 3;
-    o.etcd = true;
-    o.lease_exists = false;
+    auto o = three_on(true);
     o.watch = watch;
     sim_world w(o);
     auto leader = w.await_leader(60s);
@@ -132,10 +138,7 @@ TEST_CASE("a new lease's creation hold: every replica names its creator and the 
   // term -1 and its peers said term 1.
   for (bool etcd : {false, true}) {
     CAPTURE(etcd);
-    world_options o;
-    o.replicas = 3;
-    o.lease_exists = false;   // the first replica to ask creates it
-    o.etcd = etcd;
+    auto o = three_on(etcd);
     sim_world w(o);
     REQUIRE(w.run_until([&] {
       auto r = w.store().peek(o.lease);
