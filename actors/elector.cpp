@@ -409,20 +409,18 @@ private:
     schedule_tick(next_delay());
   }
 
+  /// Every failed request is reported (api_request_failed: the metrics);
+  /// api_error (the log) reports a lost race (another replica wrote first:
+  /// an answer, no outage) every time, an outage once per change of kind.
   void note_error(const api_error& err) {
-    if (is_lost_race(err.kind)) {
-      // A lost race (another replica wrote first): the API answered, and
-      // is as reachable as ever. Reported (the log keeps it at debug), but
-      // no outage: readiness stays.
-      emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
-      last_error_ = err;
-      answered();
-      return;
-    }
-    if (!mem_.api_error_outstanding || err.kind != last_error_.kind)
+    emit(event_type::api_request_failed, [&](runtime_event& ev) { ev.error = err; });
+    bool lost_race = is_lost_race(err.kind);
+    if (lost_race || !mem_.api_error_outstanding || err.kind != last_error_.kind)
       emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
     last_error_ = err;
-    if (!mem_.api_error_outstanding) {
+    if (lost_race) {
+      answered();
+    } else if (!mem_.api_error_outstanding) {
       mem_.api_error_outstanding = true;
       mem_.api_error_words = err.describe();
       report_memory();

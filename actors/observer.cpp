@@ -51,6 +51,11 @@ constexpr event_words table[] = {
    "another process writes the lease under this replica's identity: stepping down", error, true},
   {et::outside_write, "outside_write", "",
    "lease written from outside the protocol: waiting out the last holder", warning, true},
+  {et::creation_hold, "creation_hold", "",
+   "created the lease and holds it: the term starts one lease duration after the create", info,
+   true},
+  // Counted (metrics); api_error is the log's, once per change of kind.
+  {et::api_request_failed, "api_request_failed", "", "API request failed", unlogged, false},
   // Variants.
   // A 409 is how a normal race (two replicas writing one record) ends.
   {et::api_error, "", "lost_race", "API request failed", debug, false},
@@ -66,7 +71,7 @@ constexpr event_words table[] = {
 };
 
 /// The type's own rows: the first `type_count`, in the order of the enum.
-constexpr std::size_t type_count = static_cast<std::size_t>(event_type::outside_write) + 1;
+constexpr std::size_t type_count = static_cast<std::size_t>(event_type::api_request_failed) + 1;
 
 constexpr bool rows_in_type_order() {
   for (std::size_t i = 0; i < type_count; ++i)

@@ -6,23 +6,14 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "actors/elector.hpp"
+#include "actors/runner_view.hpp"
 #include "actors/module_supervisor.hpp"
 #include "transport/backoff.hpp"
 
 namespace leasehold {
-
-const char* to_string(runner_state s) {
-  switch (s) {
-    case runner_state::idle: return "idle";
-    case runner_state::follower: return "follower";
-    case runner_state::leader: return "leader";
-    case runner_state::stepping_down: return "stepping_down";
-    case runner_state::stopped: return "stopped";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -69,7 +60,7 @@ public:
           last_valid_until_ = r.valid_until;
         }
       },
-      [=](lease_observed& o) { remember(o.memory); },
+      [=](lease_observed& o) { remember(o.memory); note_hold(o.memory); },
       [=](fatal_atom, int phase) { on_fatal_check(phase); },
       [=](leader_observed& o) {
         if (current_sender() != elector_.address() || o.holder == holder_)
@@ -198,6 +189,22 @@ private:
     if (m.own_term)
       memory_.own_term = m.own_term;
     memory_.max_term = max_term;
+  }
+
+  /// The current elector holds a lease it created, its term not started: every
+  /// view names this replica and that term, and says so (docs/operations.md).
+  void note_hold(const lease_memory& m) {
+    auto hold = creation_hold(m, opt_.identity, opt_.timings.lease_duration, clock().now());
+    if (!hold || state_ == runner_state::leader || current_sender() != elector_.address())
+      return;
+    if (!m.api_error_outstanding)
+      hold_confirmed_at_ = clock().now();
+    if (std::exchange(announced_hold_, hold->term) == hold->term)
+      return;
+    term_ = hold->term;
+    holder_ = opt_.identity;
+    emit(event_type::creation_hold, [&](runtime_event& ev) { describe_hold(ev, *hold); });
+    notify(leadership_changed{false, holder_, term_, hold_words(*hold)});
   }
 
   void on_acquired(fencing_token fence) {
@@ -517,19 +524,10 @@ private:
     st.identity = opt_.identity;
     st.lease = opt_.lease;
     st.holder = holder_;
-    auto ms = [&](time_point since) {
-      return std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - since).count();
-    };
-    if (state_ == runner_state::leader)
-      st.holder_age_ms = ms(last_renew_);
-    else if (memory_.record)
-      st.holder_age_ms = ms(std::max(memory_.observed_at, memory_.confirmed_at));
-    if (memory_.api_error_outstanding) {
-      st.api_unreachable_ms = ms(api_failing_since_);
-      st.api_error = memory_.api_error_words;
-    }
-    st.api_answered = memory_.api_answered;
     st.term = term_;
+    describe_lease(st, {memory_, opt_.identity, opt_.timings.lease_duration,
+                        state_ == runner_state::leader, static_cast<bool>(elector_), clock().now(),
+                        last_renew_, hold_confirmed_at_, api_failing_since_});
     st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
     st.terms_won = terms_won_;
     st.terms_lost = terms_lost_;
@@ -573,6 +571,8 @@ private:
   int releases_ = 0;                        // release requests to old electors in flight
   lease_memory memory_;                     // what electors saw, for the next one
   time_point api_failing_since_{};          // when memory_.api_error_outstanding began
+  time_point hold_confirmed_at_{};          // the current creation hold's last answer
+  std::int64_t announced_hold_ = -1;        // the creation hold last announced (its term)
   std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
   std::vector<caf::response_promise> shutdown_rps_;
 };

@@ -267,7 +267,9 @@ public:
       cfg_(std::move(resolved.cfg)), conn_(std::move(resolved.conn)),
       lease_{cfg_.ns, cfg_.lease_name},
       log_(*parse_log_level(cfg_.log_level), cfg_.identity, lease_.to_string()),
-      sys_(tuned(sys_cfg_)) {}
+      sys_(tuned(sys_cfg_)) {
+    counters_.set_build_info(LEASEHOLD_VERSION, cfg_.backend);
+  }
 
   /// Each start phase logs why it cannot go on and returns false.
   bool open_journal() {

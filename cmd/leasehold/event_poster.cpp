@@ -5,6 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "leasehold/lease.hpp"
+
 namespace leasehold::agent {
 
 namespace {
@@ -114,13 +116,18 @@ event_sink event_poster_sink(caf::actor poster, lease_key lease) {
   // lease_released on shutdown.
   auto leading = std::make_shared<std::atomic<bool>>(false);
   return [poster, lease, leading](const runtime_event& e) {
-    const char* what = nullptr;
+    std::string what;
     if (e.type == event_type::term_acquired) {
       leading->store(true);
       what = " became leader";
     } else if ((e.type == event_type::term_lost || e.type == event_type::lease_released)
                && leading->exchange(false)) {
       what = " stopped leading";
+    } else if (e.type == event_type::creation_hold) {
+      // kubectl shows this replica as HOLDER from now on: say why it does no work yet.
+      auto starts = e.wall + std::chrono::milliseconds(static_cast<std::int64_t>(e.value));
+      what = " created the lease and holds it: its term " + std::to_string(e.term)
+             + " starts at " + format_log_time(starts) + " (creation hold, one lease duration)";
     } else {
       return;
     }

@@ -58,6 +58,14 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
   return out;
 }
 
+nlohmann::json hold_json(const runner_status& st) {
+  if (st.hold_ms < 0)
+    return nullptr;
+  auto starts = std::chrono::system_clock::now() + std::chrono::milliseconds(st.hold_ms);
+  return {{"term", st.term}, {"term_starts_in_ms", st.hold_ms},
+          {"term_starts_at", format_log_time(starts)}};
+}
+
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
   auto ms = [](caf::timespan d) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
@@ -93,6 +101,7 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
                         {"lease", st.lease.to_string()}};
   out.update(holder_json(st, lease_duration));
   out.update(nlohmann::json{{"term", st.term},
+          {"creation_hold", hold_json(st)},
           {"electing", st.electing},
           {"healthy", st.healthy},
           {"terms_won", st.terms_won},
@@ -136,8 +145,13 @@ health_server::health_server(health_sources src)
     }
     // The module's view, with when the holder was observed (or "unknown").
     auto view = nlohmann::json::parse(*body, nullptr, false);
-    auto holder = holder_json(src_.status(), src_.timings.lease_duration);
+    auto st = src_.status();
+    auto holder = holder_json(st, src_.timings.lease_duration);
     view["leader"] = holder["holder"];
+    if (st) {   // the runner's word (one source with /debug/state)
+      view["term"] = st->term;
+      view["creation_hold"] = hold_json(*st);
+    }
     view["observed_at"] = holder["holder_observed_at"];
     view["age_ms"] = holder["holder_age_ms"];
     if (holder.contains("holder_unknown_reason")) {

@@ -44,6 +44,9 @@ struct health_sources {
 /// `last_observed_holder`) when that is older than `lease_duration`, the
 /// lease was never read, or the runner does not answer.
 nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration);
+/// null, or while this replica is in a creation hold (runner_status::hold_ms):
+/// {"term", "term_starts_in_ms", "term_starts_at" (RFC 3339)}.
+nlohmann::json hold_json(const runner_status& st);
 /// /debug/state: the runner's status with holder_json's fields.
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
 

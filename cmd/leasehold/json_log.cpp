@@ -65,6 +65,7 @@ std::optional<log_record> describe(const runtime_event& e) {
   };
   switch (e.type) {
     case event_type::renewed:
+    case event_type::api_request_failed:
     case event_type::api_recovered:
     case event_type::config_applied:
       break;
@@ -75,6 +76,10 @@ std::optional<log_record> describe(const runtime_event& e) {
     case event_type::term_lost:
       with_term();
       with_reason();
+      break;
+    case event_type::creation_hold:
+      with_term();
+      r.fields["term_starts_in_ms"] = static_cast<std::int64_t>(e.value);
       break;
     case event_type::outside_write:
       r.fields["holder"] = e.holder;

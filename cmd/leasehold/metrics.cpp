@@ -1,6 +1,10 @@
 #include "cmd/leasehold/metrics.hpp"
 
+#include <chrono>
+#include <iomanip>
 #include <sstream>
+
+#include "cmd/leasehold/process_metrics.hpp"
 
 namespace leasehold::agent {
 
@@ -52,8 +56,10 @@ void metrics::record(const runtime_event& e) {
         }
       break;
     }
-    case event_type::api_error:
-      ++api_errors_[to_string(e.error.kind)];
+    case event_type::api_request_failed:
+      // Every failed request; a lost race (another replica wrote first) is
+      // an answer, not an error.
+      ++(is_lost_race(e.error.kind) ? lost_races_ : api_errors_)[to_string(e.error.kind)];
       break;
     case event_type::module_output:
       if (e.reason == "fence_kill")
@@ -64,11 +70,31 @@ void metrics::record(const runtime_event& e) {
   }
 }
 
+void metrics::set_build_info(std::string version, std::string backend) {
+  std::lock_guard<std::mutex> guard(mtx_);
+  version_ = std::move(version);
+  backend_ = std::move(backend);
+}
+
 std::string metrics::render(const std::optional<runner_status>& st) const {
   std::lock_guard<std::mutex> guard(mtx_);
   std::ostringstream out;
+  header(out, "leasehold_build_info", "gauge", "Always 1; the labels say which build runs.");
+  out << "leasehold_build_info{version=\"" << escape_label(version_) << "\",backend=\""
+      << escape_label(backend_) << "\",caf_version=\"" << CAF_MAJOR_VERSION << '.'
+      << CAF_MINOR_VERSION << '.' << CAF_PATCH_VERSION << "\"} 1\n";
   header(out, "leasehold_is_leader", "gauge", "1 when this replica holds the lease, else 0.");
   out << "leasehold_is_leader " << (st && st->state == runner_state::leader ? 1 : 0) << '\n';
+
+  if (st) {
+    header(out, "leasehold_term", "gauge",
+           "The term this replica knows: its own while leading or in a creation hold, else the "
+           "holder's as last seen; -1 none.");
+    out << "leasehold_term " << st->term << '\n';
+    header(out, "leasehold_creation_hold", "gauge",
+           "1 while this replica holds a lease it created and its term has not started yet.");
+    out << "leasehold_creation_hold " << (st->hold_ms >= 0 ? 1 : 0) << '\n';
+  }
 
   header(out, "leasehold_leadership_transitions_total", "counter",
          "Times this replica acquired or lost leadership.");
@@ -87,10 +113,32 @@ std::string metrics::render(const std::optional<runner_status>& st) const {
   out << "leasehold_renew_latency_seconds_count " << renew_count_ << '\n';
 
   header(out, "leasehold_api_errors_total", "counter",
-         "API failures by kind (counted once per change of kind, not per retry).");
+         "Failed lease API requests by kind, every one (lost races are apart).");
   for (auto& kv : api_errors_)
     out << "leasehold_api_errors_total{kind=\"" << escape_label(kv.first) << "\"} " << kv.second
         << '\n';
+  header(out, "leasehold_api_lost_races_total", "counter",
+         "Writes another replica won first (conflict, already_exists): answers, not errors.");
+  for (auto& kv : lost_races_)
+    out << "leasehold_api_lost_races_total{kind=\"" << escape_label(kv.first) << "\"} "
+        << kv.second << '\n';
+  if (st) {
+    // One source with /readyz: the runner's api_unreachable_ms.
+    double failing = st->api_unreachable_ms < 0 ? 0 : st->api_unreachable_ms / 1000.0;
+    double since = 0;
+    if (st->api_unreachable_ms >= 0)
+      since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count()
+              - failing;
+    header(out, "leasehold_api_unreachable_since_seconds", "gauge",
+           "Since when (Unix time) every lease API request has failed; 0 while it answers.");
+    std::ostringstream unix_time;   // to the millisecond (number() keeps 9 digits)
+    unix_time << std::fixed << std::setprecision(3) << since;
+    out << "leasehold_api_unreachable_since_seconds " << (since == 0 ? "0" : unix_time.str()) << '\n';
+    header(out, "leasehold_api_unreachable_seconds", "gauge",
+           "How long every lease API request has failed, in seconds; 0 while it answers.");
+    out << "leasehold_api_unreachable_seconds " << number(failing) << '\n';
+  }
 
   header(out, "leasehold_fence_kills_total", "counter",
          "Leader-only child process groups the fence keeper killed at the fence's deadline.");
@@ -107,6 +155,8 @@ std::string metrics::render(const std::optional<runner_status>& st) const {
     for (auto& m : st->modules)
       out << "leasehold_module_running{module=\"" << escape_label(m.name) << "\"} "
           << (m.state == module_state::running ? 1 : 0) << '\n';
+  if (auto p = sample_process())
+    out << render_process_metrics(*p);
   return out.str();
 }
 

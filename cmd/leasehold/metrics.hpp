@@ -1,14 +1,24 @@
 // Prometheus metrics (text format 0.0.4), counted from runtime events and
 // read from the runner's status at scrape time:
+//   leasehold_build_info{version,backend,caf_version} gauge (always 1)
 //   leasehold_is_leader                         gauge
+//   leasehold_term                              gauge (own term leading or in a creation
+//                                               hold, else the holder's; -1 none)
+//   leasehold_creation_hold                     gauge (1: holds a lease it created, term
+//                                               not started yet)
 //   leasehold_leadership_transitions_total      counter (terms acquired + lost)
 //   leasehold_renew_latency_seconds             histogram (event renewed, value = ms)
-//   leasehold_api_errors_total{kind}            counter (error episodes: the elector
-//                                               reports a kind once per change)
+//   leasehold_api_errors_total{kind}            counter (every failed lease API request,
+//                                               event api_request_failed; lost races apart)
+//   leasehold_api_lost_races_total{kind}        counter (conflict, already_exists)
+//   leasehold_api_unreachable_since_seconds     gauge (Unix time every request began to
+//                                               fail; 0 while the API answers)
+//   leasehold_api_unreachable_seconds           gauge (how long; 0 while it answers)
 //   leasehold_module_restarts_total{module}     counter
 //   leasehold_module_running{module}            gauge
 //   leasehold_fence_kills_total                 counter (exec children the fence keeper
 //                                               killed at the fence's deadline)
+//   process_*                                   process_metrics.hpp
 #pragma once
 
 #include <array>
@@ -28,6 +38,8 @@ public:
   /// Thread-safe; counts events.
   event_sink sink();
   void record(const runtime_event& e);
+  /// leasehold_build_info's labels (default: this build's version, "kubernetes").
+  void set_build_info(std::string version, std::string backend);
 
   /// The exposition text. `st` is the runner's status (nullopt when the
   /// runner did not answer: the status-based series are left out).
@@ -45,6 +57,9 @@ private:
   std::uint64_t renew_count_ = 0;
   double renew_sum_ = 0;
   std::map<std::string, std::uint64_t> api_errors_;
+  std::map<std::string, std::uint64_t> lost_races_;
+  std::string version_ = LEASEHOLD_VERSION;
+  std::string backend_ = "kubernetes";
   std::uint64_t fence_kills_ = 0;
 };
 

@@ -42,6 +42,10 @@ enum class event_type {
   identity_conflict, // holder: another process writes this replica's identity (the term ends)
   outside_write,     // holder, term, reason: a holder's record vanished or was emptied by a write
                      // that is not its release; a follower waits out its validity
+  creation_hold,     // term, value: ms until the term starts: this replica created the lease and
+                     // holds it; its term starts a lease duration after the create (docs/safety.md)
+  api_request_failed,// error: one failed lease API request (every one, lost races included;
+                     // not logged: metrics). api_error is what the log says about them
 };
 
 const char* to_string(event_type t);

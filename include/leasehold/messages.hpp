@@ -39,9 +39,11 @@ struct fencing_token {
 /// runner -> subscribers (and modules that asked).
 struct leadership_changed {
   bool leading = false;
-  std::string holder;        // our identity when leading, else last observed holder
+  std::string holder;        // our identity when leading or in a creation hold, else last observed holder
   std::int64_t term = 0;
-  std::string reason;        // why leadership ended (empty on acquire)
+  /// Why leadership ended (empty on acquire); in a creation hold (leading
+  /// false, holder our identity): "creation hold: term N starts in Mms".
+  std::string reason;
 };
 
 /// runner -> module: new settings for a running module (same type).

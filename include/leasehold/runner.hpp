@@ -85,7 +85,12 @@ struct runner_status {
   std::int64_t api_unreachable_ms = -1;
   std::string api_error;       // the failure that began it, in words
   bool api_answered = false;   // the API answered this runner's electors at least once
-  std::int64_t term = -1;      // current term when leading, else last seen
+  std::int64_t term = -1;      // current term when leading or in a creation hold, else last seen
+  /// This replica created the Lease and holds it, its term not started yet
+  /// (the creation hold, docs/safety.md): `holder` is this replica, `term`
+  /// the term it holds, which starts with its first renew sent after this
+  /// many ms (0: the next one). -1: not in a creation hold.
+  std::int64_t hold_ms = -1;
   bool electing = false;       // an elector is alive (or a respawn is pending)
   bool healthy = true;         // false: a module failed (over its restart intensity)
   std::int64_t terms_won = 0;

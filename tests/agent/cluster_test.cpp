@@ -175,3 +175,99 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
                            return h.is_string() && h != "unknown"; }, 5s));
   }
 }
+
+namespace {
+
+/// The messages of the Events the API server keeps in `default`.
+std::vector<std::string> event_messages(api_server& api) {
+  std::vector<std::string> out;
+  auto r = http_get(api.port(), "/api/v1/namespaces/default/events");
+  auto j = json::parse(r.body, nullptr, false);
+  if (j.is_object())
+    for (auto& e : j["items"])
+      out.push_back(e.value("message", ""));
+  return out;
+}
+
+bool has_message(api_server& api, const std::string& text) {
+  for (auto& m : event_messages(api))
+    if (m.find(text) != std::string::npos)
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Events agree on the "
+          "holder and its term, and the holder says it is in its hold (issue 21, item 4)") {
+  // kubectl showed HOLDER agent-1 while agent-1's /leader said leading
+  // false, term -1, and its peers term 1.
+  temp_dir dir;
+  api_server api(dir);   // no Lease yet: the first agent to ask creates it
+  auto config = write_short_config(dir, test_timings("4s", "3s", "500ms", "400ms"));
+  three_agents agents(dir, config, {"--server", api.url()});
+  auto& all = agents.all;
+
+  std::optional<json> lease;
+  REQUIRE(wait_until([&] { lease = api.lease("default", "agent-test");
+                           return lease && !(*lease)["spec"].value("holderIdentity", "").empty(); }, 10s));
+  auto holder_id = (*lease)["spec"]["holderIdentity"].get<std::string>();
+  auto term = (*lease)["spec"]["leaseTransitions"].get<int>();
+  agent* holder = nullptr;
+  for (auto* x : all)
+    if (x->identity() == holder_id)
+      holder = x;
+  REQUIRE(holder != nullptr);
+
+  // In the hold (4 s from the create): every view names the holder and its term.
+  for (auto* x : all) {
+    CAPTURE(x->identity());
+    CHECK(wait_until([&] { return agent_state(*x)["term"] == term; }, 1500ms));
+    auto st = agent_state(*x);
+    CHECK(st["holder"] == holder_id);
+    auto l = json::parse(http_get(x->health_port(), "/leader").body);
+    CHECK(l["leader"] == holder_id);
+    CHECK(l["term"] == term);
+    CHECK(l["leading"] == false);
+    CHECK(metric(x->health_port(), "leasehold_term") == std::optional<double>(term));
+    CHECK(metric(x->health_port(), "leasehold_is_leader") == std::optional<double>(0));
+    if (x != holder) {
+      CHECK(st["creation_hold"].is_null());
+      CHECK(metric(x->health_port(), "leasehold_creation_hold") == std::optional<double>(0));
+      continue;
+    }
+    // The holder says it holds and when its term starts.
+    CHECK(st["state"] == "follower");
+    REQUIRE(st["creation_hold"].is_object());
+    CHECK(st["creation_hold"]["term"] == term);
+    CHECK(st["creation_hold"]["term_starts_in_ms"].get<long>() > 0);
+    CHECK(st["creation_hold"]["term_starts_in_ms"].get<long>() <= 4000);
+    CHECK(st["creation_hold"]["term_starts_at"].is_string());
+    CHECK(l["creation_hold"]["term"] == term);
+    CHECK(metric(x->health_port(), "leasehold_creation_hold") == std::optional<double>(1));
+  }
+  auto holding = holder_id + " created the lease and holds it: its term " + std::to_string(term)
+                 + " starts at ";
+  CHECK(wait_until([&] { return has_message(api, holding); }, 3s));
+  bool logged = false;
+  for (auto& l : holder->log_lines())
+    logged = logged || (l.value("msg", "").find("created the lease and holds it") == 0
+                        && l.value("term", -1) == term);
+  CHECK(logged);
+
+  // The term starts with the same number; the hold is over everywhere.
+  REQUIRE(wait_until([&] { return agent_state(*holder)["state"] == "leader"; }, 6s));
+  auto st = agent_state(*holder);
+  CHECK(st["term"] == term);
+  CHECK(st["creation_hold"].is_null());
+  CHECK(metric(holder->health_port(), "leasehold_creation_hold") == std::optional<double>(0));
+  CHECK(metric(holder->health_port(), "leasehold_is_leader") == std::optional<double>(1));
+  CHECK(json::parse(http_get(holder->health_port(), "/leader").body)["leading"] == true);
+  for (auto* x : all)
+    CHECK(agent_state(*x)["term"] == term);
+  CHECK(wait_until([&] { return has_message(api, holder_id + " became leader"); }, 3s));
+  for (auto* x : all) {
+    x->process().signal(SIGTERM);
+    CHECK(x->process().wait(3s) == std::optional<int>(0));
+  }
+}

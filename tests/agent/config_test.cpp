@@ -259,6 +259,9 @@ TEST_CASE("the JSON log has level, time, msg and fields, and drops repeats withi
   sink(err);
   sink(err);                                  // another elector, same failure: dropped
   sink(event(event_type::renewed));           // not logged
+  auto failed = err;
+  failed.type = event_type::api_request_failed;
+  sink(failed);                               // every failed request: a metric, not logged
   auto lost = event(event_type::term_lost);
   lost.term = 4;
   lost.reason = "renew deadline";
@@ -420,7 +423,7 @@ TEST_CASE("metrics render as valid Prometheus text") {
   renewed.value = 40;
   m.record(renewed);
   m.record(event(event_type::term_acquired));
-  auto err = event(event_type::api_error);
+  auto err = event(event_type::api_request_failed);
   err.error.kind = error_kind::timeout;
   m.record(err);
   runner_status st;
@@ -438,6 +441,60 @@ TEST_CASE("metrics render as valid Prometheus text") {
   CHECK(text.find("leasehold_module_running{module=\"ti\\\"ck\"} 1\n") != std::string::npos);
   CHECK(test::prometheus_violations("bad line\nx{a=\"b\"} 1\n")
         == std::vector<std::string>{"bad line"});
+}
+
+TEST_CASE("metrics: every failed request by kind, lost races apart, API unreachable since, "
+          "build info, process metrics (issue 21, item 3)") {
+  metrics m;
+  m.set_build_info("9.8.7", "etcd");
+  auto failed = [&](error_kind k, int n) {
+    auto e = event(event_type::api_request_failed);
+    e.error.kind = k;
+    for (int i = 0; i < n; ++i)
+      m.record(e);
+  };
+  failed(error_kind::connection_refused, 7);   // one outage, seven failed requests
+  failed(error_kind::timeout, 2);
+  failed(error_kind::conflict, 3);             // lost races: answers, not errors
+  failed(error_kind::already_exists, 1);
+  auto log_line = event(event_type::api_error);   // what the log says: not counted again
+  log_line.error.kind = error_kind::connection_refused;
+  m.record(log_line);
+  runner_status st;
+  st.api_unreachable_ms = 4500;
+  auto text = m.render(st);
+  CHECK(test::prometheus_violations(text).empty());
+  auto has_line = [&](const std::string& l) { return text.find("\n" + l + "\n") != std::string::npos; };
+  CHECK(has_line("leasehold_api_errors_total{kind=\"connection_refused\"} 7"));
+  CHECK(has_line("leasehold_api_errors_total{kind=\"timeout\"} 2"));
+  CHECK(text.find("leasehold_api_errors_total{kind=\"conflict\"}") == std::string::npos);
+  CHECK(text.find("leasehold_api_errors_total{kind=\"already_exists\"}") == std::string::npos);
+  CHECK(has_line("leasehold_api_lost_races_total{kind=\"conflict\"} 3"));
+  CHECK(has_line("leasehold_api_lost_races_total{kind=\"already_exists\"} 1"));
+  CHECK(has_line("# TYPE leasehold_api_unreachable_since_seconds gauge"));
+  CHECK(has_line("leasehold_api_unreachable_seconds 4.5"));
+  auto value = [&](const std::string& name) {
+    auto at = text.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(text.substr(at + name.size() + 2));
+  };
+  auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  CHECK(value("leasehold_api_unreachable_since_seconds") == doctest::Approx(now - 4.5).epsilon(1e-8));
+  CHECK(has_line("leasehold_build_info{version=\"9.8.7\",backend=\"etcd\",caf_version=\"0.17.6\"} 1"));
+  // The standard process metrics, read from /proc.
+  CHECK(value("process_cpu_seconds_total") >= 0);
+  CHECK(value("process_resident_memory_bytes") > 1e6);
+  CHECK(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+  CHECK(value("process_open_fds") >= 3);
+  CHECK(value("process_max_fds") >= value("process_open_fds"));
+  CHECK(value("process_start_time_seconds") <= now);
+  CHECK(value("process_start_time_seconds") > now - 3600);
+  CHECK(has_line("# TYPE process_cpu_seconds_total counter"));
+
+  st.api_unreachable_ms = -1;   // answering again
+  text = m.render(st);
+  CHECK(has_line("leasehold_api_unreachable_since_seconds 0"));
+  CHECK(has_line("leasehold_api_unreachable_seconds 0"));
 }
 
 TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {

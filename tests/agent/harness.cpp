@@ -156,15 +156,42 @@ std::optional<nlohmann::json> api_server::lease(const std::string& ns, const std
   return nlohmann::json::parse(res->body);
 }
 
+etcd_server::etcd_server(const temp_dir& dir) {
+  auto out = dir.file("etcd.out");
+  proc_ = std::make_unique<child>(
+    std::vector<std::string>{"/usr/bin/python3", source_root() + "/tests/faults/etcd_cluster.py",
+                             "--members", "1"},
+    out, dir.file("etcd.log"));
+  wait_until(
+    [&] {
+      auto text = read_file(out);
+      auto nl = text.find('\n');
+      if (nl == std::string::npos)
+        return !proc_->running();
+      endpoint_ = nlohmann::json::parse(text.substr(0, nl)).at("endpoints").at(0).get<std::string>();
+      return true;
+    },
+    20s);
+}
+
+etcd_server::~etcd_server() {
+  proc_->signal(SIGTERM);   // the script stops its member and removes its data
+  proc_->wait(10s);
+}
+
+nlohmann::json test_timings(const std::string& lease_duration, const std::string& renew_deadline,
+                            const std::string& retry_period, const std::string& module_stop_timeout) {
+  return {{"lease_duration", lease_duration},
+          {"renew_deadline", renew_deadline},
+          {"retry_period", retry_period},
+          {"module_stop_timeout", module_stop_timeout},
+          {"backoff_min", "200ms"},
+          {"backoff_max", "1s"}};
+}
+
 nlohmann::json short_config(bool ticker_enabled) {
   return {{"lease_name", "agent-test"},
-          {"timings",
-           {{"lease_duration", "2s"},
-            {"renew_deadline", "1500ms"},
-            {"retry_period", "300ms"},
-            {"module_stop_timeout", "400ms"},
-            {"backoff_min", "200ms"},
-            {"backoff_max", "1s"}}},
+          {"timings", test_timings("2s", "1500ms", "300ms", "400ms")},
           {"modules",
            {{{"type", "ticker"},
              {"name", "tick"},
@@ -185,6 +212,19 @@ agent::agent(const temp_dir& dir, const std::string& identity, const std::string
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = std::make_unique<child>(argv, dir.file(identity + ".out"), log_);
 }
+
+std::string write_short_config(const temp_dir& dir, const nlohmann::json& timings) {
+  auto doc = short_config();
+  doc["timings"] = timings;
+  auto path = dir.file("config.json");
+  write_file(path, doc.dump());
+  return path;
+}
+
+three_agents::three_agents(const temp_dir& dir, const std::string& config_file,
+                           const std::vector<std::string>& extra_args)
+  : a(dir, "agent-a", config_file, extra_args), b(dir, "agent-b", config_file, extra_args),
+    c(dir, "agent-c", config_file, extra_args) {}
 
 std::vector<nlohmann::json> agent::log_lines() const {
   std::vector<nlohmann::json> out;
@@ -257,6 +297,14 @@ http_reply http_post(int port, const std::string& path, const std::string& body)
   cli.set_connection_timeout(2, 0);
   cli.set_read_timeout(5, 0);
   return to_reply(cli.Post(path.c_str(), body, "application/json"));
+}
+
+std::optional<double> metric(int port, const std::string& series) {
+  auto body = http_get(port, "/metrics").body;
+  auto at = body.find("\n" + series + " ");
+  if (at == std::string::npos)
+    return std::nullopt;
+  return std::stod(body.substr(at + series.size() + 2));
 }
 
 nlohmann::json agent_state(agent& a) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -72,9 +73,32 @@ private:
   bool tls_ = false;
 };
 
+/// A one-member etcd on loopback ephemeral ports
+/// (`tests/faults/etcd_cluster.py --members 1`), stopped on destruction.
+class etcd_server {
+public:
+  explicit etcd_server(const temp_dir& dir);
+  ~etcd_server();
+  /// "http://127.0.0.1:PORT"; empty when it did not start.
+  const std::string& endpoint() const { return endpoint_; }
+
+private:
+  std::unique_ptr<child> proc_;
+  std::string endpoint_;
+};
+
 /// Writes an agent config with the ticker module and short timings
 /// (lease 2s, renew 1.5s, retry 300ms, stop 400ms).
 nlohmann::json short_config(bool ticker_enabled = true);
+
+/// A config's "timings" with these four and the short respawn backoff of
+/// short_config (200 ms doubling to 1 s).
+nlohmann::json test_timings(const std::string& lease_duration, const std::string& renew_deadline,
+                            const std::string& retry_period, const std::string& module_stop_timeout);
+
+/// short_config with these timings (test_timings) written to <dir>/config.json;
+/// returns its path.
+std::string write_short_config(const temp_dir& dir, const nlohmann::json& timings);
 
 /// `leasehold run` as a child; stderr (JSON log) goes to <dir>/<identity>.log.
 class agent {
@@ -97,6 +121,14 @@ private:
   int health_port_ = 0;
 };
 
+/// agent-a, agent-b and agent-c on one config and the same flags.
+struct three_agents {
+  three_agents(const temp_dir& dir, const std::string& config_file,
+               const std::vector<std::string>& extra_args);
+  agent a, b, c;
+  std::vector<agent*> all{&a, &b, &c};
+};
+
 /// One run of a program to its end: exit code (-1: still running after
 /// the timeout, then killed), stdout and stderr.
 struct cli_result {
@@ -116,6 +148,10 @@ struct http_reply {
 };
 http_reply http_get(int port, const std::string& path);
 http_reply http_post(int port, const std::string& path, const std::string& body);
+
+/// A sample's value in the agent on `port`'s /metrics (`series` with its
+/// labels, e.g. `x_total{kind="a"}`); nullopt when absent.
+std::optional<double> metric(int port, const std::string& series);
 
 /// /debug/state of an agent as JSON (null on failure).
 nlohmann::json agent_state(agent& a);

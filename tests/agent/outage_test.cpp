@@ -118,16 +118,10 @@ TEST_CASE("readiness rides out an API blip shorter than renew_deadline, reports 
   // than renew_deadline (4 s here).
   temp_dir dir;
   api_server api(dir);
-  auto config = dir.file("config.json");
-  auto doc = short_config();
-  doc["timings"] = {{"lease_duration", "6s"}, {"renew_deadline", "4s"}, {"retry_period", "500ms"},
-                    {"module_stop_timeout", "1s"}, {"backoff_min", "200ms"}, {"backoff_max", "1s"}};
-  write_file(config, doc.dump());
-  std::vector<std::string> args{"--server", api.url()};
-  agent a(dir, "agent-a", config, args);
-  agent b(dir, "agent-b", config, args);
-  agent c(dir, "agent-c", config, args);
-  std::vector<agent*> all{&a, &b, &c};
+  auto config = write_short_config(dir, test_timings("6s", "4s", "500ms", "1s"));
+  three_agents agents(dir, config, {"--server", api.url()});
+  auto& all = agents.all;
+  auto& a = agents.a;
   auto ready = [](agent& x) { return http_get(x.health_port(), "/readyz").status == 200; };
   auto all_ready = [&] { return std::all_of(all.begin(), all.end(), [&](agent* x) { return ready(*x); }); };
   REQUIRE(wait_until(all_ready, 15s));
@@ -167,6 +161,70 @@ TEST_CASE("readiness rides out an API blip shorter than renew_deadline, reports 
                                                                     - back);
   MESSAGE("all ready " << took.count() << " ms after the API came back");
   for (auto* x : all) {
+    x->process().signal(SIGTERM);
+    CHECK(x->process().wait(3s) == std::optional<int>(0));
+  }
+}
+
+namespace {
+
+/// A sample's value in an agent's /metrics, 0 when absent.
+double metric(agent& a, const std::string& series) {
+  return leasehold::test::metric(a.health_port(), series).value_or(0);
+}
+
+} // namespace
+
+TEST_CASE("metrics: every failed request counted by kind, lost races apart, since when the API is "
+          "unreachable, build and process info (issue 21, item 3)") {
+  // leasehold_api_errors_total counted an outage once per change of error
+  // kind, and a lost race (409) as an error.
+  temp_dir dir;
+  api_server api(dir);
+  auto config = dir.file("config.json");
+  write_file(config, short_config().dump());
+  std::vector<std::string> args{"--server", api.url()};
+  agent a(dir, "agent-a", config, args);
+  agent b(dir, "agent-b", config, args);
+  REQUIRE(wait_until([&] { return metric(a, "leasehold_is_leader") + metric(b, "leasehold_is_leader") == 1; },
+                     10s));
+  for (auto* x : {&a, &b}) {
+    auto body = http_get(x->health_port(), "/metrics").body;
+    CHECK(prometheus_violations(body).empty());
+    CHECK(body.find("leasehold_build_info{version=\"" LEASEHOLD_VERSION "\",backend=\"kubernetes\"")
+          != std::string::npos);
+    CHECK(metric(*x, "leasehold_api_unreachable_seconds") == 0);
+    CHECK(metric(*x, "leasehold_api_unreachable_since_seconds") == 0);
+    CHECK(metric(*x, "process_resident_memory_bytes") > 1e6);
+    CHECK(metric(*x, "process_open_fds") > 3);
+    CHECK(metric(*x, "process_start_time_seconds") > 1e9);
+  }
+
+  // One outage: every failed request counts (a retry every 300 ms).
+  auto refused = "leasehold_api_errors_total{kind=\"connection_refused\"}";
+  REQUIRE(api.fault({{"mode", "down"}}));
+  auto down = std::chrono::system_clock::now();
+  CHECK(wait_until([&] { return metric(a, refused) >= 4 && metric(b, refused) >= 4; }, 8s));
+  for (auto* x : {&a, &b}) {
+    auto failing = metric(*x, "leasehold_api_unreachable_seconds");
+    auto since = metric(*x, "leasehold_api_unreachable_since_seconds");
+    CHECK_MESSAGE(failing > 0.5, x->identity());
+    CHECK(since >= std::chrono::duration<double>(down.time_since_epoch()).count() - 0.1);
+  }
+  REQUIRE(api.fault({{"mode", "recover"}}));
+  CHECK(wait_until([&] { return metric(a, "leasehold_api_unreachable_since_seconds") == 0
+                                && metric(b, "leasehold_api_unreachable_since_seconds") == 0; }, 5s));
+
+  // A 409 is a lost race: counted apart, not as an error.
+  REQUIRE(api.fault({{"mode", "error"}, {"status", 409}}));
+  auto races = "leasehold_api_lost_races_total{kind=\"conflict\"}";
+  CHECK(wait_until([&] { return metric(a, races) + metric(b, races) >= 2; }, 5s));
+  REQUIRE(api.fault({{"mode", "recover"}}));
+  for (auto* x : {&a, &b}) {
+    CHECK(metric(*x, "leasehold_api_errors_total{kind=\"conflict\"}") == 0);
+    CHECK(metric(*x, "leasehold_api_unreachable_seconds") == 0);   // a lost race is an answer
+  }
+  for (auto* x : {&a, &b}) {
     x->process().signal(SIGTERM);
     CHECK(x->process().wait(3s) == std::optional<int>(0));
   }

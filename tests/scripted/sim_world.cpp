@@ -135,18 +135,22 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
   register_probe(*registry_, tracker_);
   if (opts_.modules.modules.empty())
     opts_.modules = probes({"work"});
-  if (opts_.lease_exists)
+  if (opts_.etcd)
+    etcd_ = std::make_shared<sim_etcd>([this] { return now(); });
+  store_ = etcd_ ? std::static_pointer_cast<sim_store>(etcd_) : api_;
+  if (opts_.lease_exists && !etcd_)
     api_->create_released(opts_.lease);
   for (std::size_t i = 0; i < opts_.replicas; ++i) {
     auto r = std::make_unique<replica>();
     r->identity = "replica-" + std::to_string(i);
-    r->transport = spawn_sim_transport(*sys_, api_, r->identity);
+    r->transport = spawn_sim_transport(*sys_, store_, r->identity);
     runner_options o;
     o.identity = r->identity;
     o.lease = opts_.lease;
     o.timings = opts_.timings;
     o.supervision = opts_.supervision;
     o.transport = r->transport;
+    o.backend.server_expiry = opts_.etcd;
     o.registry = registry_;
     o.modules = opts_.modules;
     o.seed = opts_.seed + i;
@@ -199,6 +203,8 @@ bool sim_world::run_until(const std::function<bool()>& pred, caf::timespan limit
       return true;
     if (now() >= deadline)
       return false;
+    if (expire_etcd_leases(deadline))
+      continue;
     if (!sched_->trigger_timeout())
       sched_->clock().current_time = deadline;   // nothing scheduled: time just passes
     if (now() > deadline)
@@ -209,9 +215,38 @@ bool sim_world::run_until(const std::function<bool()>& pred, caf::timespan limit
   return false;
 }
 
+bool sim_world::expire_etcd_leases(sim_clock_time deadline) {
+  auto due = etcd_ ? etcd_->next_expiry() : std::nullopt;
+  auto& schedule = sched_->clock().schedule();
+  if (!due || *due > deadline || (!schedule.empty() && schedule.begin()->first < *due))
+    return false;
+  // The store's clock first: the key is gone before a timer due then fires.
+  if (*due > now())
+    sched_->clock().current_time = *due;
+  etcd_->expire_due();
+  settle();
+  return true;
+}
+
 void sim_world::run_for(caf::timespan d) {
   auto end = now() + d;
   run_until([&] { return now() >= end; }, d);
+}
+
+void sim_world::run_exactly(caf::timespan d) {
+  auto end = now() + d;
+  settle();
+  for (int guard = 0; guard < 10'000'000; ++guard) {
+    if (expire_etcd_leases(end))
+      continue;
+    auto& schedule = sched_->clock().schedule();
+    if (schedule.empty() || schedule.begin()->first > end)
+      break;
+    sched_->trigger_timeout();
+    settle();
+  }
+  sched_->clock().current_time = std::max(now(), end);
+  settle();
 }
 
 sim_clock_time sim_world::last_renew(std::size_t i) const {

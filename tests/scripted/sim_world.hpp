@@ -15,6 +15,7 @@
 
 #include "actors/runner.hpp"
 #include "leasehold/runtime.hpp"
+#include "tests/sim/sim_etcd.hpp"
 #include "tests/support/sim_transport.hpp"
 
 namespace leasehold::test {
@@ -78,6 +79,10 @@ struct world_options {
   bool lease_exists = true;
   /// Followers watch the lease through the simulated transport (false: poll).
   bool watch = true;
+  /// The store: the Kubernetes Lease API (sim_api), or etcd (sim_etcd: the
+  /// term is the key's create_revision, keepalives change nothing, the store
+  /// deletes a key whose TTL ran out; the electors get server_expiry).
+  bool etcd = false;
 };
 
 class sim_world {
@@ -87,7 +92,9 @@ public:
 
   caf::actor_system& sys() { return *sys_; }
   caf::scheduler::test_coordinator& sched() { return *sched_; }
-  sim_api& api() { return *api_; }
+  /// The store, whichever backend (faults, requests, peek).
+  sim_store& store() { return *store_; }
+  sim_api& api() { return *api_; }   // the Kubernetes store (not with etcd)
   probe_tracker& tracker() { return *tracker_; }
   replica& rep(std::size_t i) { return *reps_.at(i); }
   std::size_t size() const { return reps_.size(); }
@@ -99,6 +106,9 @@ public:
   /// Safety is checked after every single step.
   bool run_until(const std::function<bool()>& pred, caf::timespan limit);
   void run_for(caf::timespan d);
+  /// Runs every message and timer due within `d`; then the clock reads
+  /// exactly now + d (run_for may end at a later timer).
+  void run_exactly(caf::timespan d);
   /// Processes all messages now, without advancing time.
   void settle();
 
@@ -116,11 +126,18 @@ public:
   void check_safety();
 
 private:
+  /// etcd: when a lease's TTL runs out before the next timer (and by
+  /// `deadline`), time moves there and the store deletes its keys. True
+  /// when it did.
+  bool expire_etcd_leases(sim_clock_time deadline);
+
   world_options opts_;
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   caf::scheduler::test_coordinator* sched_ = nullptr;
   std::shared_ptr<sim_api> api_ = std::make_shared<sim_api>();
+  std::shared_ptr<sim_etcd> etcd_;      // set with world_options::etcd
+  std::shared_ptr<sim_store> store_;    // api_ or etcd_
   std::shared_ptr<probe_tracker> tracker_ = std::make_shared<probe_tracker>();
   std::shared_ptr<module_registry> registry_ = std::make_shared<module_registry>();
   std::vector<std::unique_ptr<replica>> reps_;

@@ -1,0 +1,68 @@
+#include "actors/runner_view.hpp"
+
+#include <algorithm>
+
+#include "actors/elector.hpp"
+
+namespace leasehold {
+
+const char* to_string(runner_state s) {
+  switch (s) {
+    case runner_state::idle: return "idle";
+    case runner_state::follower: return "follower";
+    case runner_state::leader: return "leader";
+    case runner_state::stepping_down: return "stepping_down";
+    case runner_state::stopped: return "stopped";
+  }
+  return "?";
+}
+
+std::string hold_words(const creation_hold_info& h) {
+  return "creation hold: term " + std::to_string(h.term) + " starts in "
+         + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(h.left).count())
+         + "ms";
+}
+
+void describe_hold(runtime_event& ev, const creation_hold_info& h) {
+  ev.term = h.term;
+  ev.value = std::chrono::duration<double, std::milli>(h.left).count();
+  ev.reason = hold_words(h);
+}
+
+std::optional<creation_hold_info> creation_hold(const lease_memory& m, const std::string& identity,
+                                                caf::timespan lease_duration,
+                                                caf::actor_clock::time_point now) {
+  if (!m.created_at || !m.own_term || !m.record || m.record->spec.holder_identity != identity
+      || !same_term(m.record->spec, *m.own_term))
+    return std::nullopt;
+  return creation_hold_info{m.own_term->lease_transitions,
+                            std::max(caf::timespan{0}, *m.created_at + lease_duration - now)};
+}
+
+void describe_lease(runner_status& st, const lease_view_input& in) {
+  auto ms = [&](caf::actor_clock::time_point since) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(in.now - since).count();
+  };
+  auto& m = in.memory;
+  // When the holder was last known current: a leader's own renew; else a
+  // new version of the record or a read that found it (on etcd a renew
+  // changes nothing, so only reads tell); in a creation hold, its own renews.
+  if (in.leading)
+    st.holder_age_ms = ms(in.last_renew);
+  else if (m.record)
+    st.holder_age_ms = ms(std::max(m.observed_at, m.confirmed_at));
+  if (!in.leading && in.elector_alive)
+    if (auto hold = creation_hold(m, in.identity, in.lease_duration, in.now)) {
+      st.holder = in.identity;
+      st.term = hold->term;
+      st.hold_ms = std::chrono::duration_cast<std::chrono::milliseconds>(hold->left).count();
+      st.holder_age_ms = std::min(st.holder_age_ms, ms(in.hold_confirmed_at));
+    }
+  if (m.api_error_outstanding) {
+    st.api_unreachable_ms = ms(in.api_failing_since);
+    st.api_error = m.api_error_words;
+  }
+  st.api_answered = m.api_answered;
+}
+
+} // namespace leasehold

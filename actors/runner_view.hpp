@@ -1,0 +1,57 @@
+// What a runner says about itself and the lease (runner_status: its state
+// in words, the holder's age, the API's health, the creation hold),
+// computed from what its electors reported (lease_memory) and the runner's
+// own clock. One source for /readyz, /leader, /debug/state, the metrics and
+// the Events (docs/operations.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "leasehold/events.hpp"
+#include "leasehold/runner.hpp"
+
+namespace leasehold {
+
+/// This replica created the Lease and holds it without a term yet: its term
+/// `term` starts with its first renew sent `left` from now (0: the next
+/// renew), one lease duration after the create (docs/safety.md).
+struct creation_hold_info {
+  std::int64_t term = -1;
+  caf::timespan left{0};
+};
+
+/// "creation hold: term N starts in Mms" (a leadership_changed's reason).
+std::string hold_words(const creation_hold_info& h);
+/// The creation_hold event of `h` (term, value: ms until the term starts, reason).
+void describe_hold(runtime_event& ev, const creation_hold_info& h);
+
+/// The hold `m` shows for `identity`: it created the lease (created_at),
+/// wrote the term (own_term) and the last record seen is still that term.
+std::optional<creation_hold_info> creation_hold(const lease_memory& m, const std::string& identity,
+                                                caf::timespan lease_duration,
+                                                caf::actor_clock::time_point now);
+
+struct lease_view_input {
+  const lease_memory& memory;
+  std::string identity;
+  caf::timespan lease_duration{0};
+  bool leading = false;                       // the runner is leader
+  bool elector_alive = false;                 // an elector renews what it holds
+  caf::actor_clock::time_point now{};
+  caf::actor_clock::time_point last_renew{};  // the leader's last successful renew
+  /// When an elector last reported, with no error outstanding, a lease it
+  /// holds in a creation hold (a hold's renews change no key on etcd).
+  caf::actor_clock::time_point hold_confirmed_at{};
+  caf::actor_clock::time_point api_failing_since{};
+};
+
+/// Fills holder_age_ms, api_unreachable_ms, api_error, api_answered and, in
+/// a creation hold, holder, term and hold_ms.
+void describe_lease(runner_status& st, const lease_view_input& in);
+
+} // namespace leasehold
