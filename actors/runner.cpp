@@ -121,6 +121,7 @@ public:
     modules_.kill_all();
     if (elector_)
       anon_send_exit(elector_, caf::exit_reason::kill);
+    subscribers_.clear();   // a subscriber holding this runner would keep both alive
   }
 
 private:
