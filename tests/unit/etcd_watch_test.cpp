@@ -16,7 +16,7 @@
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/watch_support.hpp"
 #include "transport/etcd_transport.hpp"
-#include "transport/kube_config.hpp"
+#include "transport/base64.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
