@@ -172,7 +172,7 @@ struct etcd_client::impl {
 
   // -- the lease mapping -------------------------------------------------------
 
-  std::string key_of(const lease_key& k) const { return cfg.prefix + "/" + k.ns + "/" + k.name; }
+  std::string key_of(const lease_key& k) const { return etcd_scope{cfg.prefix, k.ns}.key(k.name); }
 
   static std::string value_of(const lease_spec& s) {
     json v = {{"holderIdentity", s.holder_identity}};
@@ -285,7 +285,7 @@ struct etcd_client::impl {
         return api_result<lease>::failure(
           api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
       }
-      etcd_kv kv{rev, rev, id, value_of(l.spec)};
+      etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
       auto rec = to_lease(l.key(), kv);
       if (!rec.ok()) {
         revoke(id);
@@ -390,30 +390,30 @@ etcd_client::etcd_client(etcd_config cfg) : impl_(std::make_unique<impl>(std::mo
 
 etcd_client::~etcd_client() = default;
 
-template <class F>
-api_result<lease> guarded(const char* what, F&& f) {
+template <class T = lease, class F>
+api_result<T> guarded(const char* what, F&& f) {
   try {
     return f();
   } catch (const std::exception& e) {
-    return api_result<lease>::failure(
+    return api_result<T>::failure(
       api_error{error_kind::other, 0, "POST", what, std::string("internal error: ") + e.what()});
   }
 }
 
-api_result<etcd_lease_state> etcd_client::read_lease(const lease_key& k) {
-  const std::string path = "/v3/kv/range";
-  try {
-    auto cur = impl_->range(k);
-    if (!cur.ok())
-      return api_result<etcd_lease_state>::failure(cur.error);
-    if (cur.value->revision <= 0)
-      return api_result<etcd_lease_state>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
-    return api_result<etcd_lease_state>::success({cur.value->record, cur.value->revision});
-  } catch (const std::exception& e) {
-    return api_result<etcd_lease_state>::failure(
-      api_error{error_kind::other, 0, "POST", path, std::string("internal error: ") + e.what()});
-  }
+api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns) {
+  return guarded<etcd_scope_state>("/v3/kv/range", [&] {
+    const std::string path = "/v3/kv/range";
+    auto scope = this->scope(ns);
+    auto r = impl_->call(path, {{"key", encode_base64(scope.dir())},
+                                {"range_end", encode_base64(scope.range_end())}});
+    if (!r.ok())
+      return api_result<etcd_scope_state>::failure(r.error);
+    auto st = parse_scope_range(*r.value, scope);
+    if (!st.ok())
+      return api_result<etcd_scope_state>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, st.error});
+    return api_result<etcd_scope_state>::success(std::move(*st.value));
+  });
 }
 
 api_error etcd_client::stream(const std::string& path, const nlohmann::json& body,
@@ -455,8 +455,8 @@ api_result<lease> etcd_client::update_lease(const lease& l) {
   return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
 }
 
-std::string etcd_client::key_of(const lease_key& k) const {
-  return impl_->key_of(k);
+etcd_scope etcd_client::scope(const std::string& ns) const {
+  return {impl_->cfg.prefix, ns};
 }
 
 const std::string& etcd_client::current_endpoint() const {

@@ -15,14 +15,9 @@
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/transports.hpp"
+#include "transport/etcd_wire.hpp"
 
 namespace leasehold {
-
-/// A key as one range read saw it.
-struct etcd_lease_state {
-  std::optional<lease> record;   // nullopt: no key
-  std::int64_t revision = 0;     // the store's revision at the read
-};
 
 /// Blocking etcd client: use it from a detached actor or a thread only.
 /// Every call goes to the current endpoint; on a connection error, timeout or
@@ -39,9 +34,10 @@ public:
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);
 
-  /// The key's record (nullopt: absent) and the store revision it was
-  /// read at: a watch from revision + 1 misses no change after this read.
-  api_result<etcd_lease_state> read_lease(const lease_key& k);
+  /// Every lease record of namespace `ns` (one range over its scope) and
+  /// the store revision it was read at: a watch from revision + 1 misses
+  /// no change after this read.
+  api_result<etcd_scope_state> read_scope(const std::string& ns);
   /// A streaming POST of `body` to `path` (a watch, see kube_client::stream)
   /// on the current endpoint; a failure after which another endpoint may
   /// answer (not a quiet stream's idle timeout) moves to the next endpoint.
@@ -56,8 +52,8 @@ public:
   void stop();
   const etcd_config& config() const;
 
-  /// <prefix>/<namespace>/<name>
-  std::string key_of(const lease_key& k) const;
+  /// The keys of namespace `ns`: <prefix>/<ns>/<name>.
+  etcd_scope scope(const std::string& ns) const;
   /// The endpoint the next call goes to.
   const std::string& current_endpoint() const;
 

@@ -11,11 +11,13 @@ namespace {
 lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::pointer self,
                                                     std::shared_ptr<etcd_client> client) {
   name_this_thread("lh.etcd");   // detached: this runs on the actor's own thread
-  // One watch per subscriber, each on its own thread with its own client
-  // (own connections, own endpoint failover).
-  auto watch = watch_per_subscriber(self, [client](lease_watch_request req) {
-    return make_etcd_lease_watch(client->config(), std::move(req));
-  });
+  // One watch stream per namespace, shared by every subscriber in it (one
+  // thread and one connection however many leases): the keys under
+  // <prefix>/<namespace>/, demultiplexed by lease name.
+  auto watch = watch_per_namespace(
+    self, [client](const std::string& ns, caf::timespan idle, std::shared_ptr<watch_fanout> fanout) {
+      return make_etcd_watch(client->config(), ns, idle, std::move(fanout));
+    });
   return {
     [client](get_lease_atom, const lease_key& k) -> lease_reply {
       return client->get_lease(k);

@@ -19,13 +19,18 @@
 //          re-taking its own ended term): delete (if
 //          mod_revision unchanged) + create; anything else: conflict.
 //   events are not stored (post_event answers true).
-//   watch  POST /v3/watch (streamed, one JSON message per line) from the
+//   watch  one stream per namespace, shared by every subscriber of the
+//          transport in it: POST /v3/watch of <prefix>/<namespace>/ with
+//          its range_end (streamed, one JSON message per line) from the
 //          revision after the last one delivered; a PUT event is a record
 //          (parsed as get_lease does), a DELETE (revoke, expired TTL) is
-//          `deleted`; no revision to resume from, or a compacted one: the
-//          key is read first and its state delivered. The loop (thread,
-//          backoff, up/down, idle) is lease_watch_loop's; a stream quiet
-//          for idle_timeout (renews write nothing) reads the key again and
+//          `deleted`, each to the subscribers of its key; no revision to
+//          resume from, or a compacted one: every key of the namespace is
+//          read (one range) and each subscriber told what changed for its
+//          key. A subscriber joining a running stream is told its key's
+//          state at once. The loop (thread, backoff, up/down to every
+//          subscriber, idle) is lease_watch_loop's; a stream quiet for
+//          idle_timeout (renews write nothing) reads the keys again and
 //          watches on, without going down.
 // The pieces: etcd_wire.hpp (the gateway's answers and watch lines parsed),
 // etcd_client.hpp (endpoints, failover, auth, the mapping above),

@@ -55,6 +55,18 @@ error_kind grpc_kind(int code, int http_status) {
   }
 }
 
+namespace {
+
+/// A base64 field's bytes ("" when absent); nullopt when it is not base64.
+std::optional<std::string> bytes_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_string())
+    return std::string{};
+  return decode_base64(it->get<std::string>());
+}
+
+} // namespace
+
 parse_result<etcd_kv> parse_kv(const json& j, const std::string& where) {
   parse_result<etcd_kv> out;
   if (!j.is_object()) {
@@ -71,14 +83,14 @@ parse_result<etcd_kv> parse_kv(const json& j, const std::string& where) {
     return out;
   }
   kv.lease_id = id_field(j, "lease");
-  auto v = j.find("value");
-  auto decoded = v != j.end() && v->is_string() ? decode_base64(v->get<std::string>())
-                                                 : std::optional<std::string>{""};
-  if (!decoded) {
-    out.error = where + ".value: invalid base64";
-    return out;
+  for (auto [name, field] : {std::pair{"key", &kv.key}, std::pair{"value", &kv.value}}) {
+    auto bytes = bytes_field(j, name);
+    if (!bytes) {
+      out.error = where + "." + name + ": invalid base64";
+      return out;
+    }
+    *field = std::move(*bytes);
   }
-  kv.value = std::move(*decoded);
   out.value = std::move(kv);
   return out;
 }
@@ -139,8 +151,51 @@ std::int64_t header_revision(const json& reply) {
   return rev;
 }
 
-namespace {
+std::string etcd_scope::range_end() const {
+  auto end = dir();   // ends in '/': never 0xff, so one increment suffices
+  end.back() = static_cast<char>(end.back() + 1);
+  return end;
+}
 
+std::optional<std::string> etcd_scope::name_of(const std::string& key) const {
+  auto d = dir();
+  if (key.size() <= d.size() || key.compare(0, d.size(), d) != 0)
+    return std::nullopt;
+  return key.substr(d.size());
+}
+
+parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope) {
+  parse_result<etcd_scope_state> out;
+  etcd_scope_state st;
+  st.revision = header_revision(reply);
+  if (st.revision <= 0) {
+    out.error = "header.revision: missing";
+    return out;
+  }
+  auto it = reply.find("kvs");
+  if (it != reply.end() && !it->is_array()) {
+    out.error = "kvs: expected an array of objects";
+    return out;
+  }
+  for (std::size_t i = 0; it != reply.end() && i < it->size(); ++i) {
+    auto where = "kvs[" + std::to_string(i) + "]";
+    auto kv = parse_kv((*it)[i], where);
+    if (!kv.ok()) {
+      out.error = kv.error;
+      return out;
+    }
+    auto name = scope.name_of(kv.value->key);
+    if (!name)
+      continue;
+    auto rec = to_lease({scope.ns, *name}, *kv.value, where);
+    if (rec.ok())
+      st.records.emplace(std::move(*name), std::move(*rec.value));
+  }
+  out.value = std::move(st);
+  return out;
+}
+
+namespace {
 
 /// An int field of the gateway's error object; 0 when absent or not an int.
 int int_field(const json& j, const char* name) {
@@ -169,7 +224,7 @@ bool bool_field(const json& j, const char* name, bool& ok) {
 } // namespace
 
 parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
-                                                       const lease_key& k) {
+                                                       const etcd_scope& scope) {
   parse_result<etcd_watch_message> out;
   auto j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
@@ -240,26 +295,36 @@ parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
       out.error = where + ".kv: expected an object";
       return out;
     }
+    std::string key;
     if (ev.deleted) {
       // A deleted key keeps only its key and the deletion's revision.
       if (!int64_field(*kv, "mod_revision", ev.mod_revision) || ev.mod_revision <= 0) {
         out.error = where + ".kv.mod_revision: expected a positive int64";
         return out;
       }
+      key = bytes_field(*kv, "key").value_or("");
     } else {
       auto parsed = parse_kv(*kv, where + ".kv");
       if (!parsed.ok()) {
         out.error = parsed.error;
         return out;
       }
-      auto rec = to_lease(k, *parsed.value, where + ".kv");
-      if (!rec.ok()) {
-        out.error = rec.error;
-        return out;
-      }
+      key = parsed.value->key;
       ev.mod_revision = parsed.value->mod_revision;
-      ev.record = std::move(rec.value);
+      if (auto name = scope.name_of(key)) {
+        auto rec = to_lease({scope.ns, *name}, *parsed.value, where + ".kv");
+        if (rec.ok())
+          ev.record = std::move(rec.value);
+        else
+          ev.error = rec.error;
+      }
     }
+    auto name = scope.name_of(key);
+    if (!name) {
+      out.error = where + ".kv.key: expected a key under " + scope.dir() + " (is \"" + key + "\")";
+      return out;
+    }
+    ev.name = std::move(*name);
     m.events.push_back(std::move(ev));
   }
   out.value = std::move(m);
