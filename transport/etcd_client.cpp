@@ -16,7 +16,8 @@ using json = nlohmann::json;
 
 /// Errors after which another endpoint may answer.
 bool fail_over_on(error_kind k) {
-  return k == error_kind::connection_refused || k == error_kind::timeout
+  return k == error_kind::connection_refused || k == error_kind::disconnected
+         || k == error_kind::timeout
          || k == error_kind::server_error || k == error_kind::tls_error;
 }
 

@@ -91,6 +91,10 @@ private:
 
   request next_request() override { return {"POST", "/v3/watch"}; }
 
+  std::string endpoint_note() const override {
+    return " (endpoint " + client_.current_endpoint() + ")";
+  }
+
   api_error open(const request& r, std::chrono::milliseconds idle,
                  const std::function<void()>& on_open,
                  const std::function<bool(const char*, std::size_t)>& on_data) override {
