@@ -154,6 +154,10 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
     l.spec.lease_duration_seconds = d->get<int>();
   if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
     l.spec.acquire_time = parse_micro_time(a->get<std::string>());
+  for (auto [field, dst] : {std::pair{"preferredHolder", &l.spec.preferred_holder},
+                            std::pair{"strategy", &l.spec.strategy}})
+    if (auto f = v.find(field); f != v.end() && f->is_string())
+      *dst = f->get<std::string>();
   out.value = std::move(l);
   return out;
 }
@@ -452,6 +456,10 @@ struct etcd_client::impl {
       v["leaseDurationSeconds"] = *s.lease_duration_seconds;
     if (s.acquire_time)
       v["acquireTime"] = format_micro_time(*s.acquire_time);
+    if (!s.preferred_holder.empty())   // a handover's successor (docs/operations.md)
+      v["preferredHolder"] = s.preferred_holder;
+    if (!s.strategy.empty())
+      v["strategy"] = s.strategy;
     return v.dump();
   }
 
