@@ -230,6 +230,7 @@ private:
       ev.valid_until_ns = fence.valid_until->load();
     });
     notify(current_leadership());
+    note_preference(memory_);         // written during a creation hold: yield before any start
     modules_.forgive_leader_only();   // a new term forgives last term's crash loops
     modules_.start_wanted(fence_);
   }

@@ -233,3 +233,19 @@ TEST_CASE("a leader's renews keep the preferredHolder and strategy another write
     CHECK(w.rep(leader).count(event_type::voluntary_handover) == 0);
   }
 }
+
+TEST_CASE("preferredHolder written during a creation hold: the creator's term starts with the "
+          "handover, its module never runs") {
+  auto o = three(false, true);
+  o.lease_exists = false;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return record(w).has_value(); }, 10s));
+  auto creator = record(w)->spec.holder_identity;
+  REQUIRE_FALSE(creator.empty());
+  std::size_t target = creator == "replica-0" ? 1 : 0;
+  patch_preferred_holder(w, w.rep(target).identity);
+  REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(target); },
+                      o.timings.lease_duration + 30s));
+  CHECK(w.tracker().started(creator) == 0);
+  CHECK(record(w)->spec.holder_identity == w.rep(target).identity);
+}
