@@ -60,7 +60,9 @@ hold_back_until(const lease* free_record, const std::string& identity,
   auto until = compete_after;
   if (free_record && released_record(free_record->spec)) {
     auto& preferred = free_record->spec.preferred_holder;
-    if (!preferred.empty() && preferred != identity)
+    if (preferred == identity)
+      return std::nullopt;   // named: a yield window of its own does not hold it back
+    if (!preferred.empty())
       until = std::max(until, observed_at + preferred_holder_wait(t));
   }
   if (until <= now)

@@ -52,7 +52,8 @@ void drop_stale_preference(lease_spec& s, const std::string& holder);
 /// now): before `compete_after` (a replica that yielded), and while
 /// `free_record` (a released record seen at `observed_at`, or nullptr when
 /// the lease is absent) names another preferredHolder, for
-/// preferred_holder_wait after it was seen.
+/// preferred_holder_wait after it was seen. A released record that names
+/// `identity` is taken at once, within a yield window too.
 std::optional<caf::actor_clock::time_point>
 hold_back_until(const lease* free_record, const std::string& identity,
                 caf::actor_clock::time_point observed_at, const election_timings& t,

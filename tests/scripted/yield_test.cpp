@@ -249,3 +249,18 @@ TEST_CASE("preferredHolder written during a creation hold: the creator's term st
   CHECK(w.tracker().started(creator) == 0);
   CHECK(record(w)->spec.holder_identity == w.rep(target).identity);
 }
+
+TEST_CASE("a replica in its own yield window takes a lease released to it by name") {
+  // Before, the window held it back: the leader it had yielded to yielded
+  // back to it, and another replica took the lease after preferred_holder_wait.
+  sim_world w(three(false, true));
+  auto leader = w.await_leader(60s);
+  auto target = (leader + 1) % w.size();
+  auto before = w.now();
+  REQUIRE(w.yield(leader, w.rep(target).identity).status == yield_status::handed_over);
+  REQUIRE(w.now() - before < yield_window(w.options().timings, true));   // still in the window
+  auto back = w.yield(target, w.rep(leader).identity);
+  CHECK(back.status == yield_status::handed_over);
+  CHECK(back.successor == w.rep(leader).identity);
+  check_handed_over(w, target, leader);
+}
