@@ -228,7 +228,9 @@ private:
       done_attempt();
       return;
     }
-    if (!leading_ && hold_back(nullptr)) {
+    // etcd: a released key vanishes while its preferredHolder takes it (a
+    // delete, then a create): the last record seen still holds others back.
+    if (!leading_ && hold_back(mem_.record ? &*mem_.record : nullptr)) {
       done_attempt();
       return;
     }

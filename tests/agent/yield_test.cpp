@@ -122,3 +122,28 @@ TEST_CASE("POST /yield: only from loopback; a bad body names the field") {
   auto none = [](const std::string&) -> std::optional<leasehold::yield_result> { return std::nullopt; };
   CHECK(yield_reply("127.0.0.1", "", none).first == 504);
 }
+
+TEST_CASE("etcd: leasehold yield --to hands over to each named agent in turn (the target travels "
+          "in the key's value)") {
+  temp_dir dir;
+  etcd_server etcd(dir);
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
+  auto config = write_short_config(dir, short_config()["timings"]);
+  three_agents agents(dir, config, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()});
+  agent* leader = nullptr;
+  REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 20s));
+  // Each round names the agent that would not be next by order: a chance winner would miss.
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    agent* target = nullptr;
+    for (auto* x : agents.all)
+      if (x != leader)
+        target = x;   // the last one that is not the leader
+    REQUIRE(wait_until([&] { return agent_state(*target)["holder"] == leader->identity(); }, 5s));
+    auto r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*leader)}, 20s);
+    CHECK_MESSAGE(r.code == 0, r.err);
+    REQUIRE(wait_until([&] { return leader_of(agents) == target; }, 5s));
+    CHECK(journaled(*leader, "module_stopped") <= journaled(*target, "module_started"));
+    leader = target;
+  }
+}
