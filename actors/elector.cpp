@@ -820,7 +820,8 @@ private:
     if (!mem_.outside_wait_until) {
       auto& spec = mem_.record->spec;
       bool gapless = watch_up_ && mem_.ttl_read_at && watch_up_since_ <= *mem_.ttl_read_at;
-      auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless);
+      auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless,
+                                  store_revision);
       mem_.outside_wait_until = v.create_at;
       mem_.hold_next_create = v.hold;
       mem_.vanish_revision = store_revision;
