@@ -181,6 +181,10 @@ struct etcd_client::impl {
       v["leaseDurationSeconds"] = *s.lease_duration_seconds;
     if (s.acquire_time)
       v["acquireTime"] = format_micro_time(*s.acquire_time);
+    if (!s.preferred_holder.empty())   // a handover's successor (docs/operations.md)
+      v["preferredHolder"] = s.preferred_holder;
+    if (!s.strategy.empty())
+      v["strategy"] = s.strategy;
     return v.dump();
   }
 

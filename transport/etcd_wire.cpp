@@ -139,6 +139,10 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
     l.spec.lease_duration_seconds = d->get<int>();
   if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
     l.spec.acquire_time = parse_micro_time(a->get<std::string>());
+  for (auto [field, dst] : {std::pair{"preferredHolder", &l.spec.preferred_holder},
+                            std::pair{"strategy", &l.spec.strategy}})
+    if (auto f = v.find(field); f != v.end() && f->is_string())
+      *dst = f->get<std::string>();
   out.value = std::move(l);
   return out;
 }

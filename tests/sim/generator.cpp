@@ -134,6 +134,7 @@ scenario generate(std::uint64_t seed) {
   // Choices added after the first generator draw from a stream of their
   // own, so every earlier choice of a seed stays what it was.
   draw later{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 7}};
+  draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -218,6 +219,15 @@ scenario generate(std::uint64_t seed) {
       w.at = chaos_begin + later.span(0ms, chaos_len);
       w.param = later.range(0, 1);
       sc.ops.push_back(w);
+    }
+    // A yield (to anyone, to a replica, to one that does not exist), in one
+    // chaos window in two.
+    if (yields.unit() < 0.5) {
+      op y;
+      y.kind = op_kind::yield;
+      y.at = chaos_begin + yields.span(0ms, chaos_len);
+      y.param = yields.range(-1, 7);
+      sc.ops.push_back(y);
     }
     op heal;
     heal.kind = op_kind::heal;

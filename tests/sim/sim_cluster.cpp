@@ -54,6 +54,7 @@ const char* to_string(op_kind k) {
     case op_kind::graceful_shutdown: return "graceful_shutdown";
     case op_kind::heal: return "heal";
     case op_kind::outside_write: return "outside_write";
+    case op_kind::yield: return "yield";
   }
   return "?";
 }
@@ -829,6 +830,17 @@ private:
       case op_kind::heal:
         heal();
         break;
+      case op_kind::yield: {
+        auto l = current_leader();
+        if (!l || procs_[*l].paused)
+          break;
+        std::string to = o.param < 0   ? std::string()
+                         : o.param == 7 ? std::string("replica-gone")
+                                        : procs_[static_cast<std::size_t>(o.param) % procs_.size()].identity;
+        note(procs_[*l].identity + " yields to " + (to.empty() ? "anyone" : to));
+        caf::anon_send(procs_[*l].runner, yield_atom::value, to);
+        break;
+      }
       case op_kind::outside_write:
         chk_.outside_write = true;
         if (auto rec = api_->peek(lease_))

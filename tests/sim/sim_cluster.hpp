@@ -141,6 +141,9 @@ enum class op_kind {
   /// object (Lease / key), 1 cancels the holder's claim (Kubernetes:
   /// holderIdentity emptied; etcd: the key's etcd lease revoked).
   outside_write,
+  /// The leader is asked to yield (yield_atom): param -1 to anyone, 7 to a
+  /// replica that does not exist, else to replica param (modulo the count).
+  yield,
 };
 const char* to_string(op_kind k);
 
