@@ -105,6 +105,8 @@ public:
                                                        : std::string{}));
       },
       [=](compete_atom, bool on) {
+        if (on)
+          opt_.compete_after = {};   // told to compete: a yield window of its own ends
         bool was = std::exchange(opt_.compete, on);
         if (on && !was && !leading_)
           act_now();   // a lease left free for us is taken now, not at the next tick

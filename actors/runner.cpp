@@ -20,6 +20,9 @@ namespace {
 
 using time_point = caf::actor_clock::time_point;
 
+/// Why a runner told to stand by (compete_atom) hands its term over.
+const char* const standing_by = "standing by: the lease is assigned to another replica";
+
 class runner_impl : public caf::event_based_actor {
 public:
   runner_impl(caf::actor_config& cfg, runner_options opts)
@@ -235,14 +238,9 @@ private:
     notify(current_leadership());
     note_preference(memory_);         // written during a creation hold: yield before any start
     modules_.forgive_leader_only();   // a new term forgives last term's crash loops
-    if (!opt_.compete && state_ == runner_state::leader) {
-      // Won (a creation hold ran out) after being told to stand by: hand
-      // the term over before any leader-only module starts.
-      stood_by_ = true;
-      begin_stepdown("standing by: the lease is assigned to another replica");
-      return;
-    }
-    modules_.start_wanted(fence_);
+    if (!opt_.compete)   // won a creation hold after being told to stand by
+      begin_yield("", standing_by, std::nullopt);   // before any leader-only module starts
+    modules_.start_wanted(fence_);   // nothing leader-only once stepping down
   }
 
   /// The elector ended (lost term, crash, kill): same thing for the runner.
@@ -278,8 +276,6 @@ private:
     auto delay = backoff_.next(u(rng_));
     if (compete_after_)   // handed over for a crash-looping module: wait longer
       delay = std::max(delay, *compete_after_ - clock().now());
-    if (std::exchange(stood_by_, false))
-      delay = caf::timespan{0};   // a voluntary stand-by: the next elector only follows, at once
     set_state(runner_state::follower);
     delayed_send(this, delay, respawn_atom::value, respawn_seq_);
   }
@@ -428,18 +424,18 @@ private:
   }
 
   /// Compete for the lease or only follow it (compete_atom). The elector
-  /// learns it at once; a leader told to stand by hands over through the one
-  /// step-down path (leader-only modules down, then release), and the next
-  /// elector follows without competing.
+  /// learns it at once; a leader told to stand by yields (to anyone: the
+  /// voluntary handover, with its event and metric), and its next elector
+  /// follows without competing.
   void set_competing(bool on) {
     if (std::exchange(opt_.compete, on) == on)
       return;
+    if (on)
+      yield_out_until_ = {};   // a group assigned it this lease: its own yield window ends
     if (elector_)
       send(elector_, compete_atom::value, on);
-    if (!on && state_ == runner_state::leader) {
-      stood_by_ = true;
-      begin_stepdown("standing by: the lease is assigned to another replica");
-    }
+    if (!on)
+      begin_yield("", standing_by, std::nullopt);   // refused unless leading
   }
 
   /// A leader-only module crashed more often than its restart policy
@@ -600,7 +596,6 @@ private:
   backoff handover_backoff_;                // after handing over for a crash-looping module
   std::optional<time_point> compete_after_; // no elector before this (handover backoff)
   std::string handover_module_;
-  bool stood_by_ = false;   // the step-down under way is a stand-by (compete_atom): respawn at once
   bool module_failed_this_term_ = false;
   yield_handover yield_;                    // a voluntary handover under way
   time_point yield_out_until_{};            // after a yield: no acquisition before this
