@@ -16,6 +16,7 @@
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
+#include "tests/support/work_log.hpp"
 #include "transport/lease_candidates.hpp"
 
 using namespace leasehold;
@@ -24,6 +25,8 @@ using steady = std::chrono::steady_clock;
 using leasehold::test::eventually;
 using leasehold::test::load_slack;
 using leasehold::test::short_timings;
+using leasehold::test::work_log;
+using leasehold::test::work_registry;
 
 namespace {
 
@@ -32,49 +35,6 @@ connection_config conn_to(const local_api_server& server) {
   c.server = "http://127.0.0.1:" + std::to_string(server.port());
   return c;
 }
-
-/// The work's own record: per lease, who ran it from when to when.
-struct work_log {
-  struct interval {
-    std::string identity;
-    std::string lease;
-    steady::time_point start;
-    std::optional<steady::time_point> end;
-  };
-  std::mutex mx;
-  std::vector<interval> all;
-
-  std::size_t begin(const std::string& id, const std::string& lease) {
-    std::lock_guard<std::mutex> g(mx);
-    all.push_back({id, lease, steady::now(), std::nullopt});
-    return all.size() - 1;
-  }
-  void end(std::size_t i) {
-    std::lock_guard<std::mutex> g(mx);
-    all[i].end = steady::now();
-  }
-  /// Running leases per identity.
-  std::map<std::string, int> loads() {
-    std::lock_guard<std::mutex> g(mx);
-    std::map<std::string, int> out;
-    for (auto& i : all)
-      if (!i.end)
-        ++out[i.identity];
-    return out;
-  }
-  /// Pairs of intervals of one lease, by different replicas, that overlap.
-  int overlaps() {
-    std::lock_guard<std::mutex> g(mx);
-    int n = 0;
-    auto far = steady::now() + 24h;
-    for (std::size_t a = 0; a < all.size(); ++a)
-      for (std::size_t b = a + 1; b < all.size(); ++b)
-        if (all[a].lease == all[b].lease && all[a].identity != all[b].identity
-            && all[a].start < all[b].end.value_or(far) && all[b].start < all[a].end.value_or(far))
-          ++n;
-    return n;
-  }
-};
 
 /// Kills every actor it holds when the test ends, passed or not, so that a
 /// failed REQUIRE does not leave the actor system waiting for them.
@@ -166,16 +126,7 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   work_log log;
-  auto reg = std::make_shared<module_registry>();
-  reg->add({"work", true,
-            [&log](caf::actor_system& s, const module_context& ctx) {
-              return s.spawn([&log, ctx](caf::event_based_actor* self) -> caf::behavior {
-                auto i = log.begin(ctx.identity, ctx.fence.lease.name);
-                self->attach_functor([&log, i] { log.end(i); });
-                return {[](leadership_changed&) {}};
-              });
-            },
-            nullptr});
+  auto reg = work_registry(log);
   auto t = short_timings();
   struct replica {
     lease_transport_actor transport;
