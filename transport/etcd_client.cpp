@@ -448,6 +448,10 @@ const etcd_config& etcd_client::config() const {
   return impl_->cfg;
 }
 
+api_result<json> etcd_client::post(const std::string& path, const json& body) {
+  return guarded<json>(path.c_str(), [&] { return impl_->call(path, body); });
+}
+
 api_result<lease> etcd_client::get_lease(const lease_key& k) {
   return guarded("/v3/kv/range", [&] { return impl_->get_lease(k); });
 }

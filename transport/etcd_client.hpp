@@ -56,6 +56,10 @@ public:
   etcd_scope scope(const std::string& ns) const;
   /// The endpoint the next call goes to.
   const std::string& current_endpoint() const;
+  /// One gateway call (POST `body` to `path`, failing over and
+  /// authenticating like every call): the reply body, or the error. Other
+  /// uses of the store (balance membership) go through it.
+  api_result<nlohmann::json> post(const std::string& path, const nlohmann::json& body);
 
 private:
   struct impl;

@@ -67,4 +67,8 @@ using membership_actor = caf::typed_actor<
 /// blocks.
 membership_actor spawn_http_membership(caf::actor_system& sys, connection_config cfg);
 
+/// etcd: one key per replica and group under <prefix>/_members/, bound to an
+/// etcd lease of the announcement's ttl (transport/etcd_members.hpp).
+membership_actor spawn_etcd_membership(caf::actor_system& sys, etcd_config cfg);
+
 } // namespace leasehold

@@ -26,6 +26,7 @@
 
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
+#include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"
 
 using namespace leasehold;
@@ -538,4 +539,48 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
     for (auto& r : rs)
       self->send_exit(r, caf::exit_reason::user_shutdown);
   self->send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd lease, join order, withdraw, expiry") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_members a(config({etcd.endpoint()})), b(config({etcd.endpoint()}));
+  candidate ca{"default", "workers", "agent-a", std::chrono::seconds(2)};
+  candidate cb{"default", "workers", "agent-b", std::chrono::seconds(2)};
+  candidate other{"default", "others", "agent-c", std::chrono::seconds(2)};
+  auto first = a.announce(ca);
+  REQUIRE_MESSAGE(first.ok(), first.error.describe());
+  REQUIRE(b.announce(other).ok());
+  auto seen = b.announce(cb);
+  REQUIRE_MESSAGE(seen.ok(), seen.error.describe());
+  REQUIRE(seen.value->size() == 2);   // the other group is not listed
+  std::map<std::string, std::int64_t> joined;
+  for (auto& m : *seen.value) {
+    joined[m.identity] = m.joined;
+    CHECK(m.renewed.empty());   // the store expires members itself
+  }
+  REQUIRE(joined.count("agent-a"));
+  REQUIRE(joined.count("agent-b"));
+  CHECK(joined["agent-a"] < joined["agent-b"]);
+  // Announcing again keeps the key (and its place).
+  auto again = a.announce(ca);
+  REQUIRE(again.ok());
+  for (auto& m : *again.value)
+    CHECK(m.joined == joined[m.identity]);
+  // A withdraw deletes it at once.
+  auto w = a.withdraw(ca);
+  REQUIRE(w.ok());
+  CHECK(*w.value);
+  auto after = b.announce(cb);
+  REQUIRE(after.ok());
+  REQUIRE(after.value->size() == 1);
+  CHECK(after.value->front().identity == "agent-b");
+  // A replica that stops announcing is gone once its TTL ran out.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  etcd_members c(config({etcd.endpoint()}));
+  candidate cc{"default", "workers", "agent-c", std::chrono::seconds(2)};
+  auto late = c.announce(cc);
+  REQUIRE(late.ok());
+  REQUIRE(late.value->size() == 1);
+  CHECK(late.value->front().identity == "agent-c");
 }
