@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "transport/base64.hpp"
-#include "transport/thread_name.hpp"
+#include "transport/membership_actor.hpp"
 
 namespace leasehold {
 
@@ -103,14 +103,7 @@ withdraw_reply etcd_members::withdraw(const candidate& c) {
 }
 
 membership_actor spawn_etcd_membership(caf::actor_system& sys, etcd_config cfg) {
-  auto client = std::make_shared<etcd_members>(std::move(cfg));
-  return sys.spawn<caf::detached>([client]() -> membership_actor::behavior_type {
-    name_this_thread("lh.members");   // detached: the client blocks
-    return {
-      [client](announce_atom, const candidate& c) { return client->announce(c); },
-      [client](withdraw_atom, const candidate& c) { return client->withdraw(c); },
-    };
-  });
+  return spawn_membership_actor(sys, std::make_shared<etcd_members>(std::move(cfg)));
 }
 
 } // namespace leasehold

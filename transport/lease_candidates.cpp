@@ -4,7 +4,7 @@
 #include <ctime>
 
 #include "transport/http_errors.hpp"
-#include "transport/thread_name.hpp"
+#include "transport/membership_actor.hpp"
 
 #ifndef LEASEHOLD_VERSION
 #define LEASEHOLD_VERSION "dev"
@@ -181,14 +181,7 @@ withdraw_reply lease_candidates::withdraw(const candidate& c) {
 }
 
 membership_actor spawn_http_membership(caf::actor_system& sys, connection_config cfg) {
-  auto client = std::make_shared<lease_candidates>(std::move(cfg));
-  return sys.spawn<caf::detached>([client]() -> membership_actor::behavior_type {
-    name_this_thread("lh.members");   // detached: the client blocks
-    return {
-      [client](announce_atom, const candidate& c) { return client->announce(c); },
-      [client](withdraw_atom, const candidate& c) { return client->withdraw(c); },
-    };
-  });
+  return spawn_membership_actor(sys, std::make_shared<lease_candidates>(std::move(cfg)));
 }
 
 } // namespace leasehold
