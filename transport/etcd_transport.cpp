@@ -9,6 +9,7 @@
 
 #include "transport/kube_config.hpp"
 #include "transport/lease_watch.hpp"
+#include "transport/transport_pool.hpp"
 
 namespace leasehold {
 
@@ -189,6 +190,8 @@ std::vector<std::string> validate(const etcd_config& cfg) {
     errs.push_back("etcd.cert_file, etcd.key_file: must be set together");
   if (cfg.username.empty() != cfg.password.empty())
     errs.push_back("etcd.username, etcd.password: must be set together");
+  for (auto& e : validate(cfg.http, "etcd."))
+    errs.push_back(e);
   return errs;
 }
 
@@ -852,35 +855,25 @@ private:
   bool present_ = false;    // what the subscriber was last told: the key exists
 };
 
-lease_transport_actor::behavior_type etcd_transport(lease_transport_actor::pointer self,
-                                                    std::shared_ptr<etcd_client> client) {
-  name_this_thread("lh.etcd");   // detached: this runs on the actor's own thread
-  // One watch per subscriber, each on its own thread with its own client
-  // (own connections, own endpoint failover).
-  auto watch = watch_per_subscriber(self, [client](lease_watch_request req) {
-    return std::make_unique<etcd_lease_watcher>(client->config(), std::move(req));
-  });
-  return {
-    [client](get_lease_atom, const lease_key& k) -> lease_reply {
-      return client->get_lease(k);
-    },
-    [client](create_lease_atom, const lease& l) -> lease_reply {
-      return client->create_lease(l);
-    },
-    [client](update_lease_atom, const lease& l) -> lease_reply {
-      return client->update_lease(l);
-    },
-    [](post_event_atom, const kube_event&) -> event_reply {
-      return event_reply::success(true);   // etcd keeps no Events
-    },
-    [watch](watch_lease_atom, lease_watch_request& req) { watch(req); },
-  };
-}
 
 } // namespace
 
 lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config cfg) {
-  return sys.spawn<caf::detached>(etcd_transport, std::make_shared<etcd_client>(std::move(cfg)));
+  transport_pool_options opts;
+  opts.workers = cfg.http.workers;
+  opts.max_wait = max_request_time(cfg.http);
+  opts.thread_name = "lh.etcd";
+  opts.make_client = [cfg] { return std::make_unique<lease_client_of<etcd_client>>(cfg); };
+  auto prefix = cfg.prefix;
+  opts.where = [prefix](const lease_key& k) { return prefix + "/" + k.ns + "/" + k.name; };
+  // One watch per subscriber, each on its own thread with its own client
+  // (own connections, own endpoint failover).
+  opts.make_watch = [cfg](lease_transport_actor::pointer self) {
+    return watch_per_subscriber(self, [cfg](lease_watch_request req) {
+      return std::make_unique<etcd_lease_watcher>(cfg, std::move(req));
+    });
+  };
+  return spawn_transport_pool(sys, std::move(opts));
 }
 
 } // namespace leasehold

@@ -114,6 +114,7 @@ private:
   bool said_ = false;   // up_ was reported at least once
   std::atomic<bool> stopping_{false};
   bool finished_ = false;   // under mx_: run() has returned
+  bool counted_ = false;    // in census::watch_streams (started, not yet joined)
   std::mutex mx_;
   std::condition_variable cv_;
   std::thread thread_;
@@ -141,26 +142,42 @@ private:
   std::string rv_;
 };
 
+/// Ends `stream` (halts it and joins its thread) on a detached actor of its
+/// own: the transport's dispatcher runs on the scheduler and must not wait.
+void retire_stream(caf::actor_system& sys, std::unique_ptr<lease_watch_loop> stream);
+
 /// A transport actor's watches: one per subscriber, each ended (its thread
-/// joined) when its subscriber terminates. Returns the watch_lease_atom
+/// joined, off the actor's thread) when its subscriber terminates. Returns the watch_lease_atom
 /// handler's body; `make` builds the backend's watch for one request.
 template <class Self, class Make>
 std::function<void(lease_watch_request&)> watch_per_subscriber(Self* self, Make make) {
   using watchers = std::map<caf::actor_addr, std::unique_ptr<lease_watch_loop>>;
   auto streams = std::make_shared<watchers>();
-  self->set_down_handler([streams](caf::down_msg& m) { streams->erase(m.source); });
+  self->set_down_handler([self, streams](caf::down_msg& m) {
+    auto it = streams->find(m.source);
+    if (it != streams->end()) {
+      retire_stream(self->system(), std::move(it->second));
+      streams->erase(it);
+    }
+  });
+  self->attach_functor([&sys = self->system(), streams] {
+    for (auto& [addr, s] : *streams)
+      retire_stream(sys, std::move(s));
+  });
   return [self, streams, make](lease_watch_request& req) {
     if (!req.subscriber)
       return;
     auto addr = req.subscriber.address();
     self->monitor(req.subscriber);
-    (*streams)[addr] = make(std::move(req));
+    auto& slot = (*streams)[addr];
+    retire_stream(self->system(), std::move(slot));
+    slot = make(std::move(req));
   };
 }
 
 /// A transport actor's watches, shared: one stream per namespace for every
 /// subscriber in it (events demultiplexed by lease name), ended (its thread
-/// joined) when its last subscriber terminates. `make(ns, idle, fanout)`
+/// joined, off the actor's thread) when its last subscriber terminates. `make(ns, idle, fanout)`
 /// builds the stream of one namespace.
 template <class Self, class Make>
 std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make make) {
@@ -169,9 +186,19 @@ std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make m
     std::unique_ptr<lease_watch_loop> stream;
   };
   auto streams = std::make_shared<std::map<std::string, shared>>();
-  self->set_down_handler([streams](caf::down_msg& m) {
-    for (auto it = streams->begin(); it != streams->end();)
-      it = it->second.fanout->remove(m.source) == 0 ? streams->erase(it) : std::next(it);
+  self->set_down_handler([self, streams](caf::down_msg& m) {
+    for (auto it = streams->begin(); it != streams->end();) {
+      if (it->second.fanout->remove(m.source) > 0) {
+        ++it;
+        continue;
+      }
+      retire_stream(self->system(), std::move(it->second.stream));
+      it = streams->erase(it);
+    }
+  });
+  self->attach_functor([&sys = self->system(), streams] {
+    for (auto& [ns, s] : *streams)
+      retire_stream(sys, std::move(s.stream));
   });
   return [self, streams, make](lease_watch_request& req) {
     if (!req.subscriber)
