@@ -150,9 +150,16 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
   st->self = self;
   st->opts = std::move(opts);
   ++census::pools;
+  // The queued jobs hold `st` (and promises holding the dispatcher), `st`
+  // holds the workers: break the cycle, or the workers' threads wait for
+  // their destruction forever and so does the actor system.
   self->attach_functor([st] {
     --census::pools;
     census::queued -= static_cast<std::int64_t>(st->queue.size());
+    census::busy_workers -= static_cast<std::int64_t>(st->workers.size() - st->idle.size());
+    st->queue.clear();
+    st->idle.clear();
+    st->workers.clear();
   });
   std::function<void(lease_watch_request&)> watch;
   if (st->opts.make_watch && st->opts.invalid.empty())

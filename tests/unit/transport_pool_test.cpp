@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -241,4 +244,36 @@ TEST_CASE("a request that waited longer than max_wait for a worker is answered t
   CHECK(replies["second"].error.reason.find("not sent") == 0);
   CHECK(*calls == 1);   // the second never reached the client
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a transport ended with requests in flight and queued lets its actor system end") {
+  // Regression: the queued requests held the pool's state, the state held
+  // the workers, so their threads and ~actor_system waited forever.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::promise<void> ended;
+  auto done = ended.get_future();
+  std::thread([&ended, calls] {
+    {
+      caf::actor_system_config cfg;
+      caf::actor_system sys{cfg};
+      transport_pool_options o;
+      o.workers = 2;
+      o.make_client = [calls] { return std::make_unique<slow_client>(100ms, calls); };
+      auto t = spawn_transport_pool(sys, o);
+      caf::scoped_actor self{sys};
+      for (int i = 0; i < 6; ++i)   // requests (replies awaited), never received
+        self->request(t, 10s, get_lease_atom::value, lease_key{"default", "l" + std::to_string(i)});
+      for (int i = 0; i < 100 && *calls < 2; ++i)
+        std::this_thread::sleep_for(10ms);
+      caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+    }
+    ended.set_value();
+  }).detach();
+  bool finished = done.wait_for(10s) == std::future_status::ready;
+  CHECK(*calls >= 2);
+  CHECK_MESSAGE(finished, "~actor_system still waiting for the pool's workers after 10 s");
+  if (!finished) {
+    std::fprintf(stderr, "FAILED: ~actor_system still waiting for the pool's workers after 10 s\n");
+    std::_Exit(1);   // the stuck thread cannot be joined
+  }
 }
