@@ -4,6 +4,7 @@
 //
 //   many_leases --server http://127.0.0.1:PORT [--leases 1000] [--timeout 60] [--hold 5]
 //               [--workers 4] [--transports 1] [--watch 1]
+//               [--scheduler stealing|sharing] [--scheduler-threads 2]
 //   many_leases --backend etcd --server http://127.0.0.1:2379[,http://...] ...
 //
 // Reports, as one JSON line on stdout: leaders reached, the time until all
@@ -40,6 +41,8 @@ struct options {
   int timeout_s = 60;
   int hold_s = 5;
   bool watch = true;
+  std::string scheduler = "stealing";   // CAF's default; "sharing": tune_for_idle()
+  int scheduler_threads = 2;
 };
 
 /// A number field of /proc/self/status ("VmRSS:", "Threads:"); -1 if absent.
@@ -80,12 +83,15 @@ bool parse(int argc, char** argv, options& o) {
     else if (k == "--transports") o.transports = std::stoi(v);
     else if (k == "--workers") o.workers = std::stoi(v);
     else if (k == "--watch") o.watch = v != "0";
+    else if (k == "--scheduler") o.scheduler = v;
+    else if (k == "--scheduler-threads") o.scheduler_threads = std::stoi(v);
     else if (k == "--timeout") o.timeout_s = std::stoi(v);
     else if (k == "--hold") o.hold_s = std::stoi(v);
     else return false;
   }
   return !o.server.empty() && o.leases > 0 && o.transports > 0 && o.workers > 0
-         && (o.backend == "kubernetes" || o.backend == "etcd") && (argc % 2) == 1;
+         && (o.backend == "kubernetes" || o.backend == "etcd")
+         && (o.scheduler == "stealing" || o.scheduler == "sharing") && (argc % 2) == 1;
 }
 
 } // namespace
@@ -95,10 +101,12 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, opt)) {
     std::cerr << "usage: many_leases --server URL[,URL...] [--backend kubernetes|etcd]"
                  " [--leases N] [--transports K] [--workers W] [--timeout S] [--hold S]"
-                 " [--watch 0|1]\n";
+                 " [--watch 0|1] [--scheduler stealing|sharing] [--scheduler-threads N]\n";
     return 2;
   }
   caf::actor_system_config cfg;
+  if (opt.scheduler == "sharing")
+    leasehold::tune_for_idle(cfg, static_cast<std::size_t>(opt.scheduler_threads));
   caf::actor_system sys{cfg};
 
   auto registry = std::make_shared<leasehold::module_registry>();
@@ -203,14 +211,14 @@ int main(int argc, char** argv) {
   for (auto& r : runners)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 
-  std::printf("{\"backend\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
+  std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
               "\"leaders_reached\":%d,\"all_led_ms\":%lld,"
               "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
               "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
               "\"hold_cpu_s\":%.3f,\"renewals_in_hold\":%ld,\"cpu_ms_per_renewal\":%.4f,"
               "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
               "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"released\":%d}\n",
-              opt.backend.c_str(), opt.leases, opt.transports, opt.workers, reached,
+              opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers, reached,
               static_cast<long long>(all_led_ms), held, hold_lost, rss_before, rss_after,
               static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,
               hold_renewals, hold_renewals > 0 ? hold_cpu * 1000.0 / hold_renewals : 0.0,
