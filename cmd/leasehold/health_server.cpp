@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "cmd/leasehold/clock.hpp"
+#include "cmd/leasehold/process_metrics.hpp"
 #include "leasehold/lease.hpp"
 #include "transport/listen.hpp"
 #include "transport/thread_name.hpp"
@@ -130,10 +131,13 @@ health_server::health_server(health_sources src)
   });
   s.Get("/debug/state", [this](const httplib::Request&, httplib::Response& res) {
     auto st = src_.status();
-    if (!st)
+    if (!st) {
       reply_json(res, 503, {{"error", "runner did not answer"}});
-    else
-      reply_json(res, 200, status_json(*st, src_.timings.lease_duration));
+    } else {
+      auto state = status_json(*st, src_.timings.lease_duration);
+      state["transport"] = transport_state_json();
+      reply_json(res, 200, state);
+    }
   });
   // Last: whatever path a leader_endpoint module publishes at.
   s.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {
