@@ -1,15 +1,18 @@
 // many_leases: one process, N independent leases (N runners, one elector
-// each), sharing a small pool of HTTP transport actors (each one is a
-// detached thread), each with a trivial leader-only module.
+// each), sharing one transport (its pool of --workers workers), each with a
+// trivial leader-only module.
 //
-//   many_leases --server http://127.0.0.1:PORT [--leases 1000] [--transports 8]
-//               [--timeout 60] [--hold 5]
-//   many_leases --etcd http://127.0.0.1:PORT ...   (the etcd backend instead)
+//   many_leases --server http://127.0.0.1:PORT [--leases 1000] [--timeout 60] [--hold 5]
+//               [--workers 4] [--transports 1] [--watch 1]
+//               [--scheduler stealing|sharing] [--scheduler-threads 2]
+//   many_leases --backend etcd --server http://127.0.0.1:2379[,http://...] ...
+//   many_leases --etcd http://127.0.0.1:2379 ...      (the same)
 //
 // Reports, as one JSON line on stdout: leaders reached, the time until all
 // leases were led, RSS before the runners and after every lease is led, RSS
-// per election, CPU seconds while holding every lease for --hold seconds,
-// and the process's threads once every lease is led.
+// per election, and over the --hold seconds while holding every lease: CPU
+// seconds, terms lost, renewals, CPU per renewal, transport requests per
+// second; the process's threads at the end of the hold.
 #include <sys/resource.h>
 
 #include <atomic>
@@ -24,6 +27,7 @@
 #include <caf/all.hpp>
 
 #include "leasehold/runtime.hpp"
+#include "transport/transport_pool.hpp"
 
 using namespace std::chrono_literals;
 
@@ -31,14 +35,18 @@ namespace {
 
 struct options {
   std::string server;
-  bool etcd = false;   // --etcd: server is an etcd endpoint
+  std::string backend = "kubernetes";
   int leases = 1000;
-  int transports = 8;
+  int transports = 1;
+  int workers = 4;
   int timeout_s = 60;
   int hold_s = 5;
+  bool watch = true;
+  std::string scheduler = "stealing";   // CAF's default; "sharing": tune_for_idle()
+  int scheduler_threads = 2;
 };
 
-/// A field of /proc/self/status ("VmRSS:", "Threads:"); -1 when absent.
+/// A number field of /proc/self/status ("VmRSS:", "Threads:"); -1 if absent.
 long proc_status(const std::string& field) {
   std::ifstream in("/proc/self/status");
   std::string key;
@@ -52,6 +60,8 @@ long proc_status(const std::string& field) {
   }
   return -1;
 }
+
+long rss_kib() { return proc_status("VmRSS:"); }
 
 double cpu_seconds() {
   rusage ru{};
@@ -69,14 +79,21 @@ bool parse(int argc, char** argv, options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--server") o.server = v;
-    else if (k == "--etcd") { o.server = v; o.etcd = true; }
+    else if (k == "--backend") o.backend = v;
+    else if (k == "--etcd") { o.server = v; o.backend = "etcd"; }   // --backend etcd --server v
     else if (k == "--leases") o.leases = std::stoi(v);
     else if (k == "--transports") o.transports = std::stoi(v);
+    else if (k == "--workers") o.workers = std::stoi(v);
+    else if (k == "--watch") o.watch = v != "0";
+    else if (k == "--scheduler") o.scheduler = v;
+    else if (k == "--scheduler-threads") o.scheduler_threads = std::stoi(v);
     else if (k == "--timeout") o.timeout_s = std::stoi(v);
     else if (k == "--hold") o.hold_s = std::stoi(v);
     else return false;
   }
-  return !o.server.empty() && o.leases > 0 && o.transports > 0 && (argc % 2) == 1;
+  return !o.server.empty() && o.leases > 0 && o.transports > 0 && o.workers > 0
+         && (o.backend == "kubernetes" || o.backend == "etcd")
+         && (o.scheduler == "stealing" || o.scheduler == "sharing") && (argc % 2) == 1;
 }
 
 } // namespace
@@ -84,11 +101,14 @@ bool parse(int argc, char** argv, options& o) {
 int main(int argc, char** argv) {
   options opt;
   if (!parse(argc, argv, opt)) {
-    std::cerr << "usage: many_leases --server URL | --etcd URL [--leases N] [--transports K] [--timeout S]"
-                 " [--hold S]\n";
+    std::cerr << "usage: many_leases --server URL[,URL...] [--backend kubernetes|etcd]"
+                 " [--leases N] [--transports K] [--workers W] [--timeout S] [--hold S]"
+                 " [--watch 0|1] [--scheduler stealing|sharing] [--scheduler-threads N]\n";
     return 2;
   }
   caf::actor_system_config cfg;
+  if (opt.scheduler == "sharing")
+    leasehold::tune_for_idle(cfg, static_cast<std::size_t>(opt.scheduler_threads));
   caf::actor_system sys{cfg};
 
   auto registry = std::make_shared<leasehold::module_registry>();
@@ -102,24 +122,37 @@ int main(int argc, char** argv) {
   leasehold::election_timings timings;
   leasehold::connection_config conn;
   conn.server = opt.server;
+  conn.workers = static_cast<std::size_t>(opt.workers);
   conn = leasehold::bounded_by(conn, timings);
+  leasehold::backend_traits backend;
+  leasehold::etcd_config etcd;
+  if (opt.backend == "etcd") {
+    for (std::size_t at = 0; at != std::string::npos;) {
+      auto comma = opt.server.find(',', at);
+      etcd.endpoints.push_back(opt.server.substr(at, comma == std::string::npos ? comma : comma - at));
+      at = comma == std::string::npos ? comma : comma + 1;
+    }
+    etcd.http = conn;
+    backend.server_expiry = true;   // as use_etcd() sets it
+  }
 
-  std::atomic<int> leading{0};
-  leasehold::event_sink sink = [&leading](const leasehold::runtime_event& e) {
+  std::atomic<int> leading{0}, lost{0};
+  std::atomic<long> renewals{0};
+  leasehold::event_sink sink = [&](const leasehold::runtime_event& e) {
     if (e.type == leasehold::event_type::term_acquired)
       ++leading;
-    else if (e.type == leasehold::event_type::term_lost)
+    else if (e.type == leasehold::event_type::term_lost) {
       --leading;
+      ++lost;
+    } else if (e.type == leasehold::event_type::renewed)
+      ++renewals;
   };
 
-  long rss_before = proc_status("VmRSS:");
+  long rss_before = rss_kib();
   std::vector<leasehold::lease_transport_actor> pool;
-  leasehold::etcd_config ec;
-  ec.endpoints = {opt.server};
-  ec.http = conn;
   for (int i = 0; i < opt.transports; ++i)
-    pool.push_back(opt.etcd ? leasehold::spawn_etcd_transport(sys, ec)
-                            : leasehold::spawn_http_transport(sys, conn));
+    pool.push_back(opt.backend == "etcd" ? leasehold::spawn_etcd_transport(sys, etcd)
+                                         : leasehold::spawn_http_transport(sys, conn));
 
   auto start = std::chrono::steady_clock::now();
   std::vector<leasehold::runner_actor> runners;
@@ -129,7 +162,8 @@ int main(int argc, char** argv) {
     o.lease = {"default", "bench-lease-" + std::to_string(i)};
     o.timings = timings;
     o.transport = pool[static_cast<size_t>(i % opt.transports)];
-    o.backend.server_expiry = opt.etcd;
+    o.backend = backend;
+    o.watch = opt.watch;
     o.registry = registry;
     leasehold::module_spec m;
     m.name = "idle";
@@ -150,13 +184,20 @@ int main(int argc, char** argv) {
   auto all_led_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - start).count();
   int reached = leading.load();
-  long rss_after = proc_status("VmRSS:");
-  long threads = proc_status("Threads:");
+  long rss_after = rss_kib();
 
+  int lost0 = lost.load();
+  long renewals0 = renewals.load();
+  auto requests0 = leasehold::current_transport_census().requests;
   double cpu0 = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(opt.hold_s));
   double hold_cpu = cpu_seconds() - cpu0;
   int held = leading.load();
+  int hold_lost = lost.load() - lost0;
+  long hold_renewals = renewals.load() - renewals0;
+  auto census = leasehold::current_transport_census();
+  double requests_per_s = static_cast<double>(census.requests - requests0) / opt.hold_s;
+  long threads = proc_status("Threads:");
 
   // Graceful stop of every runner at once, bounded.
   caf::scoped_actor self{sys};
@@ -172,14 +213,20 @@ int main(int argc, char** argv) {
   for (auto& r : runners)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 
-  std::printf("{\"leases\":%d,\"transports\":%d,\"leaders_reached\":%d,\"all_led_ms\":%lld,"
-              "\"leaders_after_hold\":%d,\"rss_before_kib\":%ld,\"rss_after_kib\":%ld,"
-              "\"kib_per_election\":%.2f,\"hold_s\":%d,\"hold_cpu_s\":%.3f,"
-              "\"released\":%d,\"backend\":\"%s\",\"threads\":%ld}\n",
-              opt.leases, opt.transports, reached, static_cast<long long>(all_led_ms), held,
-              rss_before, rss_after,
+  std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
+              "\"leaders_reached\":%d,\"all_led_ms\":%lld,"
+              "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
+              "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
+              "\"hold_cpu_s\":%.3f,\"renewals_in_hold\":%ld,\"cpu_ms_per_renewal\":%.4f,"
+              "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
+              "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"released\":%d}\n",
+              opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers, reached,
+              static_cast<long long>(all_led_ms), held, hold_lost, rss_before, rss_after,
               static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,
-              confirmed, opt.etcd ? "etcd" : "kubernetes", threads);
+              hold_renewals, hold_renewals > 0 ? hold_cpu * 1000.0 / hold_renewals : 0.0,
+              requests_per_s, threads, static_cast<long long>(census.workers),
+              static_cast<long long>(census.watch_streams),
+              static_cast<unsigned long long>(census.expired), confirmed);
   std::fflush(stdout);
   return reached == opt.leases ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 
 #include "transport/backoff.hpp"
 #include "transport/thread_name.hpp"
+#include "transport/transport_pool.hpp"
 
 namespace leasehold {
 
@@ -109,7 +110,16 @@ void lease_watch_loop::join(const lease_watch_request& req) {
 }
 
 void lease_watch_loop::start() {
+  ++census::watch_streams;
+  counted_ = true;
   thread_ = std::thread([this] { run(); });
+}
+
+void retire_stream(caf::actor_system& sys, std::unique_ptr<lease_watch_loop> stream) {
+  if (!stream)
+    return;
+  std::shared_ptr<lease_watch_loop> s(std::move(stream));
+  sys.spawn<caf::detached>([s](caf::blocking_actor*) mutable { s.reset(); });
 }
 
 void lease_watch_loop::halt() {
@@ -133,6 +143,10 @@ void lease_watch_loop::halt() {
   }
   if (thread_.joinable())
     thread_.join();
+  if (counted_) {
+    --census::watch_streams;
+    counted_ = false;
+  }
 }
 
 api_error lease_watch_loop::malformed(const request& r, std::string reason) {

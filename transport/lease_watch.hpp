@@ -128,6 +128,7 @@ private:
   bool said_ = false;   // up_ was reported at least once
   std::atomic<bool> stopping_{false};
   bool finished_ = false;   // under mx_: run() has returned
+  bool counted_ = false;    // in census::watch_streams (started, not yet joined)
   std::mutex mx_;
   std::condition_variable cv_;
   std::thread thread_;
@@ -155,12 +156,16 @@ private:
   std::string rv_;
 };
 
+/// Ends `stream` (halts it and joins its thread) on a detached actor of its
+/// own: the transport's dispatcher runs on the scheduler and must not wait.
+void retire_stream(caf::actor_system& sys, std::unique_ptr<lease_watch_loop> stream);
+
 /// A transport actor's watches, shared: one stream per namespace for every
 /// subscriber in it (events demultiplexed by lease name; Kubernetes: the
 /// namespace's Lease collection, etcd: the keys under <prefix>/<ns>/),
-/// ended (its thread joined) when its last subscriber terminates.
-/// `make(ns, idle, fanout)` builds the stream of one namespace; each
-/// subscriber joins it (lease_watch_loop::join).
+/// ended (its thread joined, off the actor's thread) when its last
+/// subscriber terminates. `make(ns, idle, fanout)` builds the stream of one
+/// namespace; each subscriber joins it (lease_watch_loop::join).
 template <class Self, class Make>
 std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make make) {
   struct shared {
@@ -168,9 +173,19 @@ std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make m
     std::unique_ptr<lease_watch_loop> stream;
   };
   auto streams = std::make_shared<std::map<std::string, shared>>();
-  self->set_down_handler([streams](caf::down_msg& m) {
-    for (auto it = streams->begin(); it != streams->end();)
-      it = it->second.fanout->remove(m.source) == 0 ? streams->erase(it) : std::next(it);
+  self->set_down_handler([self, streams](caf::down_msg& m) {
+    for (auto it = streams->begin(); it != streams->end();) {
+      if (it->second.fanout->remove(m.source) > 0) {
+        ++it;
+        continue;
+      }
+      retire_stream(self->system(), std::move(it->second.stream));
+      it = streams->erase(it);
+    }
+  });
+  self->attach_functor([&sys = self->system(), streams] {
+    for (auto& [ns, s] : *streams)
+      retire_stream(sys, std::move(s.stream));
   });
   return [self, streams, make](lease_watch_request& req) {
     if (!req.subscriber)

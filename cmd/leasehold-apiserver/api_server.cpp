@@ -37,8 +37,8 @@ std::unique_ptr<httplib::Server> local_api_server::impl::make_server(bool main, 
     return nullptr;
   }
   auto threads = main ? opts.worker_threads : std::size_t{8};
-  server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server->set_keep_alive_max_count(100);
+  server->new_task_queue = [threads] { return new elastic_pool(threads, std::min<std::size_t>(threads, 8)); };
+  server->set_keep_alive_max_count(100000);   // a transport worker keeps its connection (100 was a reconnect every 100 requests)
   server->set_tcp_nodelay(true);       // as Go's net/http: no Nagle delay on small answers
   auto handler = [this, main](const httplib::Request& req, httplib::Response& res) {
     handle(req, res, main);

@@ -37,13 +37,15 @@ struct api_server_options {
   std::string snapshot_file;       // empty: memory only
   std::string tls_cert_file;       // both set: HTTPS on the main port
   std::string tls_key_file;
-  // Threads of the main listener: every open watch stream, hung request and
-  // kept-alive connection holds one; watches beyond worker_threads - 16 get
-  // 429 so that requests always find a thread. The control listener has 8.
-  std::size_t worker_threads = 160;
+  // Threads of the main listener, at most (apiserver::elastic_pool: started
+  // on demand, idle ones end after 30 s down to 8): every open watch
+  // stream, hung request and kept-alive connection holds one; watches
+  // beyond worker_threads - 16 get 429 so that requests always find a
+  // thread. The control listener has at most 8.
+  std::size_t worker_threads = 16384;
   std::chrono::milliseconds bookmark_interval{1000};  // watch BOOKMARKs (runtime: faults.hpp)
-  std::chrono::seconds max_watch{1800};
-  std::size_t watch_history = 1000;  // events kept for resuming watches (older: 410 Gone)  // a watch without timeoutSeconds ends after it
+  std::chrono::seconds max_watch{1800};             // a watch without timeoutSeconds ends after it
+  std::size_t watch_history = 10000;  // events kept for resuming watches (older: 410 Gone): 2 s of 10,000 leases renewed every 2 s
   std::chrono::milliseconds hang_limit{60000};        // a hung request is dropped after it
   std::chrono::milliseconds snapshot_interval{200};   // snapshot writes at most this often
   std::function<void(const nlohmann::json&)> log;     // structured log lines; null: silent

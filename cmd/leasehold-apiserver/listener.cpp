@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -38,21 +39,14 @@ endpoint endpoint_of(const sockaddr_storage& sa) {
 /// Shuts down every connected socket for which match(local, peer) holds.
 template <class Match>
 void shutdown_sockets(Match match) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr)
-    return;
-  while (dirent* entry = readdir(dir)) {
-    int fd = std::atoi(entry->d_name);
-    if (fd <= 2 || fd == dirfd(dir))
-      continue;
+  for_each_fd([&](int fd) {
     sockaddr_storage local{}, peer{};
     socklen_t local_len = sizeof local, peer_len = sizeof peer;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
         getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
         match(endpoint_of(local), endpoint_of(peer)))
       ::shutdown(fd, SHUT_RDWR);
-  }
-  closedir(dir);
+  });
 }
 
 } // namespace
@@ -87,6 +81,99 @@ std::string listener::start(const std::string& host, int port, const std::string
   for (int i = 0; i < 5000 && !server_->is_running() && !finished_; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return "";
+}
+
+elastic_pool::elastic_pool(std::size_t max_threads, std::size_t keep,
+                           std::chrono::milliseconds idle_exit, std::size_t stack_bytes)
+  : max_(std::max<std::size_t>(max_threads, 1)), keep_(keep), stack_(stack_bytes),
+    idle_exit_(idle_exit) {}
+
+elastic_pool::~elastic_pool() { shutdown(); }
+
+void elastic_pool::enqueue(std::function<void()> fn) {
+  std::lock_guard<std::mutex> g(mu_);
+  reap();
+  jobs_.push_back(std::move(fn));
+  if (idle_ >= jobs_.size() || running_.size() >= max_) {
+    cv_.notify_one();
+    return;
+  }
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, stack_);
+  pthread_t t;
+  if (pthread_create(&t, &attr, &elastic_pool::start, this) == 0)
+    running_.push_back(t);
+  pthread_attr_destroy(&attr);
+  if (running_.empty()) {   // not even one thread: run it here rather than never
+    auto job = std::move(jobs_.back());
+    jobs_.pop_back();
+    job();
+  }
+}
+
+void* elastic_pool::start(void* self) {
+  static_cast<elastic_pool*>(self)->run();
+  return nullptr;
+}
+
+void elastic_pool::run() {
+  std::unique_lock<std::mutex> g(mu_);
+  for (;;) {
+    ++idle_;
+    bool woke = cv_.wait_for(g, idle_exit_, [this] { return stopping_ || !jobs_.empty(); });
+    --idle_;
+    if (jobs_.empty() && (stopping_ || (!woke && running_.size() > keep_))) {
+      if (!stopping_) {   // ended on its own: joined by a later enqueue or shutdown
+        auto self = pthread_self();
+        for (auto it = running_.begin(); it != running_.end(); ++it)
+          if (pthread_equal(*it, self)) {
+            running_.erase(it);
+            break;
+          }
+        ended_.push_back(self);
+      }
+      return;
+    }
+    if (jobs_.empty())
+      continue;
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    g.unlock();
+    job();
+    g.lock();
+  }
+}
+
+void elastic_pool::reap() {
+  for (auto t : ended_)
+    pthread_join(t, nullptr);
+  ended_.clear();
+}
+
+void elastic_pool::shutdown() {
+  std::vector<pthread_t> all;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;
+    all.swap(running_);
+    reap();
+  }
+  cv_.notify_all();
+  for (auto t : all)
+    pthread_join(t, nullptr);
+  std::lock_guard<std::mutex> g(mu_);
+  reap();
+}
+
+std::size_t elastic_pool::threads() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return running_.size();
+}
+
+std::size_t elastic_pool::busy() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return running_.size() - std::min(idle_, running_.size());
 }
 
 } // namespace leasehold::apiserver

@@ -7,10 +7,19 @@
 // sees the connection end and closes its socket.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <httplib.h>
 
@@ -21,6 +30,41 @@ void drop_connection(const httplib::Request& req);
 
 /// Closes every connection accepted on `port` (after its listener closed).
 void drop_connections(int port);
+
+/// The threads of a listener (httplib's TaskQueue): one per connection
+/// being served, started when a connection finds none idle, up to
+/// `max_threads` (then connections wait in arrival order); a thread idle
+/// for `idle_exit` ends, down to `keep` threads. So an open watch stream or
+/// a kept-alive connection costs one thread (with a `stack_bytes` stack)
+/// for as long as it lasts, and the count follows the load instead of a
+/// fixed pool.
+class elastic_pool : public httplib::TaskQueue {
+public:
+  elastic_pool(std::size_t max_threads, std::size_t keep,
+               std::chrono::milliseconds idle_exit = std::chrono::seconds(30),
+               std::size_t stack_bytes = 512 * 1024);
+  ~elastic_pool() override;
+  void enqueue(std::function<void()> fn) override;
+  void shutdown() override;
+
+  std::size_t threads() const;   // started and not ended
+  std::size_t busy() const;
+
+private:
+  static void* start(void* self);
+  void run();
+  /// Joins the threads that ended on their own (mu_ held).
+  void reap();
+
+  const std::size_t max_, keep_, stack_;
+  const std::chrono::milliseconds idle_exit_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<pthread_t> running_, ended_;
+  std::size_t idle_ = 0;
+  bool stopping_ = false;
+};
 
 /// One httplib server accepting on its own thread.
 class listener {

@@ -37,6 +37,15 @@ int main(int argc, char** argv) {
   auto* key = app.add_option("--tls-key", opts.tls_key_file, "Private key for --tls-cert");
   cert->needs(key);
   key->needs(cert);
+  app.add_option("--max-threads", opts.worker_threads,
+                 "API port threads at most, started on demand: one per open connection or "
+                 "watch stream; watches beyond this - 16 get 429")
+    ->check(CLI::Range(17, 1000000))
+    ->capture_default_str();
+  app.add_option("--watch-history", opts.watch_history,
+                 "Events kept for resuming watches (older versions: 410 Gone)")
+    ->check(CLI::Range(1, 10000000))
+    ->capture_default_str();
   app.add_flag("--log-requests", opts.log_requests, "One JSON log line per API request on stderr");
   CLI11_PARSE(app, argc, argv);
 

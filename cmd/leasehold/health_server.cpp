@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "cmd/leasehold/clock.hpp"
+#include "cmd/leasehold/process_metrics.hpp"
 #include "leasehold/lease.hpp"
 #include "transport/listen.hpp"
 #include "transport/thread_name.hpp"
@@ -160,10 +161,13 @@ health_server::health_server(health_sources src)
   });
   s.Get("/debug/state", [this](const httplib::Request&, httplib::Response& res) {
     auto st = src_.status();
-    if (!st)
+    if (!st) {
       reply_json(res, 503, {{"error", "runner did not answer"}});
-    else
-      reply_json(res, 200, status_json(*st, src_.timings.lease_duration));
+    } else {
+      auto state = status_json(*st, src_.timings.lease_duration);
+      state["transport"] = transport_state_json();
+      reply_json(res, 200, state);
+    }
   });
   s.Post("/yield", [this](const httplib::Request& req, httplib::Response& res) {
     auto [code, body] = yield_reply(req.remote_addr, req.body, src_.yield);

@@ -1,5 +1,7 @@
 #include "cmd/leasehold/process_metrics.hpp"
 
+#include "transport/transport_pool.hpp"
+
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -68,6 +70,7 @@ std::optional<process_sample> sample_process() {
   s.virtual_bytes = static_cast<std::int64_t>(field(23));
   s.resident_bytes = static_cast<std::int64_t>(field(24)) * sysconf(_SC_PAGESIZE);
   s.open_fds = count_open_fds();
+  s.threads = static_cast<std::int64_t>(field(20));   // num_threads
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0)
     s.max_fds = lim.rlim_cur == RLIM_INFINITY ? -1 : static_cast<std::int64_t>(lim.rlim_cur);
@@ -89,7 +92,36 @@ std::string render_process_metrics(const process_sample& s) {
         static_cast<double>(s.max_fds));
   gauge(out, "process_start_time_seconds", "gauge",
         "Start time of the process since unix epoch in seconds.", s.start_time_seconds);
+  gauge(out, "process_threads", "gauge", "Number of threads of the process.",
+        static_cast<double>(s.threads));
+  auto c = current_transport_census();
+  gauge(out, "leasehold_transport_pools", "gauge", "Lease transports (dispatchers) running.",
+        static_cast<double>(c.pools));
+  gauge(out, "leasehold_transport_workers", "gauge",
+        "Transport workers: one thread and one keep-alive connection each.",
+        static_cast<double>(c.workers));
+  gauge(out, "leasehold_transport_busy_workers", "gauge", "Transport workers serving a request.",
+        static_cast<double>(c.busy_workers));
+  gauge(out, "leasehold_transport_queued_requests", "gauge",
+        "Lease API requests waiting for a transport worker.", static_cast<double>(c.queued));
+  gauge(out, "leasehold_watch_streams", "gauge",
+        "Lease watch streams open or reconnecting: one thread and one stream each.",
+        static_cast<double>(c.watch_streams));
+  gauge(out, "leasehold_transport_requests_total", "counter",
+        "Lease API requests answered by a transport worker.", static_cast<double>(c.requests));
+  gauge(out, "leasehold_transport_expired_total", "counter",
+        "Lease API requests answered timeout, unsent, after waiting too long for a worker.",
+        static_cast<double>(c.expired));
   return out.str();
+}
+
+nlohmann::json transport_state_json() {
+  auto c = current_transport_census();
+  auto p = sample_process();
+  return {{"pools", c.pools},           {"workers", c.workers},
+          {"busy_workers", c.busy_workers}, {"queued", c.queued},
+          {"watch_streams", c.watch_streams}, {"requests", c.requests},
+          {"expired", c.expired},       {"threads", p ? p->threads : 0}};
 }
 
 } // namespace leasehold::agent

@@ -1,7 +1,10 @@
 // The lease transports a program can create: the Kubernetes API over
-// HTTP(S), and etcd v3. Each is a detached actor (its own thread: the HTTP
-// client blocks) behind the typed lease_transport_actor interface; runners
-// `request` them with timeouts (docs/design.md, "Transports").
+// HTTP(S), and etcd v3. Each is one actor behind the typed
+// lease_transport_actor interface that hands requests to a bounded pool of
+// detached workers (their clients block), each with its own keep-alive
+// connection; runners `request` it with timeouts (docs/design.md,
+// "Transports"). Share one transport between many runners: its threads and
+// connections do not grow with them.
 #pragma once
 
 #include <chrono>
@@ -37,7 +40,16 @@ struct connection_config {
   /// Sent as X-Leasehold-Identity (the replica), so API-side counters and
   /// fault injection can tell replicas apart. Empty: not sent.
   std::string identity;
+  /// The transport's workers: at most this many requests at once, each on
+  /// a thread and a keep-alive connection of its own, started on demand
+  /// (1..64). Requests beyond wait for a worker in arrival order.
+  std::size_t workers = 4;
 };
+
+/// One message per invalid field, named by its config path with `prefix`
+/// ("workers: ...", "etcd.workers: ..."). A transport spawned with an
+/// invalid config answers every request with that error.
+std::vector<std::string> validate(const connection_config& cfg, const std::string& prefix = "");
 
 struct etcd_config {
   std::vector<std::string> endpoints;   // "http://127.0.0.1:2379", "https://10.0.0.5:2379"
@@ -52,15 +64,17 @@ struct etcd_config {
 /// One message per invalid field, named by its config path ("etcd.endpoints[1]: ...").
 std::vector<std::string> validate(const etcd_config& cfg);
 
-/// Spawns a detached actor (its own thread: kube_client blocks) that
-/// implements lease_transport_actor with one kube_client. Requests are served
-/// one at a time in arrival order; each takes at most connect_timeout +
-/// write_timeout + read_timeout, so requesters should use a larger timeout
-/// (bounded_by() in runtime.hpp fits them to the election timings).
+/// Spawns the Kubernetes transport: an actor that serves requests on up to
+/// cfg.workers detached workers, one kube_client each, and one watch stream
+/// per namespace for all its subscribers. Each request takes at most
+/// connect_timeout + write_timeout + read_timeout on its worker, so
+/// requesters should use a larger timeout (bounded_by() in runtime.hpp fits
+/// them to the election timings); one that waited that long for a worker is
+/// answered `timeout` unsent (transport/transport_pool.hpp).
 lease_transport_actor spawn_http_transport(caf::actor_system& sys, connection_config cfg);
 
-/// Spawns a detached actor (its own thread) implementing
-/// lease_transport_actor with one etcd_client.
+/// Spawns the etcd transport: the same pool (cfg.http.workers workers, one
+/// etcd_client each).
 lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config cfg);
 
 } // namespace leasehold

@@ -490,6 +490,10 @@ TEST_CASE("metrics: every failed request by kind, lost races apart, API unreacha
   CHECK(value("process_start_time_seconds") <= now);
   CHECK(value("process_start_time_seconds") > now - 3600);
   CHECK(has_line("# TYPE process_cpu_seconds_total counter"));
+  CHECK(value("process_threads") >= 1);
+  CHECK(has_line("# TYPE leasehold_transport_workers gauge"));
+  CHECK(has_line("# TYPE leasehold_watch_streams gauge"));
+  CHECK(has_line("# TYPE leasehold_transport_requests_total counter"));
 
   st.api_unreachable_ms = -1;   // answering again
   text = m.render(st);

@@ -175,19 +175,33 @@ double metric(agent& a, const std::string& series) {
 
 } // namespace
 
+/// Two agents (short_config) on one API server, one of them leading.
+struct two_agents {
+  temp_dir dir;
+  api_server api{dir};
+  std::string config = write_config(dir);
+  std::vector<std::string> args{"--server", api.url()};
+  agent a{dir, "agent-a", config, args};
+  agent b{dir, "agent-b", config, args};
+
+  static std::string write_config(const temp_dir& d) {
+    auto path = d.file("config.json");
+    write_file(path, short_config().dump());
+    return path;
+  }
+  bool one_leads() {
+    return wait_until([&] { return metric(a, "leasehold_is_leader") + metric(b, "leasehold_is_leader") == 1; },
+                      10s);
+  }
+};
+
 TEST_CASE("metrics: every failed request counted by kind, lost races apart, since when the API is "
           "unreachable, build and process info (issue 21, item 3)") {
   // leasehold_api_errors_total counted an outage once per change of error
   // kind, and a lost race (409) as an error.
-  temp_dir dir;
-  api_server api(dir);
-  auto config = dir.file("config.json");
-  write_file(config, short_config().dump());
-  std::vector<std::string> args{"--server", api.url()};
-  agent a(dir, "agent-a", config, args);
-  agent b(dir, "agent-b", config, args);
-  REQUIRE(wait_until([&] { return metric(a, "leasehold_is_leader") + metric(b, "leasehold_is_leader") == 1; },
-                     10s));
+  two_agents both;
+  auto& [dir, api, config, args, a, b] = both;
+  REQUIRE(both.one_leads());
   for (auto* x : {&a, &b}) {
     auto body = http_get(x->health_port(), "/metrics").body;
     CHECK(prometheus_violations(body).empty());
@@ -228,4 +242,40 @@ TEST_CASE("metrics: every failed request counted by kind, lost races apart, sinc
     x->process().signal(SIGTERM);
     CHECK(x->process().wait(3s) == std::optional<int>(0));
   }
+}
+
+TEST_CASE("transport: /debug/state and /metrics show the transport's workers, watch streams and "
+          "threads (issue 19)") {
+  two_agents both;
+  auto& [dir, api, config, args, a, b] = both;
+  REQUIRE(both.one_leads());
+  auto& follower = metric(a, "leasehold_is_leader") == 1 ? b : a;
+  // The follower watches its Lease: one stream (the namespace's), however it got there.
+  CHECK(wait_until([&] { return metric(follower, "leasehold_watch_streams") == 1; }, 5s));
+  for (auto* x : {&a, &b}) {
+    INFO(x->identity());
+    // Two transports (the runner's, the Event poster's), workers started on
+    // demand, at most 4 each: one request at a time needs one.
+    CHECK(metric(*x, "leasehold_transport_pools") == 2);
+    auto workers = metric(*x, "leasehold_transport_workers");
+    CHECK(workers >= 1);
+    CHECK(workers <= 8);
+    CHECK(metric(*x, "leasehold_transport_requests_total") >= 1);
+    CHECK(metric(*x, "leasehold_transport_expired_total") == 0);
+    auto threads = metric(*x, "process_threads");
+    CHECK(threads >= 4);
+    CHECK(threads <= 32);
+    auto state = agent_state(*x);
+    REQUIRE(state.is_object());
+    auto& t = state["transport"];
+    CHECK(t["pools"] == 2);
+    CHECK(t["workers"].get<double>() >= 1);
+    CHECK(t["workers"].get<double>() <= 8);
+    CHECK(t["threads"].get<double>() >= 4);
+    CHECK(t["threads"].get<double>() <= 32);
+    CHECK(t["requests"].get<double>() >= 1);
+    CHECK(t.contains("watch_streams"));
+    CHECK(t.contains("queued"));
+  }
+  CHECK(agent_state(follower)["transport"]["watch_streams"] == 1);
 }

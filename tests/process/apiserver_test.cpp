@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/leasehold-apiserver/api_server.hpp"
+#include "cmd/leasehold-apiserver/listener.hpp"
 #include "cmd/leasehold-apiserver/object_store.hpp"
 #include "transport/kube_client.hpp"
 #include "tests/support/proc.hpp"
@@ -1141,6 +1142,66 @@ TEST_CASE("watch: streams beyond worker_threads - 16 get 429, requests still ser
   expect_status(refused, 429, "TooManyRequests");
   CHECK(refused->get_header_value("Retry-After") == "1");
   CHECK(s.client()->Get(leases)->status == 200);
+}
+
+TEST_CASE("watch: 200 open streams, past the old fixed limit of 144, are all served") {
+  // Regression: the main listener had a fixed pool of 160 threads and
+  // refused watches beyond 144 with 429, so clients fell back to polling.
+  fixture_server s;
+  std::vector<std::unique_ptr<watch_reader>> open;
+  for (int i = 0; i < 200; ++i)
+    open.push_back(std::make_unique<watch_reader>(s.server.port(), leases + "?watch=1&timeoutSeconds=40",
+                                                  30000ms));
+  for (int i = 0; i < 2000 && s.stats()["total"]["by_verb"].value("watch", 0) < 200; ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(s.stats()["total"]["by_verb"].value("watch", 0) == 200);
+  CHECK(s.client()->Post(leases, lease_body("seen-by-all").dump(), json_type)->status == 201);
+  int saw = 0;
+  for (auto& w : open) {
+    auto ev = w->events(1, 10000ms);
+    saw += !ev.empty() && ev[0].is_object() && ev[0].value("type", "") == "ADDED"
+           && ev[0]["object"]["metadata"]["name"] == "seen-by-all";
+  }
+  CHECK(saw == 200);
+  CHECK(s.stats()["total"]["by_code"].value("429", 0) == 0);
+  CHECK(s.client()->Get(leases)->status == 200);
+}
+
+TEST_CASE("elastic_pool: threads start on demand up to the limit, then jobs wait; idle ones end") {
+  leasehold::apiserver::elastic_pool pool(3, 1, 100ms);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> started{0}, done{0};
+  auto job = [&] {
+    ++started;
+    std::unique_lock<std::mutex> g(mu);
+    cv.wait_for(g, 5s, [&] { return release; });   // bounded
+    ++done;
+  };
+  for (int i = 0; i < 4; ++i)
+    pool.enqueue(job);
+  for (int i = 0; i < 200 && started < 3; ++i)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(50ms);   // a fourth thread, if one were started, would run now
+  CHECK(started == 3);                 // the fourth waits for a thread
+  CHECK(pool.threads() == 3);
+  CHECK(pool.busy() == 3);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (int i = 0; i < 300 && (done < 4 || pool.threads() > 1); ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(done == 4);
+  CHECK(pool.threads() == 1);   // two ended after 100 ms idle, one is kept
+  pool.enqueue(job);            // runs on the kept one (or a new one)
+  for (int i = 0; i < 300 && done < 5; ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(done == 5);
+  pool.shutdown();
+  CHECK(pool.threads() == 0);
 }
 
 TEST_CASE("PATCH: merge, JSON and strategic merge patches; conflicts; bad patches") {

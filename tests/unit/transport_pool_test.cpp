@@ -1,0 +1,279 @@
+// The transport's pool of workers (transport/transport_pool.hpp) against a
+// loopback server that counts the requests it is serving at once: requests
+// run concurrently up to the pool size and no further, a hung worker stalls
+// only its own request, each reply is its own request's, a request that
+// waited longer than max_wait in the queue is answered `timeout` unsent, and
+// an invalid pool size is an error naming the field.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tests/unit/test_support.hpp"
+#include "leasehold/transports.hpp"
+#include "transport/kube_client.hpp"
+#include "transport/transport_pool.hpp"
+
+using namespace leasehold;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A Kubernetes API that answers GET of any Lease after `hold` (a Lease
+/// named "hung" only once released), and counts the requests in progress.
+struct counting_server {
+  test::loopback_server<> server;
+  std::atomic<int> in_flight{0};
+  std::atomic<int> max_in_flight{0};
+  std::atomic<int> served{0};
+  std::chrono::milliseconds hold{0};
+  std::mutex mx;
+  std::condition_variable cv;
+  bool released = false;
+  std::atomic<bool> hung_waiting{false};
+
+  counting_server() {
+    server.http().new_task_queue = [] { return new httplib::ThreadPool(16); };
+    server.http().Get(leases_path("default") + "/(.+)", [this](const httplib::Request& req,
+                                                              httplib::Response& res) {
+      auto now = ++in_flight;
+      int seen = max_in_flight.load();
+      while (now > seen && !max_in_flight.compare_exchange_weak(seen, now)) {
+      }
+      auto name = req.matches[1].str();
+      if (name == "hung") {
+        std::unique_lock<std::mutex> g(mx);
+        hung_waiting = true;
+        cv.wait_for(g, 3s, [this] { return released; });   // bounded
+        hung_waiting = false;
+      } else if (name == "absent") {
+        --in_flight;
+        res.status = 404;
+        res.set_content(test::fixture("status-notfound.json"), "application/json");
+        return;
+      } else {
+        std::this_thread::sleep_for(hold);
+      }
+      --in_flight;
+      ++served;
+      res.set_content(test::lease_body(name, "7", "pod-" + name, 1), "application/json");
+    });
+    server.http().Put(leases_path("default") + "/(.+)", [](const httplib::Request&,
+                                                          httplib::Response& res) {
+      res.status = 409;
+      res.set_content(test::fixture("status-conflict.json"), "application/json");
+    });
+    server.start();
+  }
+  ~counting_server() { release(); }
+
+  void release() {
+    {
+      std::lock_guard<std::mutex> g(mx);
+      released = true;
+    }
+    cv.notify_all();
+  }
+};
+
+connection_config pool_config(const std::string& url, std::size_t workers) {
+  auto cfg = test::fast_config(url);
+  cfg.read_timeout = 4s;   // longer than any handler above: no request times out
+  cfg.workers = workers;
+  return cfg;
+}
+
+/// A transport of `workers` workers on a counting_server; ended (the
+/// server's hung request released first) at the end of the test.
+struct pool_under_test {
+  counting_server api;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  lease_transport_actor t;
+  explicit pool_under_test(std::size_t workers, std::chrono::milliseconds hold = 0ms) {
+    api.hold = hold;
+    t = spawn_http_transport(sys, pool_config(api.server.url(), workers));
+  }
+  ~pool_under_test() {
+    api.release();
+    caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+  }
+};
+
+/// Sends every GET at once (all are in the transport before the first
+/// reply is awaited); the replies by lease name.
+std::map<std::string, lease_reply> get_all(caf::actor_system& sys, const lease_transport_actor& t,
+                                           const std::vector<std::string>& names) {
+  caf::scoped_actor self{sys};
+  std::map<std::string, lease_reply> out;
+  using handle = decltype(self->request(t, 10s, get_lease_atom::value, lease_key{}));
+  std::vector<std::pair<std::string, handle>> pending;
+  for (auto& n : names)
+    pending.emplace_back(n, self->request(t, 10s, get_lease_atom::value, lease_key{"default", n}));
+  for (auto& [n, h] : pending)
+    h.receive([&out, n = n](lease_reply& r) { out[n] = std::move(r); },
+              [&out, n = n](caf::error&) {
+                out[n] = lease_reply::failure({error_kind::other, 0, "", "", "actor error", 0});
+              });
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a transport runs requests concurrently up to its pool size and no further") {
+  auto before = current_transport_census();
+  pool_under_test p(3, 150ms);   // long enough for every worker's request to overlap
+  auto& [api, cfg, sys, t] = p;
+  std::vector<std::string> names;
+  for (int i = 0; i < 9; ++i)
+    names.push_back("lease-" + std::to_string(i));
+  auto replies = get_all(sys, t, names);
+  REQUIRE(replies.size() == names.size());
+  for (auto& [name, r] : replies) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->spec.holder_identity == "pod-" + name);   // its own reply
+  }
+  CHECK(api.served == 9);
+  CHECK(api.max_in_flight == 3);   // the server saw three at once, never four
+  auto during = current_transport_census();
+  CHECK(during.workers - before.workers == 3);   // one thread and connection each
+  CHECK(during.pools - before.pools == 1);
+}
+
+TEST_CASE("a hung worker does not stall the requests on the other workers") {
+  pool_under_test p(2);
+  auto& [api, cfg, sys, t] = p;
+  caf::scoped_actor self{sys};
+  auto hung = self->request(t, 10s, get_lease_atom::value, lease_key{"default", "hung"});
+  for (int i = 0; i < 100 && !api.hung_waiting; ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(api.hung_waiting);
+  // Five requests, one after the other, each answered while the hung one
+  // still waits at the server.
+  for (int i = 0; i < 5; ++i) {
+    auto name = "quick-" + std::to_string(i);
+    auto got = get_all(sys, t, {name});
+    REQUIRE_MESSAGE(got[name].ok(), got[name].error.describe());
+    CHECK(got[name].value->spec.holder_identity == "pod-" + name);
+    CHECK(api.hung_waiting);
+  }
+  api.release();
+  lease_reply r;
+  hung.receive([&](lease_reply& x) { r = std::move(x); }, [](caf::error&) {});
+  CHECK(r.ok());
+}
+
+TEST_CASE("each reply of a transport's pool is its own request's, errors included") {
+  pool_under_test p(2);
+  auto& [api, cfg, sys, t] = p;
+  auto replies = get_all(sys, t, {"absent", "a", "absent-not", "b"});
+  CHECK(replies["absent"].kind() == error_kind::not_found);
+  CHECK(replies["absent"].error.path == lease_path({"default", "absent"}));
+  for (auto* n : {"a", "absent-not", "b"}) {
+    REQUIRE_MESSAGE(replies[n].ok(), n);
+    CHECK(replies[n].value->spec.holder_identity == std::string("pod-") + n);
+  }
+  caf::scoped_actor self{sys};
+  lease l = *replies["a"].value;
+  lease_reply put;
+  self->request(t, 10s, update_lease_atom::value, l)
+    .receive([&](lease_reply& r) { put = std::move(r); }, [](caf::error&) {});
+  CHECK(put.kind() == error_kind::conflict);
+}
+
+TEST_CASE("a transport with an invalid pool size answers every request with an error naming it") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto bad = pool_config("http://127.0.0.1:" + std::to_string(test::closed_port()), 0);
+  CHECK(validate(bad) == std::vector<std::string>{"workers: must be between 1 and 64 (is 0)"});
+  bad.workers = 65;
+  CHECK(validate(bad, "etcd.") == std::vector<std::string>{"etcd.workers: must be between 1 and 64 (is 65)"});
+  auto t = spawn_http_transport(sys, bad);
+  auto got = get_all(sys, t, {"x"});
+  CHECK(got["x"].kind() == error_kind::other);
+  CHECK(got["x"].error.reason == "workers: must be between 1 and 64 (is 65)");
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+/// A client whose GET takes `delay`; counts its calls.
+struct slow_client : lease_client {
+  std::chrono::milliseconds delay;
+  std::shared_ptr<std::atomic<int>> calls;
+  slow_client(std::chrono::milliseconds d, std::shared_ptr<std::atomic<int>> c)
+    : delay(d), calls(std::move(c)) {}
+  lease_reply get_lease(const lease_key& k) override {
+    ++*calls;
+    std::this_thread::sleep_for(delay);
+    lease l;
+    l.ns = k.ns;
+    l.name = k.name;
+    return lease_reply::success(l);
+  }
+  lease_reply create_lease(const lease& l) override { return lease_reply::success(l); }
+  lease_reply update_lease(const lease& l) override { return lease_reply::success(l); }
+  event_reply create_event(const kube_event&) override { return event_reply::success(true); }
+};
+
+} // namespace
+
+TEST_CASE("a request that waited longer than max_wait for a worker is answered timeout, unsent") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  transport_pool_options o;
+  o.workers = 1;
+  o.max_wait = 50ms;
+  o.make_client = [calls] { return std::make_unique<slow_client>(300ms, calls); };
+  o.where = [](const lease_key& k) { return "where:" + k.name; };
+  auto t = spawn_transport_pool(sys, o);
+  auto replies = get_all(sys, t, {"first", "second"});
+  CHECK(replies["first"].ok());
+  CHECK(replies["second"].kind() == error_kind::timeout);
+  CHECK(replies["second"].error.verb == "GET");
+  CHECK(replies["second"].error.path == "where:second");
+  CHECK(replies["second"].error.reason.find("not sent") == 0);
+  CHECK(*calls == 1);   // the second never reached the client
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a transport ended with requests in flight and queued lets its actor system end") {
+  // Regression: the queued requests held the pool's state, the state held
+  // the workers, so their threads and ~actor_system waited forever.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  std::promise<void> ended;
+  auto done = ended.get_future();
+  std::thread([&ended, calls] {
+    {
+      caf::actor_system_config cfg;
+      caf::actor_system sys{cfg};
+      transport_pool_options o;
+      o.workers = 2;
+      o.make_client = [calls] { return std::make_unique<slow_client>(100ms, calls); };
+      auto t = spawn_transport_pool(sys, o);
+      caf::scoped_actor self{sys};
+      for (int i = 0; i < 6; ++i)   // requests (replies awaited), never received
+        self->request(t, 10s, get_lease_atom::value, lease_key{"default", "l" + std::to_string(i)});
+      for (int i = 0; i < 100 && *calls < 2; ++i)
+        std::this_thread::sleep_for(10ms);
+      caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+    }
+    ended.set_value();
+  }).detach();
+  bool finished = done.wait_for(10s) == std::future_status::ready;
+  CHECK(*calls >= 2);
+  CHECK_MESSAGE(finished, "~actor_system still waiting for the pool's workers after 10 s");
+  if (!finished) {
+    std::fprintf(stderr, "FAILED: ~actor_system still waiting for the pool's workers after 10 s\n");
+    std::_Exit(1);   // the stuck thread cannot be joined
+  }
+}

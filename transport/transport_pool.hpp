@@ -1,0 +1,117 @@
+// The lease transport actor of both backends (Kubernetes over HTTP, etcd),
+// written once: a dispatcher behind lease_transport_actor and a bounded
+// pool of detached workers, each with its own blocking keep-alive client.
+//
+//   requesters ──lh_get/lh_create/lh_update/lh_event──▶ dispatcher
+//        (scheduled actor; never blocks)                 │ an idle worker, else a new
+//                                                        │ one (up to `workers`), else
+//                                                        ▼ FIFO queue
+//                                    worker 1 … worker N (detached: the client blocks)
+//   requesters ──lh_watch──▶ dispatcher ──▶ the backend's watch streams (own threads)
+//
+// A request goes only to an idle worker, so a hung one (a server that
+// accepts and never answers) stalls only the request it is serving, for at
+// most max_request_time(); the others go on. Workers start on demand: a
+// process with one lease and one request at a time has one. A request that
+// waited in the queue longer than `max_wait` is answered `timeout` without
+// being sent (its requester has given up by then; sending it would only
+// lengthen the queue). Errors stay per request: each reply is the worker's
+// own api_result.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <caf/all.hpp>
+
+#include "leasehold/lease_transport.hpp"
+
+namespace leasehold {
+
+/// One blocking client's calls, as one pool worker makes them.
+class lease_client {
+public:
+  virtual ~lease_client() = default;
+  virtual lease_reply get_lease(const lease_key& k) = 0;
+  virtual lease_reply create_lease(const lease& l) = 0;
+  virtual lease_reply update_lease(const lease& l) = 0;
+  virtual event_reply create_event(const kube_event& e) = 0;
+};
+
+/// A lease_client over a backend client `C` (kube_client, etcd_client);
+/// a client without create_event answers Events with success (the store
+/// keeps none).
+template <class C>
+class lease_client_of final : public lease_client {
+public:
+  template <class... Args>
+  explicit lease_client_of(Args&&... args) : c_(std::forward<Args>(args)...) {}
+  lease_reply get_lease(const lease_key& k) override { return c_.get_lease(k); }
+  lease_reply create_lease(const lease& l) override { return c_.create_lease(l); }
+  lease_reply update_lease(const lease& l) override { return c_.update_lease(l); }
+  event_reply create_event(const kube_event& e) override {
+    if constexpr (has_events<C>::value)
+      return c_.create_event(e);
+    else
+      return event_reply::success(true);
+  }
+private:
+  template <class T, class = void>
+  struct has_events : std::false_type {};
+  template <class T>
+  struct has_events<T, std::void_t<decltype(std::declval<T&>().create_event(
+                         std::declval<const kube_event&>()))>> : std::true_type {};
+  C c_;
+};
+
+/// Bounds of `workers` (connection_config::workers).
+constexpr std::size_t min_transport_workers = 1;
+constexpr std::size_t max_transport_workers = 64;
+
+struct transport_pool_options {
+  std::size_t workers = 4;                  // at most this many clients and threads
+  std::chrono::milliseconds max_wait{5000};  // longer in the queue: answered `timeout` unsent
+  std::string thread_name = "lh.transport";  // the workers' thread name (at most 15 chars)
+  /// Builds one worker's client (called on the dispatcher).
+  std::function<std::unique_ptr<lease_client>()> make_client;
+  /// What errors made by the pool itself name for a request on a lease
+  /// (Kubernetes: its Lease path; etcd: its key).
+  std::function<std::string(const lease_key&)> where;
+  /// Builds the dispatcher's lh_watch handler (watch_per_namespace or
+  /// watch_per_subscriber of lease_watch.hpp).
+  std::function<std::function<void(lease_watch_request&)>(lease_transport_actor::pointer)> make_watch;
+  /// Set: every request is answered with this error (kind other, naming
+  /// the invalid field), nothing is sent.
+  std::string invalid;
+};
+
+lease_transport_actor spawn_transport_pool(caf::actor_system& sys, transport_pool_options opts);
+
+/// This process's transports now, summed over every pool and watch (the
+/// agent's /debug/state and /metrics).
+struct transport_census {
+  std::int64_t pools = 0;           // live dispatchers
+  std::int64_t workers = 0;         // live workers: one thread and one client (connection) each
+  std::int64_t busy_workers = 0;    // serving a request now
+  std::int64_t queued = 0;          // requests waiting for a worker
+  std::int64_t watch_streams = 0;   // live watch loops: one thread and one stream each
+  std::uint64_t requests = 0;       // requests answered by a worker since start
+  std::uint64_t expired = 0;        // requests answered `timeout` after max_wait in the queue
+};
+transport_census current_transport_census();
+
+/// The counters behind current_transport_census() (updated by the pools
+/// and by lease_watch_loop).
+namespace census {
+extern std::atomic<std::int64_t> pools, workers, busy_workers, queued, watch_streams;
+extern std::atomic<std::uint64_t> requests, expired;
+} // namespace census
+
+} // namespace leasehold
