@@ -16,6 +16,11 @@
 //
 // The invariants are checked after every single message (see checker).
 //
+// In the multi-lease world (world::leases > 1) each replica holds many
+// leases: a runner per lease, every runner of the replica on one transport
+// with one shared watch stream, whose faults hit all its leases at once.
+// Each lease has its own checker and its own liveness judgement.
+//
 // The shared store has either backend's semantics (scenario::backend): the
 // Kubernetes Lease API (sim_api) or etcd (sim_etcd: revisions, lease TTLs
 // expiring by the store's clock, watch). A seed draws the same scenario for
