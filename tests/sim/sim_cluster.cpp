@@ -631,6 +631,8 @@ private:
     jobs.push_front(job);
     procs_[i].sched->run_once();
     ++steps_;
+    if (!trace_.empty())
+      trace_requests();
     for (auto f : fatal_) {
       kill_proc(f, "fatal exit");
       restart_later(f, 1s);
@@ -640,6 +642,21 @@ private:
     if (!burst_on_acquire_.empty())
       fire_armed_bursts();
     return true;
+  }
+
+  /// LEASEHOLD_SIM_TRACE=<lease name>: every request for that lease that
+  /// reached the store goes into the step log (who, what, the answer, the
+  /// holder written or read).
+  void trace_requests() {
+    auto n = api_->request_count();
+    if (n == traced_)
+      return;
+    for (auto& r : api_->requests_since(traced_))
+      if (r.lease == "default/" + trace_)
+        note("store: " + r.client + " " + r.verb + " " + trace_ + " -> "
+             + (r.result == error_kind::none ? std::string("ok") : to_string(r.result))
+             + (r.holder.empty() ? std::string{} : " holder " + r.holder));
+    traced_ = n;
   }
 
   /// Disable, disable again (other settings), re-enable, `gap` apart.
@@ -1145,6 +1162,11 @@ private:
   std::map<std::string, std::size_t> lease_index_;   // by lease name
   std::uint64_t seen_version_ = 0;    // the store's last change the checkers saw
   std::size_t seen_requests_ = 0;     // the store's request count then
+  std::string trace_ = [] {           // LEASEHOLD_SIM_TRACE: a lease whose requests are logged
+    const char* v = std::getenv("LEASEHOLD_SIM_TRACE");
+    return std::string(v != nullptr ? v : "");
+  }();
+  std::size_t traced_ = 0;
   bool recheck_all_ = true;           // time moved, or a process paused or resumed
   time_point now_{};
   time_point start_{};
