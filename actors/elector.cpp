@@ -102,6 +102,11 @@ public:
                + (last_error_.kind != error_kind::none ? "; last error: " + last_error_.describe()
                                                        : std::string{}));
       },
+      [=](compete_atom, bool on) {
+        bool was = std::exchange(opt_.compete, on);
+        if (on && !was && !leading_)
+          act_now();   // a lease left free for us is taken now, not at the next tick
+      },
       [=](release_atom) {
         auto rp = make_response_promise();
         release_rp_ = rp;
@@ -191,7 +196,7 @@ private:
       return;
     }
     held_.reset();   // a record we created and held unannounced is somebody else's now
-    if (held_by_other(rec)) {
+    if (held_by_other(rec) || !opt_.compete) {
       done_attempt();
       return;
     }
@@ -221,6 +226,10 @@ private:
     }
     if (opt_.backend.server_expiry && !leading_ && vanished_under_a_holder(seen_by, store_revision)) {
       done_attempt();
+      return;
+    }
+    if (!leading_ && !opt_.compete) {
+      done_attempt();   // a standby only follows
       return;
     }
     lease l;
@@ -799,7 +808,8 @@ private:
     if (!mem_.outside_wait_until) {
       auto& spec = mem_.record->spec;
       bool gapless = watch_up_ && mem_.ttl_read_at && watch_up_since_ <= *mem_.ttl_read_at;
-      auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless);
+      auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless,
+                                  store_revision);
       mem_.outside_wait_until = v.create_at;
       mem_.hold_next_create = v.hold;
       mem_.vanish_revision = store_revision;

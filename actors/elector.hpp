@@ -51,13 +51,18 @@ struct elector_options {
   /// elector polls every retry_period, as without it.
   bool watch = true;
   backend_traits backend;  // etcd: the store judges expiry (docs/safety.md)
+  /// false: follow the lease (watch, observe, report the holder) but never
+  /// acquire it; changed with `compete_atom, bool`. A term already held is
+  /// the runner's to end.
+  bool compete = true;
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).
 /// Messages it takes besides its timers: `release_atom` -> bool: stop renewing
 /// and, if it holds the lease in the very term it acquired (same holder,
 /// acquireTime and leaseTransitions), release it (holderIdentity "", duration
-/// 1 s), within timings.release_timeout; then exit.
+/// 1 s), within timings.release_timeout; then exit. `compete_atom, bool`:
+/// whether it may acquire (elector_options::compete).
 caf::actor spawn_elector(caf::local_actor* parent, elector_options opts);
 
 /// The record a replica writes when it acquires the lease: a new term, whose

@@ -15,8 +15,24 @@ bool ttl_tells_expiry(const election_timings& t, caf::timespan ttl) {
   return t.renew_deadline + t.effective_request_timeout() + 1s <= ttl;
 }
 
+namespace {
+
+/// An etcd mod_revision as the transport reports it (resource_version); 0
+/// when it is not one.
+std::int64_t revision_of(const std::string& rv) {
+  if (rv.empty() || rv.size() > 18 || rv.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  return std::stoll(rv);
+}
+
+} // namespace
+
 vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_point seen_by,
-                                  const election_timings& t, caf::timespan ttl, bool gapless) {
+                                  const election_timings& t, caf::timespan ttl, bool gapless,
+                                  std::int64_t store_revision) {
+  if (m.record && released_record(m.record->spec) && store_revision > 0
+      && store_revision == revision_of(m.record->resource_version) + 1)
+    return {seen_by, false};
   auto rt = t.effective_request_timeout();
   bool fresh = m.ttl_read_at && seen_by <= *m.ttl_read_at + 100ms + rt;
   if (ttl_tells_expiry(t, ttl) && gapless && fresh && m.ttl_left == 0 && m.ttl_zero_since)

@@ -34,7 +34,13 @@ struct vanish_verdict {
   bool hold = true;   // the created key starts its term only a lease duration after its create
 };
 
-/// It ran out (create at (first read of 0) + 1 s, no hold) only when all of
+/// A released record (released_record) whose removal is the very next write
+/// in the store (`store_revision`, the revision of the read that found no
+/// key, is the record's mod_revision + 1): the take of another follower,
+/// which deletes the released record before it creates. No term can have
+/// come and gone between (that takes writes of its own), and the holder's
+/// work was down when it released: create at once, no hold.
+/// Else it ran out (create at (first read of 0) + 1 s, no hold) only when all of
 /// these hold: ttl_tells_expiry; the follower's watch has been up without a
 /// gap since its latest TTL reading (`gapless`), so no other term can have
 /// come and gone unseen; that reading was fresh (at most 100 ms +
@@ -47,7 +53,8 @@ struct vanish_verdict {
 /// term whose key was gone before the create has stopped its work (its
 /// last renew was sent before that answer).
 vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_point seen_by,
-                                  const election_timings& t, caf::timespan ttl, bool gapless);
+                                  const election_timings& t, caf::timespan ttl, bool gapless,
+                                  std::int64_t store_revision);
 
 /// etcd: when a follower of a held key reads it next (when ttl_tells_expiry):
 /// 100 ms after a read of 0, else half the remaining TTL (at least 500 ms),

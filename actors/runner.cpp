@@ -76,6 +76,7 @@ public:
       [=](restart_atom, const std::string& name, std::uint64_t generation) {
         modules_.on_restart(name, generation, fence_);
       },
+      [=](compete_atom, bool on) { set_competing(on); },
       [=](respawn_atom, std::uint64_t seq) {
         if (seq == respawn_seq_ && !elector_ && releases_ == 0 && should_elect())
           start_elector();
@@ -169,6 +170,7 @@ private:
     eo.seed = rng_();
     eo.memory = memory_;
     eo.watch = opt_.watch;
+    eo.compete = opt_.compete;
     elector_ = spawn_elector(this, std::move(eo));
     monitor(elector_);
     ++electors_started_;
@@ -225,6 +227,13 @@ private:
     });
     notify(current_leadership());
     modules_.forgive_leader_only();   // a new term forgives last term's crash loops
+    if (!opt_.compete) {
+      // Won (a creation hold ran out) after being told to stand by: hand
+      // the term over before any leader-only module starts.
+      stood_by_ = true;
+      begin_stepdown("standing by: the lease is assigned to another replica");
+      return;
+    }
     modules_.start_wanted(fence_);
   }
 
@@ -261,6 +270,8 @@ private:
     auto delay = backoff_.next(u(rng_));
     if (compete_after_)   // handed over for a crash-looping module: wait longer
       delay = std::max(delay, *compete_after_ - clock().now());
+    if (std::exchange(stood_by_, false))
+      delay = caf::timespan{0};   // a voluntary stand-by: the next elector only follows, at once
     set_state(runner_state::follower);
     delayed_send(this, delay, respawn_atom::value, respawn_seq_);
   }
@@ -415,6 +426,21 @@ private:
     opt_.on_fatal(reason);
   }
 
+  /// Compete for the lease or only follow it (compete_atom). The elector
+  /// learns it at once; a leader told to stand by hands over through the one
+  /// step-down path (leader-only modules down, then release), and the next
+  /// elector follows without competing.
+  void set_competing(bool on) {
+    if (std::exchange(opt_.compete, on) == on)
+      return;
+    if (elector_)
+      send(elector_, compete_atom::value, on);
+    if (!on && state_ == runner_state::leader) {
+      stood_by_ = true;
+      begin_stepdown("standing by: the lease is assigned to another replica");
+    }
+  }
+
   /// A leader-only module crashed more often than its restart policy
   /// allows: hand leadership over to a healthy replica through the one
   /// step-down path (modules down, then release) and compete again only
@@ -536,6 +562,7 @@ private:
         = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew_).count();
     st.modules = modules_.status();
     st.healthy = modules_.healthy();
+    st.competing = opt_.compete;
     if (compete_after_ && *compete_after_ > clock().now()) {
       st.handover_backoff = *compete_after_ - clock().now();
       st.handover_module = handover_module_;
@@ -549,6 +576,7 @@ private:
   backoff handover_backoff_;                // after handing over for a crash-looping module
   std::optional<time_point> compete_after_; // no elector before this (handover backoff)
   std::string handover_module_;
+  bool stood_by_ = false;   // the step-down under way is a stand-by (compete_atom): respawn at once
   bool module_failed_this_term_ = false;
   event_emitter emit;
   module_supervisor modules_;

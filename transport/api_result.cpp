@@ -15,6 +15,7 @@ const char* to_string(error_kind k) {
     case error_kind::server_error: return "server_error";
     case error_kind::timeout: return "timeout";
     case error_kind::connection_refused: return "connection_refused";
+    case error_kind::disconnected: return "disconnected";
     case error_kind::tls_error: return "tls_error";
     case error_kind::malformed_body: return "malformed_body";
     case error_kind::other: return "other";

@@ -72,7 +72,8 @@ error_kind grpc_kind(int code, int http_status) {
 
 /// Errors after which another endpoint may answer.
 bool fail_over_on(error_kind k) {
-  return k == error_kind::connection_refused || k == error_kind::timeout
+  return k == error_kind::connection_refused || k == error_kind::disconnected
+         || k == error_kind::timeout
          || k == error_kind::server_error || k == error_kind::tls_error;
 }
 
@@ -785,6 +786,10 @@ private:
   }
 
   request next_request() override { return {"POST", "/v3/watch"}; }
+
+  std::string endpoint_note() const override {
+    return " (endpoint " + client_.current_endpoint() + ")";
+  }
 
   api_error open(const request& r, std::chrono::milliseconds idle,
                  const std::function<void()>& on_open,

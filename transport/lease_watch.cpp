@@ -226,7 +226,12 @@ api_error lease_watch_loop::stream_once(bool& delivered) {
   if (failure)
     return *failure;
   if (err.kind == error_kind::none && !buf.empty())
-    return malformed(r, "watch stream ended inside an event line");
+    // The connection closed under a half-written line: the server (on etcd,
+    // a member) went away. Not a malformed body: every line it finished
+    // parsed.
+    return api_error{error_kind::disconnected, 0, r.verb, r.path,
+                     "the server closed the watch stream inside an event line" + endpoint_note(),
+                     0};
   return err;
 }
 

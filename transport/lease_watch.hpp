@@ -75,6 +75,9 @@ protected:
     std::string verb;
     std::string path;
   };
+  /// The server the last open() talked to, as errors name it
+  /// (" (endpoint http://10.0.0.5:2379)"); "" when the request names it.
+  virtual std::string endpoint_note() const { return {}; }
   /// Before each stream (the etcd watch reads the current state when it has
   /// no revision to resume from); an error fails this attempt.
   virtual api_error prepare() { return {}; }

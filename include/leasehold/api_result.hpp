@@ -18,6 +18,7 @@ enum class error_kind {
   server_error,       // 5xx
   timeout,            // connect/read/write timed out, or the actor request did
   connection_refused, // nobody listening / connection reset
+  disconnected,       // an open stream dropped mid-message: its server (an etcd member) went away
   tls_error,          // handshake or certificate failure
   malformed_body,     // 2xx with a body that is not the expected object
   other,

@@ -54,6 +54,9 @@ struct module_settings {
 
 // Atom texts are at most 10 characters (CAF 0.17).
 using subscribe_atom = caf::atom_constant<caf::atom("lh_sub")>;
+/// To a runner (and from it to its elector): compete for the lease (true) or
+/// only follow it (false); include/leasehold/runner.hpp.
+using compete_atom = caf::atom_constant<caf::atom("lh_compete")>;
 using unsubscribe_atom = caf::atom_constant<caf::atom("lh_unsub")>;
 
 /// Who announces leadership changes (the runner): `subscribe_atom, actor`

@@ -38,6 +38,10 @@ struct runner_options {
   /// Followers watch the lease (a release is acted on when streamed; no
   /// requests between changes); false: poll every retry_period.
   bool watch = true;
+  /// Compete for the lease (true), or only follow it (false: a standby that
+  /// watches and reports the holder but never acquires; a balance group
+  /// assigns the lease elsewhere). Changed at run time with compete_atom.
+  bool compete = true;
   /// Called when a leader-only module was killed and is still not down
   /// shortly before another replica could take the lease: the process must
   /// end now (the OS then stops every thread). Default: default_fatal_handler.
@@ -101,6 +105,9 @@ struct runner_status {
   /// replica does not compete again for this long (< 0: not backing off).
   caf::timespan handover_backoff{-1};
   std::string handover_module;   // the module that crash-looped (while backing off)
+  /// Competes for the lease (runner_options::compete, compete_atom); false:
+  /// a standby that only follows it.
+  bool competing = true;
   std::vector<module_status> modules;
 };
 
@@ -114,6 +121,11 @@ using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
 ///   get_status_atom -> runner_status
 ///   subscribe_atom, actor / unsubscribe_atom, actor: leadership_changed
 ///                      messages to that actor (the current one at once)
+///   compete_atom, bool: compete for the lease (true) or only follow it
+///                      (false). A leader told false hands over: its
+///                      leader-only modules stop (confirmed down), the lease
+///                      is released and a competing replica takes it through
+///                      its watch; it then follows without competing.
 ///   shutdown_atom   -> true once leader-only modules are down, the lease is
 ///                      released and the other modules are down; the runner
 ///                      then exits.
@@ -121,6 +133,7 @@ using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
 /// those are internal and not part of this interface.)
 using runner_actor = leadership_publisher::extend<
   caf::replies_to<module_config>::with<config_result>,
+  caf::reacts_to<compete_atom, bool>,
   caf::replies_to<get_status_atom>::with<runner_status>,
   caf::replies_to<shutdown_atom>::with<bool>>;
 

@@ -194,6 +194,37 @@ TEST_CASE("outside writes: a release is told from an emptied holderIdentity by i
   CHECK_FALSE(released_record(held));
 }
 
+TEST_CASE("outside writes: a released etcd key deleted by the very next write was another follower's take, not an outside write") {
+  // Regression (etcd-watch-handover, round 2, 1 run in ~20): two followers
+  // saw the leader's released record; B's delete won, A's delete lost, A
+  // read no key and judged the vanish an outside write, then A's create won
+  // and A held its term for a lease duration (7.5 s without a leader, the
+  // handover bound is 1.3 s). The read's store revision shows the key's
+  // delete was the only write since the released record: no term came
+  // between, and the released holder's work was down.
+  using tp = caf::actor_clock::time_point;
+  tp t0{std::chrono::hours(1)};
+  election_timings t;
+  auto ttl = caf::timespan{15s};
+  lease_memory m;
+  m.record = lease{};
+  m.record->resource_version = "10";   // the released record's mod_revision
+  m.record->spec.holder_identity = "";
+  m.record->spec.lease_duration_seconds = 1;
+  auto v = judge_vanished_key(m, t0, t, ttl, false, 11);
+  CHECK_FALSE(v.hold);
+  CHECK(v.create_at == t0);
+  // Any other write between (a create and a delete of a term this follower
+  // never saw), or no revision: held as before.
+  CHECK(judge_vanished_key(m, t0, t, ttl, false, 12).hold);
+  CHECK(judge_vanished_key(m, t0, t, ttl, false, 0).hold);
+  // A held record deleted by the next write is an outside delete of a live
+  // term: held.
+  m.record->spec.holder_identity = "agent-1";
+  m.record->spec.lease_duration_seconds = 15;
+  CHECK(judge_vanished_key(m, t0, t, ttl, false, 11).hold);
+}
+
 TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL could have run out") {
   using tp = caf::actor_clock::time_point;
   tp t0{std::chrono::hours(1)};
@@ -203,28 +234,28 @@ TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL
   auto held = [](vanish_verdict v, tp at) { return v.hold && v.create_at == at; };
   lease_memory m;
   // No TTL reading: create now, hold it a lease duration.
-  CHECK(held(judge_vanished_key(m, t0, t, ttl, true), t0));
+  CHECK(held(judge_vanished_key(m, t0, t, ttl, true, 0), t0));
   // The latest read, at t0, said 14 s were left: gone 8 s later, a delete
   // or revoke from outside (the holder was live).
   m.ttl_read_at = t0;
   m.ttl_left = 14;
-  CHECK(held(judge_vanished_key(m, t0 + 8s, t, ttl, true), t0 + 8s));
+  CHECK(held(judge_vanished_key(m, t0 + 8s, t, ttl, true, 0), t0 + 8s));
   // Reads of 0 since t0 + 1 s (reply): the holder is past its deadline; gone
   // within the next read: free from (first 0) + 1 s on, no hold.
   m.ttl_read_at = t0 + 1500ms;
   m.ttl_left = 0;
   m.ttl_zero_since = t0 + 1s;
-  auto v = judge_vanished_key(m, t0 + 2100ms, t, ttl, true);
+  auto v = judge_vanished_key(m, t0 + 2100ms, t, ttl, true, 0);
   CHECK_FALSE(v.hold);
   CHECK(v.create_at == t0 + 2100ms);
-  v = judge_vanished_key(m, t0 + 1600ms, t, ttl, true);
+  v = judge_vanished_key(m, t0 + 1600ms, t, ttl, true, 0);
   CHECK_FALSE(v.hold);
   CHECK(v.create_at == t0 + 2s);
   // The same without a gapless watch (polling, or the stream was down):
   // another term may have come and gone unseen.
-  CHECK(held(judge_vanished_key(m, t0 + 2100ms, t, ttl, false), t0 + 2100ms));
+  CHECK(held(judge_vanished_key(m, t0 + 2100ms, t, ttl, false, 0), t0 + 2100ms));
   // A stale reading (a pause, failed reads).
-  CHECK(held(judge_vanished_key(m, t0 + 4500ms, t, ttl, true), t0 + 4500ms));
+  CHECK(held(judge_vanished_key(m, t0 + 4500ms, t, ttl, true, 0), t0 + 4500ms));
   // Timings whose holder may still renew while a read says 0: never judged.
   election_timings tight = t;
   tight.lease_duration = 5s;
@@ -233,7 +264,7 @@ TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL
   tight.module_stop_timeout = 1s;
   tight.request_timeout = 1s;
   CHECK_FALSE(ttl_tells_expiry(tight, 5s));
-  CHECK(held(judge_vanished_key(m, t0 + 1600ms, tight, 5s, true), t0 + 1600ms));
+  CHECK(held(judge_vanished_key(m, t0 + 1600ms, tight, 5s, true, 0), t0 + 1600ms));
   // Reads: 100 ms after a read of 0, else half the remaining TTL.
   CHECK(next_ttl_read(m, t0 + 1550ms, 15s) == 50ms);
   m.ttl_left = 14;

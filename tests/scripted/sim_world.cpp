@@ -15,6 +15,15 @@ std::vector<std::string> probe_tracker::running_leaders() const {
   return out;
 }
 
+std::vector<std::string> probe_tracker::running(const std::string& module) const {
+  std::vector<std::string> out;
+  for (auto& i : instances)
+    if (i.leader_only && !i.stopped && i.module == module
+        && std::find(out.begin(), out.end(), i.identity) == out.end())
+      out.push_back(i.identity);
+  return out;
+}
+
 int probe_tracker::alive(const std::string& identity, bool leader_only) const {
   int n = 0;
   for (auto& i : instances)
@@ -71,7 +80,8 @@ void register_probe(module_registry& reg, std::shared_ptr<probe_tracker> t) {
     auto fn = [t, ctx](caf::event_based_actor* self) -> caf::behavior {
       // Leader-only work runs from here until this actor is gone.
       for (auto& i : t->instances)
-        if (ctx.leader_only && i.leader_only && !i.stopped && i.identity != ctx.identity)
+        if (ctx.leader_only && i.leader_only && !i.stopped && i.identity != ctx.identity
+            && i.fence.lease.to_string() == ctx.fence.lease.to_string())   // one lease's work
           t->violations.push_back("overlap: " + ctx.identity + "/" + ctx.name + " started while "
                                   + i.identity + "/" + i.module + " runs");
       if (ctx.leader_only && !ctx.fence.valid(t->now()))
@@ -138,39 +148,111 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
   if (opts_.etcd)
     etcd_ = std::make_shared<sim_etcd>([this] { return now(); });
   store_ = etcd_ ? std::static_pointer_cast<sim_store>(etcd_) : api_;
-  if (opts_.lease_exists && !etcd_)
-    api_->create_released(opts_.lease);
+  members_ = std::make_shared<sim_members>([this] { return now(); }, opts_.etcd);
+  for (std::size_t k = 0; k < opts_.leases; ++k)
+    if (opts_.lease_exists && !etcd_)
+      api_->create_released(lease_at(k));
   for (std::size_t i = 0; i < opts_.replicas; ++i) {
     auto r = std::make_unique<replica>();
     r->identity = "replica-" + std::to_string(i);
     r->transport = spawn_sim_transport(*sys_, store_, r->identity);
-    runner_options o;
-    o.identity = r->identity;
-    o.lease = opts_.lease;
-    o.timings = opts_.timings;
-    o.supervision = opts_.supervision;
-    o.transport = r->transport;
-    o.backend.server_expiry = opts_.etcd;
-    o.registry = registry_;
-    o.modules = opts_.modules;
-    o.seed = opts_.seed + i;
-    o.watch = opts_.watch;
-    auto* rp = r.get();
-    o.events = [rp, this](const runtime_event& ev) {
-      rp->events.push_back(ev);
-      rp->timeline.emplace_back(now(), ev);
-    };
-    auto res = spawn_runner(*sys_, std::move(o));
-    REQUIRE_MESSAGE(res.errors.empty(), (res.errors.empty() ? "" : res.errors.front()));
-    r->runner = res.runner;
+    for (std::size_t k = 0; k < opts_.leases; ++k) {
+      runner_options o;
+      o.identity = r->identity;
+      o.lease = lease_at(k);
+      o.timings = opts_.timings;
+      o.supervision = opts_.supervision;
+      o.transport = r->transport;
+      o.backend.server_expiry = opts_.etcd;
+      o.registry = registry_;
+      o.modules = opts_.leases > 1 ? probes({"work-" + std::to_string(k)}) : opts_.modules;
+      o.seed = opts_.seed + i * opts_.leases + k;
+      o.watch = opts_.watch;
+      o.compete = !opts_.balance;   // in a group, the group decides
+      auto* rp = r.get();
+      o.events = [rp, this](const runtime_event& ev) {
+        rp->events.push_back(ev);
+        rp->timeline.emplace_back(now(), ev);
+      };
+      auto res = spawn_runner(*sys_, std::move(o));
+      REQUIRE_MESSAGE(res.errors.empty(), (res.errors.empty() ? "" : res.errors.front()));
+      r->runners.push_back(res.runner);
+    }
+    r->runner = r->runners.front();
     reps_.push_back(std::move(r));
   }
   settle();
 }
 
+lease_key sim_world::lease_at(std::size_t k) const {
+  if (opts_.leases <= 1)
+    return opts_.lease;
+  return {opts_.lease.ns, opts_.lease.name + "-" + std::to_string(k)};
+}
+
+void sim_world::start_group(std::size_t i) {
+  REQUIRE(opts_.balance);
+  auto& r = rep(i);
+  balance_group_options g;
+  g.identity = r.identity;
+  g.ns = opts_.lease.ns;
+  g.group = opts_.lease.name;
+  for (std::size_t k = 0; k < opts_.leases; ++k)
+    g.leases.emplace_back(lease_at(k).name, r.runners[k]);
+  g.membership = spawn_sim_membership(*sys_, members_, r.identity);
+  g.timings = opts_.timings;
+  g.settle = opts_.settle;
+  r.group = spawn_balance_group(*sys_, std::move(g));
+  settle();
+}
+
+bool sim_world::leave_group(std::size_t i) {
+  // The leave takes simulated time (modules stop, leases are released): ask
+  // from an event-based actor and run the world until it has the answer.
+  auto answer = std::make_shared<std::optional<bool>>();
+  auto group = rep(i).group;
+  sys_->spawn([answer, group](caf::event_based_actor* self) {
+    self->request(group, caf::infinite, shutdown_atom::value)
+      .then([=](bool ok) { *answer = ok; }, [=](caf::error&) { *answer = false; });
+  });
+  run_until([&] { return answer->has_value(); }, std::chrono::minutes(5));
+  return answer->value_or(false);
+}
+
+void sim_world::kill_replica(std::size_t i) {
+  auto& r = rep(i);
+  if (r.group)
+    caf::anon_send_exit(r.group, caf::exit_reason::kill);
+  for (auto& runner : r.runners)
+    caf::anon_send_exit(runner, caf::exit_reason::kill);
+  settle();
+}
+
+int sim_world::leader_of(std::size_t k) const {
+  auto who = tracker_->running("work-" + std::to_string(k));
+  REQUIRE(who.size() <= 1);
+  for (std::size_t i = 0; i < reps_.size() && !who.empty(); ++i)
+    if (reps_[i]->identity == who[0])
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<std::size_t> sim_world::loads() const {
+  std::vector<std::size_t> out(reps_.size(), 0);
+  for (std::size_t k = 0; k < opts_.leases; ++k) {
+    auto l = leader_of(k);
+    if (l >= 0)
+      ++out[static_cast<std::size_t>(l)];
+  }
+  return out;
+}
+
 sim_world::~sim_world() {
   for (auto& r : reps_) {
-    caf::anon_send_exit(r->runner, caf::exit_reason::kill);
+    if (r->group)
+      caf::anon_send_exit(r->group, caf::exit_reason::kill);
+    for (auto& runner : r->runners)
+      caf::anon_send_exit(runner, caf::exit_reason::kill);
     caf::anon_send_exit(r->transport, caf::exit_reason::kill);
   }
   sched_->run();
@@ -188,9 +270,15 @@ void sim_world::settle() {
 
 void sim_world::check_safety() {
   auto leaders = tracker_->running_leaders();
-  if (leaders.size() > 1)
+  if (opts_.leases <= 1 && leaders.size() > 1)
     tracker_->violations.push_back("two replicas run leader-only modules: " + leaders[0] + ", "
                                    + leaders[1]);
+  for (std::size_t k = 0; opts_.leases > 1 && k < opts_.leases; ++k) {
+    auto who = tracker_->running("work-" + std::to_string(k));
+    if (who.size() > 1)
+      tracker_->violations.push_back("two replicas run the work of lease " + std::to_string(k)
+                                     + ": " + who[0] + ", " + who[1]);
+  }
   REQUIRE_MESSAGE(tracker_->violations.empty(), tracker_->violations.front());
 }
 

@@ -14,8 +14,10 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/runner.hpp"
+#include "leasehold/balance_group.hpp"
 #include "leasehold/runtime.hpp"
 #include "tests/sim/sim_etcd.hpp"
+#include "tests/support/sim_membership.hpp"
 #include "tests/support/sim_transport.hpp"
 
 namespace leasehold::test {
@@ -44,6 +46,8 @@ struct probe_tracker {
 
   /// Identities with at least one leader-only instance alive.
   std::vector<std::string> running_leaders() const;
+  /// Identities with a leader-only instance of `module` alive.
+  std::vector<std::string> running(const std::string& module) const;
   int alive(const std::string& identity, bool leader_only = true) const;
   int started(const std::string& identity, const std::string& module = {}) const;
   int stopped(const std::string& identity, const std::string& module = {}) const;
@@ -59,7 +63,9 @@ void register_probe(module_registry& reg, std::shared_ptr<probe_tracker> t);
 
 struct replica {
   std::string identity;
-  runner_actor runner;
+  runner_actor runner;                 // runners[0]
+  std::vector<runner_actor> runners;   // one per lease (world_options::leases)
+  caf::actor group;                    // the balance group actor (world_options::balance)
   lease_transport_actor transport;
   std::vector<runtime_event> events;
   std::vector<std::pair<sim_clock_time, runtime_event>> timeline;
@@ -83,6 +89,15 @@ struct world_options {
   /// term is the key's create_revision, keepalives change nothing, the store
   /// deletes a key whose TTL ran out; the electors get server_expiry).
   bool etcd = false;
+  /// Leases per replica: with more than one, lease k is "<lease.name>-<k>"
+  /// and its runner runs one leader-only probe "work-<k>"; safety is then
+  /// judged per lease (never two replicas running one lease's work).
+  std::size_t leases = 1;
+  /// The replicas' runners form one balance group over their leases
+  /// (include/leasehold/balance_group.hpp), announced through `members`.
+  /// Replica i joins when start_group(i) is called.
+  bool balance = false;
+  caf::timespan settle{std::chrono::seconds(1)};
 };
 
 class sim_world {
@@ -123,6 +138,19 @@ public:
   int leader() const;
   /// Runs until some replica leads (REQUIREd within `limit`); returns it.
   std::size_t await_leader(caf::timespan limit);
+  /// With `leases` > 1: the replica running lease k's work, or -1.
+  int leader_of(std::size_t k) const;
+  /// With `leases` > 1: how many leases' work each replica runs.
+  std::vector<std::size_t> loads() const;
+  /// With `balance`: spawns replica i's group actor (it joins the group).
+  void start_group(std::size_t i);
+  /// With `balance`: replica i leaves cleanly (leave_group: withdraw, then
+  /// its runners release); true when it answered.
+  bool leave_group(std::size_t i);
+  /// With `balance`: replica i's process dies (SIGKILL): its runners and its
+  /// group actor are killed; its leader-only modules die with it.
+  void kill_replica(std::size_t i);
+  sim_members& members() { return *members_; }
   void check_safety();
 
 private:
@@ -130,6 +158,7 @@ private:
   /// `deadline`), time moves there and the store deletes its keys. True
   /// when it did.
   bool expire_etcd_leases(sim_clock_time deadline);
+  lease_key lease_at(std::size_t k) const;
 
   world_options opts_;
   caf::actor_system_config cfg_;
@@ -138,6 +167,7 @@ private:
   std::shared_ptr<sim_api> api_ = std::make_shared<sim_api>();
   std::shared_ptr<sim_etcd> etcd_;      // set with world_options::etcd
   std::shared_ptr<sim_store> store_;    // api_ or etcd_
+  std::shared_ptr<sim_members> members_;
   std::shared_ptr<probe_tracker> tracker_ = std::make_shared<probe_tracker>();
   std::shared_ptr<module_registry> registry_ = std::make_shared<module_registry>();
   std::vector<std::unique_ptr<replica>> reps_;

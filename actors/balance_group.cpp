@@ -1,0 +1,254 @@
+// The balance group actor (include/leasehold/balance_group.hpp).
+//
+//   every retry_period, and at once when a lease's holder changes:
+//     1. announce this replica and list the members (membership backend);
+//     2. count a member live while its announcement is renewed within its
+//        ttl (or the store still lists it), settled once present `settle`;
+//     3. compute the assignment from the settled members and the holders
+//        the runners report (balance_assignment);
+//     4. tell each runner to compete for its lease iff it is assigned here,
+//        or the lease has been free for a lease duration (no member may
+//        leave a lease unowned because views of the group differ).
+//   leave: withdraw the announcement, then shut every runner down.
+#include "leasehold/balance_group.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "actors/balance.hpp"
+#include "actors/messages.hpp"
+
+namespace leasehold {
+
+namespace {
+
+using time_point = caf::actor_clock::time_point;
+
+struct seen_member {
+  member_record record;
+  time_point present_since;
+  time_point renewed_at;   // when `record.renewed` last changed, by our clock
+};
+
+struct lease_view {
+  runner_actor runner;
+  std::string holder;              // "" when free
+  std::optional<time_point> free_since;
+  bool competing = false;
+};
+
+class balance_group_actor : public caf::event_based_actor {
+public:
+  balance_group_actor(caf::actor_config& cfg, balance_group_options opts)
+    : caf::event_based_actor(cfg), opt_(std::move(opts)) {
+    me_.ns = opt_.ns;
+    me_.group = opt_.group;
+    me_.identity = opt_.identity;
+    me_.ttl = opt_.timings.lease_duration;
+  }
+
+  const char* name() const override { return "leasehold.balance_group"; }
+
+  caf::behavior make_behavior() override {
+    for (auto& [name, runner] : opt_.leases) {
+      leases_[name].runner = runner;
+      runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
+      send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
+    }
+    send(this, tick_atom::value, ++tick_seq_);
+    return {
+      [=](tick_atom, std::uint64_t seq) {
+        if (seq == tick_seq_)
+          round();
+      },
+      [=](const leadership_changed& lc) {
+        auto it = runner_of_.find(caf::actor_cast<caf::actor_addr>(current_sender()));
+        if (it == runner_of_.end())
+          return;
+        auto& v = leases_[it->second];
+        auto holder = lc.leading ? opt_.identity : lc.holder;
+        if (holder == v.holder)
+          return;
+        v.holder = holder;
+        if (holder.empty())
+          v.free_since = clock().now();
+        else
+          v.free_since.reset();
+        // A lease changed hands (a release above all): recompute now, with
+        // fresh membership, so its assignee competes before the next tick.
+        if (!in_flight_)
+          send(this, tick_atom::value, ++tick_seq_);
+        else
+          again_ = true;
+      },
+      [=](get_status_atom) { return status(); },
+      [=](shutdown_atom) {
+        auto rp = make_response_promise<bool>();
+        leave(rp);
+        return rp;
+      },
+    };
+  }
+
+private:
+  void round() {
+    if (in_flight_ || leaving_)
+      return;
+    in_flight_ = true;
+    request(opt_.membership, opt_.timings.effective_request_timeout(), announce_atom::value, me_)
+      .then(
+        [=](members_reply& r) {
+          in_flight_ = false;
+          if (r.ok())
+            observe(*r.value);
+          decide();
+          next_round();
+        },
+        [=](caf::error&) {
+          in_flight_ = false;
+          decide();   // what we knew stands; free leases still become everyone's
+          next_round();
+        });
+  }
+
+  void next_round() {
+    if (leaving_)
+      return;
+    if (std::exchange(again_, false))
+      send(this, tick_atom::value, ++tick_seq_);
+    else
+      delayed_send(this, opt_.timings.retry_period, tick_atom::value, ++tick_seq_);
+  }
+
+  void observe(const std::vector<member_record>& listed) {
+    auto now = clock().now();
+    std::map<std::string, seen_member> next;
+    for (auto& rec : listed) {
+      auto old = seen_.find(rec.identity);
+      seen_member m{rec, now, now};
+      if (old != seen_.end() && old->second.record.joined == rec.joined) {
+        m.present_since = old->second.present_since;
+        m.renewed_at = old->second.record.renewed == rec.renewed ? old->second.renewed_at : now;
+      }
+      next[rec.identity] = m;
+    }
+    seen_ = std::move(next);
+  }
+
+  std::vector<balance_member> members() const {
+    auto now = clock().now();
+    std::vector<observed_member> live;
+    for (auto& [id, m] : seen_) {
+      // A member whose store does not expire it counts while its
+      // announcement changes within its ttl by our clock.
+      if (!m.record.renewed.empty() && now - m.renewed_at >= opt_.timings.lease_duration)
+        continue;
+      live.push_back({{id, m.record.joined}, m.present_since});
+    }
+    return settled_members(live, now, opt_.settle);   // the actor clock is a steady_clock
+  }
+
+  void decide() {
+    auto now = clock().now();
+    std::vector<std::string> names;
+    std::map<std::string, std::string> holders;
+    for (auto& [name, v] : leases_) {
+      names.push_back(name);
+      holders[name] = v.holder;
+    }
+    auto target = balance_assignment(names, members(), holders);
+    for (auto& [name, v] : leases_) {
+      auto a = target.find(name);
+      bool mine = a != target.end() && a->second == opt_.identity;
+      bool orphan = v.free_since && now - *v.free_since >= opt_.timings.lease_duration;
+      bool want = mine || orphan;
+      if (want == v.competing)
+        continue;
+      if (!want && v.holder == opt_.identity)
+        ++moves_;
+      v.competing = want;
+      send(v.runner, compete_atom::value, want);
+    }
+    assigned_.clear();
+    for (auto& [name, who] : target)
+      if (who == opt_.identity)
+        assigned_.push_back(name);
+  }
+
+  balance_status status() const {
+    balance_status st;
+    for (auto& m : members())
+      st.members.push_back(m.identity);
+    st.assigned = assigned_;
+    for (auto& [name, v] : leases_)
+      if (v.competing)
+        st.competing.push_back(name);
+    st.moves = moves_;
+    return st;
+  }
+
+  /// Withdraw first (the others reassign this replica's leases and compete
+  /// for them), then shut the runners down (each releases what it leads).
+  void leave(caf::typed_response_promise<bool> rp) {
+    leaving_ = true;
+    ++tick_seq_;
+    auto timeout = opt_.timings.effective_request_timeout();
+    request(opt_.membership, timeout, withdraw_atom::value, me_)
+      .then([=](withdraw_reply&) { stop_runners(rp); },
+            [=](caf::error&) { stop_runners(rp); });
+  }
+
+  void stop_runners(caf::typed_response_promise<bool> rp) {
+    auto left = std::make_shared<std::size_t>(leases_.size());
+    auto ok = std::make_shared<bool>(true);
+    if (*left == 0) {
+      rp.deliver(true);
+      quit();
+      return;
+    }
+    auto bound = opt_.timings.release_timeout + opt_.timings.module_stop_timeout
+                 + opt_.timings.effective_request_timeout() * 2;
+    for (auto& [name, v] : leases_) {
+      request(v.runner, bound, shutdown_atom::value)
+        .then([=](bool done) { finish_one(rp, left, ok, done); },
+              [=](caf::error&) { finish_one(rp, left, ok, false); });
+    }
+  }
+
+  void finish_one(caf::typed_response_promise<bool> rp, std::shared_ptr<std::size_t> left,
+                  std::shared_ptr<bool> ok, bool done) {
+    *ok = *ok && done;
+    if (--*left == 0) {
+      rp.deliver(*ok);
+      quit();
+    }
+  }
+
+  balance_group_options opt_;
+  candidate me_;
+  std::map<std::string, lease_view> leases_;
+  std::map<caf::actor_addr, std::string> runner_of_;
+  std::map<std::string, seen_member> seen_;
+  std::vector<std::string> assigned_;
+  std::int64_t moves_ = 0;
+  std::uint64_t tick_seq_ = 0;
+  bool in_flight_ = false;
+  bool again_ = false;
+  bool leaving_ = false;
+};
+
+} // namespace
+
+caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opts) {
+  return sys.spawn<balance_group_actor>(std::move(opts));
+}
+
+bool leave_group(caf::actor_system& sys, const caf::actor& group, caf::timespan timeout) {
+  bool ok = false;
+  caf::scoped_actor self{sys};
+  self->request(group, timeout, shutdown_atom::value)
+    .receive([&](bool done) { ok = done; }, [](caf::error&) {});
+  return ok;
+}
+
+} // namespace leasehold

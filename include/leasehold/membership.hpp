@@ -1,0 +1,64 @@
+// Group membership for balance groups (docs/balance.md): each replica of a
+// group announces itself and learns who else is there. A backend is an actor
+// with this typed interface, requested with timeouts like a lease transport;
+// the simulated one (tests/support/sim_membership.hpp) serves the scripted
+// tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/lease_transport.hpp"
+
+namespace leasehold {
+
+/// One replica's announcement in a group.
+struct candidate {
+  std::string ns;          // namespace of the group's objects
+  std::string group;       // the balance group's name
+  std::string identity;    // the replica
+  /// How long an announcement lasts unless renewed: the store forgets (etcd
+  /// TTL) or readers stop counting (a Kubernetes LeaseCandidate's renewTime)
+  /// a member that has not announced itself for this long.
+  caf::timespan ttl{std::chrono::seconds(15)};
+};
+
+/// A member as the store lists it.
+struct member_record {
+  std::string identity;
+  /// The order of joining, the same for every reader (etcd create_revision,
+  /// a LeaseCandidate's creation order); smaller joined first.
+  std::int64_t joined = 0;
+  /// Changes with each announcement ("" where the store expires members
+  /// itself): a reader counts a member live while it sees this change
+  /// within the member's ttl by its own clock.
+  std::string renewed;
+};
+
+using members_reply = api_result<std::vector<member_record>>;
+using withdraw_reply = event_reply;   // api_result<bool>
+
+} // namespace leasehold
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::candidate)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::members_reply)
+
+namespace leasehold {
+
+// Atom texts are at most 10 characters (CAF 0.17).
+using announce_atom = caf::atom_constant<caf::atom("lh_announ")>;
+using withdraw_atom = caf::atom_constant<caf::atom("lh_withdr")>;
+
+/// announce: renew (or create) this replica's announcement, then list the
+/// group's members (this one included). withdraw: remove the announcement
+/// (a clean leave: the others move its leases without waiting its ttl).
+using membership_actor = caf::typed_actor<
+  caf::replies_to<announce_atom, candidate>::with<members_reply>,
+  caf::replies_to<withdraw_atom, candidate>::with<withdraw_reply>>;
+
+} // namespace leasehold
