@@ -138,6 +138,12 @@ std::vector<std::string> checker::working(const std::function<bool(std::size_t)>
   return out;
 }
 
+void checker::track_fences() {
+  for (auto k : live)
+    if (auto& i = instances[k]; i.fence.valid_until)
+      i.last_valid_until = std::max(i.last_valid_until, i.fence.valid_until->load());
+}
+
 void checker::check(const std::function<bool(std::size_t)>& paused,
                     const std::optional<lease>& record) {
   auto t = now();
@@ -746,6 +752,8 @@ private:
       seen_requests_ = n;
     }
     auto paused = [this](std::size_t r) { return procs_[r].paused; };
+    for (std::size_t k = 0; k < chk_.size(); ++k)
+      chk_[k].track_fences();
     for (std::size_t k = 0; k < chk_.size(); ++k)
       if (recheck_all_ || chk_[k].dirty)
         chk_[k].check(paused, api_->peek(leases_[k]));

@@ -138,6 +138,10 @@ public:
   /// Identities whose leader-only work runs now (alive, not stale, not paused).
   std::vector<std::string> working(const std::function<bool(std::size_t)>& paused) const;
   void check(const std::function<bool(std::size_t)>& paused, const std::optional<lease>& record);
+  /// Notes the latest end of every live instance's fence (a renew's reply
+  /// moves it in a step that need not dirty the lease; the stale rule needs
+  /// it after the term ended): every step, for every lease.
+  void track_fences();
   bool ok() const { return violations.empty(); }
 };
 
