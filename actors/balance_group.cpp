@@ -90,6 +90,16 @@ public:
     };
   }
 
+  void on_exit() override {
+    // Runners hold this actor as a subscriber and it holds them: let go of
+    // every handle, or neither (nor the transports they hold) is ever
+    // destroyed and a detached transport's thread waits for ever.
+    leases_.clear();
+    opt_.leases.clear();
+    runner_of_.clear();
+    opt_.membership = nullptr;
+  }
+
 private:
   void round() {
     if (in_flight_ || leaving_)

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "actors/handover.hpp"
 #include "actors/outside_writes.hpp"
 #include "transport/kube_client.hpp"
 
@@ -29,8 +30,9 @@ lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
   s.renew_time = now;
   s.lease_transitions
     = static_cast<int>(std::max<std::int64_t>(old.lease_transitions, max_term_seen) + 1);
-  s.preferred_holder = old.preferred_holder;   // another writer's: kept
+  s.preferred_holder = old.preferred_holder;   // another writer's: kept for its own term
   s.strategy = old.strategy;
+  drop_stale_preference(s, identity);
   return s;
 }
 
@@ -103,11 +105,14 @@ public:
                                                        : std::string{}));
       },
       [=](compete_atom, bool on) {
+        if (on)
+          opt_.compete_after = {};   // told to compete: a yield window of its own ends
         bool was = std::exchange(opt_.compete, on);
         if (on && !was && !leading_)
           act_now();   // a lease left free for us is taken now, not at the next tick
       },
-      [=](release_atom) {
+      [=](release_atom, std::string& target) {
+        release_target_ = std::move(target);
         auto rp = make_response_promise();
         release_rp_ = rp;
         releasing_ = true;
@@ -152,6 +157,8 @@ private:
   void renew(const lease& rec, bool fallback) {
     lease l = rec;
     l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+    l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
+    l.spec.strategy = rec.spec.strategy;
     put(std::move(l), fallback);
   }
 
@@ -196,8 +203,8 @@ private:
       return;
     }
     held_.reset();   // a record we created and held unannounced is somebody else's now
-    if (held_by_other(rec) || !opt_.compete) {
-      done_attempt();
+    if (held_by_other(rec) || !opt_.compete || hold_back(&rec)) {
+      done_attempt();   // next_delay() wakes when a hold-back ends
       return;
     }
     lease l = rec;
@@ -230,6 +237,12 @@ private:
     }
     if (!leading_ && !opt_.compete) {
       done_attempt();   // a standby only follows
+      return;
+    }
+    // etcd: a released key vanishes while its preferredHolder takes it (a
+    // delete, then a create): the last record seen still holds others back.
+    if (!leading_ && hold_back(mem_.record ? &*mem_.record : nullptr)) {
+      done_attempt();
       return;
     }
     lease l;
@@ -632,7 +645,7 @@ private:
       return;
     }
     lease l = *mem_.record;
-    l.spec = released_spec(l.spec, wall_now());
+    l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
     in_flight_ = true;
     call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
@@ -761,7 +774,17 @@ private:
       d = next_ttl_read(mem_, now, d);
     if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
       d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
+    if (auto until = hold_back(mem_.record ? &*mem_.record : nullptr))
+      d = std::min(d, *until - now);
     return d;
+  }
+
+  /// Until when this follower leaves the lease alone: a yield window, or a
+  /// released record that names another preferredHolder (handover.hpp).
+  std::optional<time_point> hold_back(const lease* rec) const {
+    return leading_ ? std::nullopt
+                    : hold_back_until(rec, opt_.identity, mem_.observed_at, opt_.timings,
+                                      opt_.compete_after, clock().now());
   }
 
   // -- writes from outside the protocol (outside_writes.hpp) ---------------------
@@ -867,6 +890,7 @@ private:
   std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
   std::optional<caf::response_promise> release_rp_;
+  std::string release_target_;           // the release names it as preferredHolder
   api_error last_error_;
 };
 

@@ -55,14 +55,17 @@ struct elector_options {
   /// acquire it; changed with `compete_atom, bool`. A term already held is
   /// the runner's to end.
   bool compete = true;
+  /// Acquire nothing before this (a replica that yielded stays out; handover.hpp).
+  caf::actor_clock::time_point compete_after{};
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).
-/// Messages it takes besides its timers: `release_atom` -> bool: stop renewing
-/// and, if it holds the lease in the very term it acquired (same holder,
-/// acquireTime and leaseTransitions), release it (holderIdentity "", duration
-/// 1 s), within timings.release_timeout; then exit. `compete_atom, bool`:
-/// whether it may acquire (elector_options::compete).
+/// Messages it takes besides its timers: `release_atom, target` -> bool: stop
+/// renewing and, if it holds the lease in the very term it acquired (same
+/// holder, acquireTime and leaseTransitions), release it (holderIdentity "",
+/// duration 1 s, preferredHolder `target` if not empty: handover_spec),
+/// within timings.release_timeout; then exit. `compete_atom, bool`: whether
+/// it may acquire (elector_options::compete).
 caf::actor spawn_elector(caf::local_actor* parent, elector_options opts);
 
 /// The record a replica writes when it acquires the lease: a new term, whose

@@ -81,6 +81,7 @@ using stop_timeout_atom = caf::atom_constant<caf::atom("lh_stopto")>;
 using respawn_atom = caf::atom_constant<caf::atom("lh_respawn")>;
 using restart_atom = caf::atom_constant<caf::atom("lh_restart")>;
 using fatal_atom = caf::atom_constant<caf::atom("lh_fatal")>;
+using yield_timeout_atom = caf::atom_constant<caf::atom("lh_yieldto")>;
 
 } // namespace leasehold
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "actors/elector.hpp"
+#include "actors/handover.hpp"
 #include "actors/runner_view.hpp"
 #include "actors/module_supervisor.hpp"
 #include "transport/backoff.hpp"
@@ -18,6 +19,9 @@ namespace leasehold {
 namespace {
 
 using time_point = caf::actor_clock::time_point;
+
+/// Why a runner told to stand by (compete_atom) hands its term over.
+const char* const standing_by = "standing by: the lease is assigned to another replica";
 
 class runner_impl : public caf::event_based_actor {
 public:
@@ -60,12 +64,17 @@ public:
           last_valid_until_ = r.valid_until;
         }
       },
-      [=](lease_observed& o) { remember(o.memory); note_hold(o.memory); },
+      [=](lease_observed& o) {
+        remember(o.memory);
+        note_hold(o.memory);
+        note_preference(o.memory);
+      },
       [=](fatal_atom, int phase) { on_fatal_check(phase); },
       [=](leader_observed& o) {
         if (current_sender() != elector_.address() || o.holder == holder_)
           return;
         holder_ = o.holder;
+        yield_.on_holder(o.holder, opt_.identity, clock().now(), opt_.timings);
         // Our own name shows up just before leadership_acquired: announce that instead.
         if (state_ != runner_state::leader && o.holder != opt_.identity) {
           term_ = o.term;
@@ -107,6 +116,12 @@ public:
         subscribers_.erase(std::remove(subscribers_.begin(), subscribers_.end(), who),
                            subscribers_.end());
       },
+      [=](yield_atom, std::string& target) {
+        auto rp = make_response_promise();
+        begin_yield(std::move(target), "yield requested", rp);
+        return rp;
+      },
+      [=](yield_timeout_atom, std::uint64_t seq) { yield_.on_timeout(seq); },
       [=](shutdown_atom) {
         auto rp = make_response_promise();
         shutdown_rps_.push_back(rp);
@@ -121,6 +136,7 @@ public:
     modules_.kill_all();
     if (elector_)
       anon_send_exit(elector_, caf::exit_reason::kill);
+    subscribers_.clear();   // a subscriber holding this runner would keep both alive
   }
 
 private:
@@ -171,6 +187,7 @@ private:
     eo.memory = memory_;
     eo.watch = opt_.watch;
     eo.compete = opt_.compete;
+    eo.compete_after = yield_out_until_;
     elector_ = spawn_elector(this, std::move(eo));
     monitor(elector_);
     ++electors_started_;
@@ -180,17 +197,9 @@ private:
     });
   }
 
-  /// Keeps what electors saw of the lease for the next one (the newest
-  /// observation wins; the highest term seen is never forgotten).
   void remember(const lease_memory& m) {
-    if (m.api_error_outstanding && !memory_.api_error_outstanding)
+    if (merge_memory(memory_, m))
       api_failing_since_ = clock().now();
-    auto max_term = std::max(memory_.max_term, m.max_term);
-    if (m.observed_at >= memory_.observed_at || !memory_.record)
-      memory_ = m;
-    if (m.own_term)
-      memory_.own_term = m.own_term;
-    memory_.max_term = max_term;
   }
 
   /// The current elector holds a lease it created, its term not started: every
@@ -219,6 +228,7 @@ private:
     module_failed_this_term_ = false;
     compete_after_.reset();
     ++terms_won_;
+    yield_.on_holder(opt_.identity, opt_.identity, last_renew_, opt_.timings);   // took it back
     set_state(runner_state::leader);
     emit(event_type::term_acquired, [&](runtime_event& ev) {
       ev.term = term_;
@@ -226,15 +236,11 @@ private:
       ev.valid_until_ns = fence.valid_until->load();
     });
     notify(current_leadership());
+    note_preference(memory_);         // written during a creation hold: yield before any start
     modules_.forgive_leader_only();   // a new term forgives last term's crash loops
-    if (!opt_.compete) {
-      // Won (a creation hold ran out) after being told to stand by: hand
-      // the term over before any leader-only module starts.
-      stood_by_ = true;
-      begin_stepdown("standing by: the lease is assigned to another replica");
-      return;
-    }
-    modules_.start_wanted(fence_);
+    if (!opt_.compete)   // won a creation hold after being told to stand by
+      begin_yield("", standing_by, std::nullopt);   // before any leader-only module starts
+    modules_.start_wanted(fence_);   // nothing leader-only once stepping down
   }
 
   /// The elector ended (lost term, crash, kill): same thing for the runner.
@@ -270,8 +276,6 @@ private:
     auto delay = backoff_.next(u(rng_));
     if (compete_after_)   // handed over for a crash-looping module: wait longer
       delay = std::max(delay, *compete_after_ - clock().now());
-    if (std::exchange(stood_by_, false))
-      delay = caf::timespan{0};   // a voluntary stand-by: the next elector only follows, at once
     set_state(runner_state::follower);
     delayed_send(this, delay, respawn_atom::value, respawn_seq_);
   }
@@ -284,7 +288,7 @@ private:
     } else if (state_ == runner_state::stepping_down) {
       // The step-down ends in settle(), which no longer elects.
     } else if (elector_) {
-      release_elector([=] { settle(); });
+      release_elector([=](bool) { settle(); });
     } else {
       settle();
     }
@@ -302,20 +306,21 @@ private:
   /// Asks the elector to stop and release the lease if it holds it, then continues.
   /// Counts releases in flight: while any is, no elector starts and the
   /// runner does not settle (two overlapping releases both count).
-  void release_elector(std::function<void()> then) {
+  /// `target`: the preferredHolder the release names (a yield's).
+  void release_elector(std::function<void(bool released)> then, const std::string& target = {}) {
     auto e = detach_elector();
     ++releases_;
     auto bound = opt_.timings.release_timeout + opt_.timings.effective_request_timeout();
-    request(e, bound, release_atom::value)
+    request(e, bound, release_atom::value, target)
       .then(
-        [=](bool) {
+        [=](bool released) {
           --releases_;
-          then();
+          then(released);
         },
         [=](caf::error&) {
           --releases_;
           anon_send_exit(e, caf::exit_reason::kill);
-          then();
+          then(false);
         });
   }
 
@@ -338,9 +343,13 @@ private:
       return;
     // Every leader-only module is down: only now may the lease go or a new elector start.
     if (elector_) {   // still renewing (release requested, or a crash loop): let it go
-      release_elector([=] { settle(); });
+      if (yield_.active())
+        release_elector([=](bool released) { yield_released(released); }, yield_.target());
+      else
+        release_elector([=](bool) { settle(); });
       return;
     }
+    yield_.fail(yield_status::release_failed, "the term ended before the release");
     settle();
   }
 
@@ -374,15 +383,7 @@ private:
   /// the module goes down before another replica could take the lease, the
   /// process ends.
   void on_kill_unconfirmed(const std::string&) {
-    auto grace = std::min<caf::timespan>(safety_room() / 4, std::chrono::milliseconds(100));
-    delayed_send(this, grace, fatal_atom::value, 1);
-  }
-
-  /// lease_duration - renew_deadline - module_stop_timeout: the room the
-  /// safety budget leaves between a killed module and another leader.
-  caf::timespan safety_room() const {
-    auto& t = opt_.timings;
-    return t.lease_duration - t.renew_deadline - t.module_stop_timeout;
+    delayed_send(this, unconfirmed_kill_grace(opt_.timings), fatal_atom::value, 1);
   }
 
   /// Phase 1 (shortly after an unconfirmed kill): renewing stops, and so
@@ -408,11 +409,7 @@ private:
                      + " was killed but has not stopped: renewing stops and the lease must run out");
         anon_send_exit(e, caf::exit_reason::kill);
       }
-      // Others may take the lease from (last renew sent) + lease_duration on;
-      // be gone half the safety room before that.
-      auto& t = opt_.timings;
-      auto renew_sent = time_point{caf::timespan{last_valid_until_}} - t.renew_deadline;
-      auto fatal_at = renew_sent + t.lease_duration - safety_room() / 2;
+      auto fatal_at = fatal_deadline(opt_.timings, last_valid_until_);
       delayed_send(this, std::max(caf::timespan{0}, fatal_at - clock().now()), fatal_atom::value, 2);
       return;
     }
@@ -427,18 +424,18 @@ private:
   }
 
   /// Compete for the lease or only follow it (compete_atom). The elector
-  /// learns it at once; a leader told to stand by hands over through the one
-  /// step-down path (leader-only modules down, then release), and the next
-  /// elector follows without competing.
+  /// learns it at once; a leader told to stand by yields (to anyone: the
+  /// voluntary handover, with its event and metric), and its next elector
+  /// follows without competing.
   void set_competing(bool on) {
     if (std::exchange(opt_.compete, on) == on)
       return;
+    if (on)
+      yield_out_until_ = {};   // a group assigned it this lease: its own yield window ends
     if (elector_)
       send(elector_, compete_atom::value, on);
-    if (!on && state_ == runner_state::leader) {
-      stood_by_ = true;
-      begin_stepdown("standing by: the lease is assigned to another replica");
-    }
+    if (!on)
+      begin_yield("", standing_by, std::nullopt);   // refused unless leading
   }
 
   /// A leader-only module crashed more often than its restart policy
@@ -460,6 +457,40 @@ private:
       ev.value = std::chrono::duration<double, std::milli>(delay).count();
     });
     begin_stepdown("module " + name + " is crash-looping");
+  }
+
+  // -- voluntary handover (actors/handover.hpp) -----------------------------------
+
+  void begin_yield(std::string target, std::string why, std::optional<caf::response_promise> rp) {
+    if (yield_.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
+                     std::move(why), std::move(rp)))
+      begin_stepdown(yield_.why());
+  }
+
+  /// A leader whose Lease names another preferredHolder yields to it.
+  void note_preference(const lease_memory& m) {
+    auto to = preferred_successor(m, opt_.identity);
+    if (!to.empty() && !yield_.active() && current_sender() == elector_.address())
+      begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
+  }
+
+  /// The yield's release is done: leader-only modules are down and the lease
+  /// is free for the successor; this replica watches (its next elector
+  /// starts now) but acquires nothing within the yield window.
+  void yield_released(bool released) {
+    if (!released || !should_elect()) {
+      yield_.fail(yield_status::release_failed,
+                  released ? "the runner stopped electing" : "the lease could not be released");
+      settle();
+      return;
+    }
+    yield_out_until_ = yield_.on_released(clock().now(), opt_.timings, term_, emit);
+    delayed_send(this, yield_out_until_ - clock().now() + preferred_holder_wait(opt_.timings),
+                 yield_timeout_atom::value, yield_.seq());
+    if (releases_ == 0)
+      start_elector();
+    else
+      settle();
   }
 
   void on_down(const caf::down_msg& dm) {
@@ -507,23 +538,10 @@ private:
 
   // -- reporting ---------------------------------------------------------------
 
-  /// The transitions of the diagram in include/leasehold/runner.hpp.
-  static bool legal(runner_state from, runner_state to) {
-    using st = runner_state;
-    switch (from) {
-      case st::idle: return to == st::follower || to == st::stopped;
-      case st::follower: return to == st::leader || to == st::idle || to == st::stopped;
-      case st::leader: return to == st::stepping_down;
-      case st::stepping_down: return to == st::follower || to == st::idle || to == st::stopped;
-      case st::stopped: return false;
-    }
-    return false;
-  }
-
   void set_state(runner_state s) {
     if (s == state_)
       return;
-    if (!legal(state_, s)) {
+    if (!legal_transition(state_, s)) {
       // A defect in the runner: its safety argument assumes the diagram.
       auto reason = std::string("runner: illegal state transition ") + to_string(state_) + " -> "
                     + to_string(s);
@@ -567,6 +585,8 @@ private:
       st.handover_backoff = *compete_after_ - clock().now();
       st.handover_module = handover_module_;
     }
+    st.yielding = yield_.active();
+    st.yield_to = yield_.target();
     return st;
   }
 
@@ -576,8 +596,9 @@ private:
   backoff handover_backoff_;                // after handing over for a crash-looping module
   std::optional<time_point> compete_after_; // no elector before this (handover backoff)
   std::string handover_module_;
-  bool stood_by_ = false;   // the step-down under way is a stand-by (compete_atom): respawn at once
   bool module_failed_this_term_ = false;
+  yield_handover yield_;                    // a voluntary handover under way
+  time_point yield_out_until_{};            // after a yield: no acquisition before this
   event_emitter emit;
   module_supervisor modules_;
   module_config cfg_;
@@ -607,33 +628,8 @@ private:
 
 } // namespace
 
-void default_fatal_handler(const std::string& reason) {
-  std::fprintf(stderr, "leasehold: fatal: %s\n", reason.c_str());
-  std::fflush(stderr);
-  std::_Exit(70);
-}
-
-spawn_result spawn_runner(caf::actor_system& sys, runner_options opts) {
-  spawn_result r;
-  r.errors = validate(opts.timings);
-  if (opts.identity.empty())
-    r.errors.push_back("identity: must not be empty");
-  if (opts.lease.name.empty())
-    r.errors.push_back("lease.name: must not be empty");
-  if (opts.lease.ns.empty())
-    r.errors.push_back("lease.namespace: must not be empty");
-  if (!opts.transport)
-    r.errors.push_back("transport: no lease transport actor");
-  if (!opts.registry)
-    r.errors.push_back("registry: no module registry");
-  else
-    for (auto& e : validate(opts.modules, *opts.registry))
-      r.errors.push_back(e);
-  if (!opts.events)
-    opts.events = default_event_sink();
-  if (r.errors.empty())
-    r.runner = caf::actor_cast<runner_actor>(sys.spawn<runner_impl>(std::move(opts)));
-  return r;
+runner_actor spawn_runner_actor(caf::actor_system& sys, runner_options opts) {
+  return caf::actor_cast<runner_actor>(sys.spawn<runner_impl>(std::move(opts)));
 }
 
 } // namespace leasehold

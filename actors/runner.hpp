@@ -13,4 +13,7 @@ namespace leasehold {
 /// `caf::actor_cast<caf::actor>(runner)`.
 using get_elector_atom = caf::atom_constant<caf::atom("lh_elector")>;
 
+/// Spawns the runner actor without checking `opts` (spawn_runner checks them).
+runner_actor spawn_runner_actor(caf::actor_system& sys, runner_options opts);
+
 } // namespace leasehold

@@ -17,6 +17,42 @@ const char* to_string(runner_state s) {
   return "?";
 }
 
+bool legal_transition(runner_state from, runner_state to) {
+  using st = runner_state;
+  switch (from) {
+    case st::idle: return to == st::follower || to == st::stopped;
+    case st::follower: return to == st::leader || to == st::idle || to == st::stopped;
+    case st::leader: return to == st::stepping_down;
+    case st::stepping_down: return to == st::follower || to == st::idle || to == st::stopped;
+    case st::stopped: return false;
+  }
+  return false;
+}
+
+caf::timespan safety_room(const election_timings& t) {
+  return t.lease_duration - t.renew_deadline - t.module_stop_timeout;
+}
+
+caf::timespan unconfirmed_kill_grace(const election_timings& t) {
+  return std::min<caf::timespan>(safety_room(t) / 4, std::chrono::milliseconds(100));
+}
+
+caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int64_t valid_until_ns) {
+  auto renew_sent = caf::actor_clock::time_point{caf::timespan{valid_until_ns}} - t.renew_deadline;
+  return renew_sent + t.lease_duration - safety_room(t) / 2;
+}
+
+bool merge_memory(lease_memory& kept, const lease_memory& m) {
+  bool failing_began = m.api_error_outstanding && !kept.api_error_outstanding;
+  auto max_term = std::max(kept.max_term, m.max_term);
+  if (m.observed_at >= kept.observed_at || !kept.record)
+    kept = m;
+  if (m.own_term)
+    kept.own_term = m.own_term;
+  kept.max_term = max_term;
+  return failing_began;
+}
+
 std::string hold_words(const creation_hold_info& h) {
   return "creation hold: term " + std::to_string(h.term) + " starts in "
          + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(h.left).count())

@@ -17,6 +17,25 @@
 
 namespace leasehold {
 
+/// The transitions of the diagram in include/leasehold/runner.hpp.
+bool legal_transition(runner_state from, runner_state to);
+
+/// lease_duration - renew_deadline - module_stop_timeout: the room the
+/// safety budget leaves between a killed module and another leader.
+caf::timespan safety_room(const election_timings& t);
+/// How long after a leader-only module's kill its down message may take
+/// before renewing stops (the term ends): min(room / 4, 100 ms).
+caf::timespan unconfirmed_kill_grace(const election_timings& t);
+/// When a kill still unconfirmed ends the process: others may take the lease
+/// from (last renew sent) + lease_duration on (the renew sent renew_deadline
+/// before the fence's end, `valid_until_ns`); half the safety room before that.
+caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int64_t valid_until_ns);
+
+/// Keeps what an elector saw of the lease (`m`) in `kept` for the next one:
+/// the newest observation wins; the highest term seen and the own term are
+/// never forgotten. True when an API failure began with `m`.
+bool merge_memory(lease_memory& kept, const lease_memory& m);
+
 /// This replica created the Lease and holds it without a term yet: its term
 /// `term` starts with its first renew sent `left` from now (0: the next
 /// renew), one lease duration after the create (docs/safety.md).

@@ -51,6 +51,15 @@ void subscribe(caf::actor_system&, const runner_actor& runner, const caf::actor&
   caf::anon_send(runner, subscribe_atom::value, who);
 }
 
+std::optional<yield_result> yield_leadership(caf::actor_system& sys, const runner_actor& runner,
+                                             std::string target, caf::timespan timeout) {
+  std::optional<yield_result> out;
+  caf::scoped_actor self{sys};
+  self->request(runner, timeout, yield_atom::value, std::move(target))
+    .receive([&](yield_result& r) { out = std::move(r); }, [](caf::error&) {});
+  return out;
+}
+
 bool shutdown(caf::actor_system& sys, const runner_actor& runner, caf::timespan timeout) {
   bool ok = false;
   caf::scoped_actor self{sys};

@@ -4,10 +4,12 @@
 //
 //   many_leases --server http://127.0.0.1:PORT [--leases 1000] [--transports 8]
 //               [--timeout 60] [--hold 5]
+//   many_leases --etcd http://127.0.0.1:PORT ...   (the etcd backend instead)
 //
 // Reports, as one JSON line on stdout: leaders reached, the time until all
 // leases were led, RSS before the runners and after every lease is led, RSS
-// per election, CPU seconds while holding every lease for --hold seconds.
+// per election, CPU seconds while holding every lease for --hold seconds,
+// and the process's threads once every lease is led.
 #include <sys/resource.h>
 
 #include <atomic>
@@ -29,18 +31,20 @@ namespace {
 
 struct options {
   std::string server;
+  bool etcd = false;   // --etcd: server is an etcd endpoint
   int leases = 1000;
   int transports = 8;
   int timeout_s = 60;
   int hold_s = 5;
 };
 
-long rss_kib() {
+/// A field of /proc/self/status ("VmRSS:", "Threads:"); -1 when absent.
+long proc_status(const std::string& field) {
   std::ifstream in("/proc/self/status");
   std::string key;
   long value = 0;
   while (in >> key) {
-    if (key == "VmRSS:") {
+    if (key == field) {
       in >> value;
       return value;
     }
@@ -65,6 +69,7 @@ bool parse(int argc, char** argv, options& o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--server") o.server = v;
+    else if (k == "--etcd") { o.server = v; o.etcd = true; }
     else if (k == "--leases") o.leases = std::stoi(v);
     else if (k == "--transports") o.transports = std::stoi(v);
     else if (k == "--timeout") o.timeout_s = std::stoi(v);
@@ -79,7 +84,7 @@ bool parse(int argc, char** argv, options& o) {
 int main(int argc, char** argv) {
   options opt;
   if (!parse(argc, argv, opt)) {
-    std::cerr << "usage: many_leases --server URL [--leases N] [--transports K] [--timeout S]"
+    std::cerr << "usage: many_leases --server URL | --etcd URL [--leases N] [--transports K] [--timeout S]"
                  " [--hold S]\n";
     return 2;
   }
@@ -107,10 +112,14 @@ int main(int argc, char** argv) {
       --leading;
   };
 
-  long rss_before = rss_kib();
+  long rss_before = proc_status("VmRSS:");
   std::vector<leasehold::lease_transport_actor> pool;
+  leasehold::etcd_config ec;
+  ec.endpoints = {opt.server};
+  ec.http = conn;
   for (int i = 0; i < opt.transports; ++i)
-    pool.push_back(leasehold::spawn_http_transport(sys, conn));
+    pool.push_back(opt.etcd ? leasehold::spawn_etcd_transport(sys, ec)
+                            : leasehold::spawn_http_transport(sys, conn));
 
   auto start = std::chrono::steady_clock::now();
   std::vector<leasehold::runner_actor> runners;
@@ -120,6 +129,7 @@ int main(int argc, char** argv) {
     o.lease = {"default", "bench-lease-" + std::to_string(i)};
     o.timings = timings;
     o.transport = pool[static_cast<size_t>(i % opt.transports)];
+    o.backend.server_expiry = opt.etcd;
     o.registry = registry;
     leasehold::module_spec m;
     m.name = "idle";
@@ -140,7 +150,8 @@ int main(int argc, char** argv) {
   auto all_led_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - start).count();
   int reached = leading.load();
-  long rss_after = rss_kib();
+  long rss_after = proc_status("VmRSS:");
+  long threads = proc_status("Threads:");
 
   double cpu0 = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(opt.hold_s));
@@ -164,11 +175,11 @@ int main(int argc, char** argv) {
   std::printf("{\"leases\":%d,\"transports\":%d,\"leaders_reached\":%d,\"all_led_ms\":%lld,"
               "\"leaders_after_hold\":%d,\"rss_before_kib\":%ld,\"rss_after_kib\":%ld,"
               "\"kib_per_election\":%.2f,\"hold_s\":%d,\"hold_cpu_s\":%.3f,"
-              "\"released\":%d}\n",
+              "\"released\":%d,\"backend\":\"%s\",\"threads\":%ld}\n",
               opt.leases, opt.transports, reached, static_cast<long long>(all_led_ms), held,
               rss_before, rss_after,
               static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,
-              confirmed);
+              confirmed, opt.etcd ? "etcd" : "kubernetes", threads);
   std::fflush(stdout);
   return reached == opt.leases ? 0 : 1;
 }

@@ -50,9 +50,5 @@ std::string service_account_namespace(const std::string& sa_dir = default_servic
 std::optional<std::string> read_text_file(const std::string& path);
 /// `s` without leading and trailing spaces, tabs and line breaks.
 std::string trim_whitespace(const std::string& s);
-/// Standard base64 (padding required, whitespace ignored); nullopt when invalid.
-std::optional<std::string> decode_base64(const std::string& text);
-/// Standard base64 with padding.
-std::string encode_base64(const std::string& bytes);
 
 } // namespace leasehold

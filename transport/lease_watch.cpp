@@ -103,6 +103,11 @@ lease_watch_loop::~lease_watch_loop() {
     thread_.join();
 }
 
+void lease_watch_loop::join(const lease_watch_request& req) {
+  if (fanout_)
+    fanout_->add(req.lease.name, req.subscriber);
+}
+
 void lease_watch_loop::start() {
   thread_ = std::thread([this] { run(); });
 }

@@ -1,8 +1,13 @@
-// One Kubernetes watch stream of one Lease, on a thread of its own, feeding
-// lease_watch_event messages to a subscriber (the elector).
+// The watch streams of the lease transports, each on a thread of its own,
+// feeding lease_watch_event messages to their subscribers (the electors).
+// On Kubernetes one stream per (transport, namespace), shared by every
+// subscriber in it (watch_fanout demultiplexes by lease name):
 //
-//   GET .../namespaces/NS/leases?watch=1&fieldSelector=metadata.name=NAME
-//       &resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=T
+//   GET .../namespaces/NS/leases?watch=1&resourceVersion=RV
+//       &allowWatchBookmarks=true&timeoutSeconds=T
+//
+// (with &fieldSelector=metadata.name=NAME for the watch of one Lease). The
+// etcd stream (transport/etcd_watch.hpp) runs on the same loop.
 //
 // The stream is bounded and restartable: a stream that ends is reopened
 // after the last resourceVersion delivered; 410 Gone (the version is no
@@ -60,6 +65,10 @@ public:
   lease_watch_loop(const lease_watch_loop&) = delete;
   lease_watch_loop& operator=(const lease_watch_loop&) = delete;
 
+  /// A shared stream (with a fanout): req.subscriber follows req.lease
+  /// from now on. Called by the transport actor while the stream runs.
+  virtual void join(const lease_watch_request& req);
+
 protected:
   /// Events go to req.subscriber, or, with `fanout`, to the subscribers of
   /// a shared stream (up/down to all, a lease's events to its own).
@@ -101,6 +110,8 @@ protected:
   /// A record or a delete of lease `name`.
   void send_for(const std::string& name, lease_watch_event ev);
   const lease_watch_request& watch_request() const { return req_; }
+  /// The subscribers of a shared stream (null without a fanout).
+  watch_fanout* fanout() const { return fanout_.get(); }
 
 private:
   void run();           // run_streams(), then finished_
@@ -144,27 +155,12 @@ private:
   std::string rv_;
 };
 
-/// A transport actor's watches: one per subscriber, each ended (its thread
-/// joined) when its subscriber terminates. Returns the watch_lease_atom
-/// handler's body; `make` builds the backend's watch for one request.
-template <class Self, class Make>
-std::function<void(lease_watch_request&)> watch_per_subscriber(Self* self, Make make) {
-  using watchers = std::map<caf::actor_addr, std::unique_ptr<lease_watch_loop>>;
-  auto streams = std::make_shared<watchers>();
-  self->set_down_handler([streams](caf::down_msg& m) { streams->erase(m.source); });
-  return [self, streams, make](lease_watch_request& req) {
-    if (!req.subscriber)
-      return;
-    auto addr = req.subscriber.address();
-    self->monitor(req.subscriber);
-    (*streams)[addr] = make(std::move(req));
-  };
-}
-
 /// A transport actor's watches, shared: one stream per namespace for every
-/// subscriber in it (events demultiplexed by lease name), ended (its thread
-/// joined) when its last subscriber terminates. `make(ns, idle, fanout)`
-/// builds the stream of one namespace.
+/// subscriber in it (events demultiplexed by lease name; Kubernetes: the
+/// namespace's Lease collection, etcd: the keys under <prefix>/<ns>/),
+/// ended (its thread joined) when its last subscriber terminates.
+/// `make(ns, idle, fanout)` builds the stream of one namespace; each
+/// subscriber joins it (lease_watch_loop::join).
 template <class Self, class Make>
 std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make make) {
   struct shared {
@@ -185,7 +181,7 @@ std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make m
       s.fanout = std::make_shared<watch_fanout>();
       s.stream = make(req.lease.ns, req.idle_timeout, s.fanout);
     }
-    s.fanout->add(req.lease.name, req.subscriber);
+    s.stream->join(req);
   };
 }
 

@@ -30,6 +30,20 @@ std::size_t watch_fanout::size() const {
   return count_;
 }
 
+std::vector<std::string> watch_fanout::names() const {
+  std::lock_guard<std::mutex> g(mx_);
+  std::vector<std::string> out;
+  out.reserve(by_name_.size());
+  for (auto& [name, subs] : by_name_)
+    out.push_back(name);
+  return out;
+}
+
+bool watch_fanout::follows(const std::string& name) const {
+  std::lock_guard<std::mutex> g(mx_);
+  return by_name_.count(name) > 0;
+}
+
 void watch_fanout::to_all(const lease_watch_event& ev) {
   std::lock_guard<std::mutex> g(mx_);
   health_ = ev;

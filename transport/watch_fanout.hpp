@@ -1,5 +1,6 @@
 // One watch stream shared by every subscriber of a transport in one scope
-// (Kubernetes: a namespace's Lease collection), its events demultiplexed to
+// (Kubernetes: a namespace's Lease collection; etcd: the keys under
+// <prefix>/<namespace>/), its events demultiplexed to
 // the subscribers by lease name. The stream's thread delivers; the
 // transport actor adds and removes subscribers: the table is locked.
 #pragma once
@@ -24,6 +25,9 @@ public:
   /// Drops every subscription of `who`; the number of subscriptions left.
   std::size_t remove(const caf::actor_addr& who);
   std::size_t size() const;
+  /// The lease names somebody follows.
+  std::vector<std::string> names() const;
+  bool follows(const std::string& name) const;
 
   /// up / down: to every subscriber (and kept for later ones).
   void to_all(const lease_watch_event& ev);

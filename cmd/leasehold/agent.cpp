@@ -14,6 +14,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/handover.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
 #include "cmd/leasehold/config_watcher.hpp"
 #include "cmd/leasehold/connection_check.hpp"
@@ -290,6 +291,12 @@ public:
       return view->respond(path);
     };
     sources.status = [this]() { return status(sys_, runner_, status_timeout); };
+    sources.yield = [this](const std::string& target) {
+      auto& t = cfg_.timings;
+      auto bound = t.module_stop_timeout + t.release_timeout + t.effective_request_timeout()
+                   + yield_window(t, true) + preferred_holder_wait(t) + std::chrono::seconds(1);
+      return yield_leadership(sys_, runner_, target, bound);
+    };
     health_ = std::make_unique<health_server>(sources);
     health_port_ = health_->bind(cfg_.health_addr);
     if (health_port_ >= 0)

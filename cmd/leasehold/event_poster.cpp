@@ -128,6 +128,9 @@ event_sink event_poster_sink(caf::actor poster, lease_key lease) {
       auto starts = e.wall + std::chrono::milliseconds(static_cast<std::int64_t>(e.value));
       what = " created the lease and holds it: its term " + std::to_string(e.term)
              + " starts at " + format_log_time(starts) + " (creation hold, one lease duration)";
+    } else if (e.type == event_type::voluntary_handover) {
+      what = " handed leadership over" + (e.holder.empty() ? std::string() : " to " + e.holder)
+             + " (" + e.reason + "): leader-only modules down, lease released";
     } else {
       return;
     }

@@ -108,8 +108,38 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
           {"terms_lost", st.terms_lost},
           {"ms_since_renew", st.ms_since_renew},
           {"handover", handover},
+          {"yield", st.yielding ? nlohmann::json{{"to", st.yield_to}} : nlohmann::json(nullptr)},
           {"modules", modules}});
   return out;
+}
+
+std::pair<int, nlohmann::json> yield_reply(
+  const std::string& remote_addr, const std::string& body,
+  const std::function<std::optional<yield_result>(const std::string&)>& yield) {
+  // The health port may listen on every interface (kubelet probes): only a
+  // process on this host (kubectl exec, the CLI) may hand leadership over.
+  if (remote_addr != "127.0.0.1" && remote_addr != "::1" && remote_addr.rfind("::ffff:127.", 0) != 0)
+    return {403, {{"error", "POST /yield is accepted only from loopback (this request came from "
+                              + remote_addr + "); run leasehold yield on the agent's host"}}};
+  std::string to;
+  if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      return {400, {{"error", "POST /yield: body: expected a JSON object such as {\"to\": \"agent-2\"}"}}};
+    for (auto& [key, value] : j.items()) {
+      if (key != "to")
+        return {400, {{"error", "POST /yield: body." + key + ": unknown field (only \"to\")"}}};
+      if (!value.is_string())
+        return {400, {{"error", "POST /yield: body.to: must be a string (an identity)"}}};
+      to = value.get<std::string>();
+    }
+  }
+  auto r = yield ? yield(to) : std::nullopt;
+  if (!r)
+    return {504, {{"error", "the runner did not answer the yield in time"}}};
+  nlohmann::json out{{"status", to_string(r->status)}, {"to", to}, {"successor", r->successor},
+                     {"reason", r->reason}};
+  return {r->status == yield_status::handed_over ? 200 : 409, out};
 }
 
 health_server::health_server(health_sources src)
@@ -134,6 +164,10 @@ health_server::health_server(health_sources src)
       reply_json(res, 503, {{"error", "runner did not answer"}});
     else
       reply_json(res, 200, status_json(*st, src_.timings.lease_duration));
+  });
+  s.Post("/yield", [this](const httplib::Request& req, httplib::Response& res) {
+    auto [code, body] = yield_reply(req.remote_addr, req.body, src_.yield);
+    reply_json(res, code, body);
   });
   // Last: whatever path a leader_endpoint module publishes at.
   s.Get(".*", [this](const httplib::Request& req, httplib::Response& res) {

@@ -3,6 +3,9 @@
 //   /readyz       200 once electing (or idle) and the API has answered; else 503
 //   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
 //   /debug/state  the runner's status as JSON (holder with observed_at, age)
+//   POST /yield   {"to": IDENTITY} (optional): hand leadership over; only from
+//                 loopback (403 otherwise); 200 handed over, 409 any other
+//                 outcome, with {"status", "successor", "reason"}; 504 no answer
 //   /leader       the leader_endpoint module's view (at the module's
 //                 configured path) with observed_at and age_ms, "leader":
 //                 "unknown" when stale (holder_json); 404 when no such module runs
@@ -34,6 +37,8 @@ struct health_sources {
   /// The body the leader_endpoint module publishes at a path (default
   /// /leader); nullopt when nothing is published there.
   std::function<std::optional<std::string>(const std::string& path)> leader;
+  /// Hands leadership over (yield_leadership); nullopt when the runner did not answer.
+  std::function<std::optional<yield_result>(const std::string& target)> yield;
   const metrics* counters = nullptr;
   election_timings timings;
 };
@@ -47,6 +52,11 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
 /// null, or while this replica is in a creation hold (runner_status::hold_ms):
 /// {"term", "term_starts_in_ms", "term_starts_at" (RFC 3339)}.
 nlohmann::json hold_json(const runner_status& st);
+/// POST /yield: the status code and body for a request from `remote_addr`
+/// with `body` (empty, or {"to": "identity"}); `yield` does the work.
+std::pair<int, nlohmann::json> yield_reply(
+  const std::string& remote_addr, const std::string& body,
+  const std::function<std::optional<yield_result>(const std::string&)>& yield);
 /// /debug/state: the runner's status with holder_json's fields.
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
 

@@ -121,6 +121,12 @@ std::optional<log_record> describe(const runtime_event& e) {
       with_module();
       r.fields["delay_ms"] = e.value;
       break;
+    case event_type::voluntary_handover:
+      r.fields["holder"] = e.holder;   // the target ("" anyone)
+      with_term();
+      with_reason();
+      r.fields["backoff_ms"] = e.value;
+      break;
     case event_type::leadership_handed_over:
       with_module();
       with_term();

@@ -1,6 +1,7 @@
 // leasehold: runs leader-only modules under a Kubernetes Lease.
 //   leasehold run [--config FILE] [flags]
 //   leasehold validate [--config FILE] [flags]
+//   leasehold yield [--to IDENTITY] [--health-addr HOST:PORT] [--timeout-ms N]
 //   leasehold version | leasehold --version
 //   leasehold fence check [--file F] [--margin-ms N] [--quiet]
 //   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
@@ -14,6 +15,7 @@
 
 #include "cmd/leasehold/agent.hpp"
 #include "cmd/leasehold/signals.hpp"
+#include "cmd/leasehold/yield_command.hpp"
 #include "modules/fence_keeper.hpp"
 
 namespace {
@@ -85,6 +87,20 @@ int main(int argc, char** argv) {
     ->envname("LEASEHOLD_CONFIG");
   add_override_flags(*validate, validate_opts);
 
+  leasehold::agent::yield_options yield_opts;
+  auto* yield = app.add_subcommand(
+    "yield", "Ask the running agent (through its health port) to hand leadership over; exit 0 "
+             "once a successor took the lease, 1 when not (the reason is printed)");
+  yield->add_option("--to", yield_opts.to,
+                    "Identity of the replica that should take over (default: any replica)");
+  yield->add_option("--health-addr", yield_opts.health_addr,
+                    "host:port of the agent's health server (default 127.0.0.1:8080; env "
+                    "LEASEHOLD_HEALTH_ADDR)")
+    ->envname("LEASEHOLD_HEALTH_ADDR");
+  yield->add_option("--timeout-ms", yield_opts.timeout_ms,
+                    "How long to wait for the agent's answer (default 60000)")
+    ->check(CLI::PositiveNumber);
+
   auto* version = app.add_subcommand("version", "Print the version");
 
   auto* fence = app.add_subcommand("fence", "Inspect the fence of a leader-only exec child");
@@ -135,6 +151,8 @@ int main(int argc, char** argv) {
     return leasehold::agent::run(run_opts);
   if (*validate)
     return leasehold::agent::validate_file(validate_opts, std::cout, std::cerr);
+  if (*yield)
+    return leasehold::agent::yield_command(yield_opts, std::cout, std::cerr);
   if (*check)
     return leasehold::modules::fence_check(fence_file, margin_ms * 1000000, quiet);
   if (*version) {

@@ -61,6 +61,9 @@ void metrics::record(const runtime_event& e) {
       // an answer, not an error.
       ++(is_lost_race(e.error.kind) ? lost_races_ : api_errors_)[to_string(e.error.kind)];
       break;
+    case event_type::voluntary_handover:
+      ++voluntary_handovers_;
+      break;
     case event_type::module_output:
       if (e.reason == "fence_kill")
         ++fence_kills_;
@@ -99,6 +102,11 @@ std::string metrics::render(const std::optional<runner_status>& st) const {
   header(out, "leasehold_leadership_transitions_total", "counter",
          "Times this replica acquired or lost leadership.");
   out << "leasehold_leadership_transitions_total " << transitions_ << '\n';
+
+  header(out, "leasehold_voluntary_handovers_total", "counter",
+         "Times this replica handed leadership over on request (a yield, or a preferredHolder "
+         "naming another replica): leader-only modules down, lease released.");
+  out << "leasehold_voluntary_handovers_total " << voluntary_handovers_ << '\n';
 
   header(out, "leasehold_renew_latency_seconds", "histogram",
          "Latency of successful lease renewals.");

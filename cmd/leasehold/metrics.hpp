@@ -7,6 +7,8 @@
 //   leasehold_creation_hold                     gauge (1: holds a lease it created, term
 //                                               not started yet)
 //   leasehold_leadership_transitions_total      counter (terms acquired + lost)
+//   leasehold_voluntary_handovers_total         counter (event voluntary_handover: yields
+//                                               and preferredHolder handovers)
 //   leasehold_renew_latency_seconds             histogram (event renewed, value = ms)
 //   leasehold_api_errors_total{kind}            counter (every failed lease API request,
 //                                               event api_request_failed; lost races apart)
@@ -61,6 +63,7 @@ private:
   std::string version_ = LEASEHOLD_VERSION;
   std::string backend_ = "kubernetes";
   std::uint64_t fence_kills_ = 0;
+  std::uint64_t voluntary_handovers_ = 0;
 };
 
 /// Escapes a label value (backslash, double quote, newline).

@@ -46,6 +46,9 @@ enum class event_type {
                      // holds it; its term starts a lease duration after the create (docs/safety.md)
   api_request_failed,// error: one failed lease API request (every one, lost races included;
                      // not logged: metrics). api_error is what the log says about them
+  voluntary_handover,// holder: the target ("" anyone), term, reason: why (a yield, a
+                     // preferredHolder), value: ms this replica stays out: leader-only modules
+                     // are down and the lease was released for a successor
 };
 
 const char* to_string(event_type t);

@@ -14,6 +14,7 @@
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/lease_transport.hpp"
+#include "leasehold/transports.hpp"
 
 namespace leasehold {
 
@@ -60,5 +61,10 @@ using withdraw_atom = caf::atom_constant<caf::atom("lh_withdr")>;
 using membership_actor = caf::typed_actor<
   caf::replies_to<announce_atom, candidate>::with<members_reply>,
   caf::replies_to<withdraw_atom, candidate>::with<withdraw_reply>>;
+
+/// Kubernetes: one LeaseCandidate (coordination.k8s.io/v1beta1) per replica
+/// and group (transport/lease_candidates.hpp). A detached actor: its client
+/// blocks.
+membership_actor spawn_http_membership(caf::actor_system& sys, connection_config cfg);
 
 } // namespace leasehold

@@ -108,12 +108,36 @@ struct runner_status {
   /// Competes for the lease (runner_options::compete, compete_atom); false:
   /// a standby that only follows it.
   bool competing = true;
+  /// A voluntary handover (a yield, or a preferredHolder naming another
+  /// replica) is under way, to `yield_to` ("" for anyone).
+  bool yielding = false;
+  std::string yield_to;
   std::vector<module_status> modules;
 };
 
 // Atom texts are at most 10 characters (CAF 0.17).
 using get_status_atom = caf::atom_constant<caf::atom("lh_status")>;
 using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
+using yield_atom = caf::atom_constant<caf::atom("lh_yield")>;
+
+/// What a yield came to (docs/operations.md, "Handing leadership over").
+enum class yield_status {
+  handed_over,       // released; `successor` took the lease (the target, when one was named)
+  not_leading,       // this replica does not lead (`successor`: the holder it knows, if any)
+  already_yielding,  // a handover (a yield, or a preferredHolder) is under way
+  unknown_target,    // the target is this replica, or it did not take the lease within
+                     // preferred_holder_wait (then `successor` is who took it instead)
+  release_failed,    // the term ended, or the runner shut down, before the release
+  not_taken,         // released, but nobody took the lease within the yield window: this
+                     // replica competes again
+};
+const char* to_string(yield_status s);
+
+struct yield_result {
+  yield_status status = yield_status::not_leading;
+  std::string successor;   // the replica that took the lease, when one did
+  std::string reason;      // in words, for people
+};
 
 /// What a program may send the runner, and what it answers:
 ///   module_config   -> config_result (applied, or rejected with the errors;
@@ -129,13 +153,19 @@ using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
 ///   shutdown_atom   -> true once leader-only modules are down, the lease is
 ///                      released and the other modules are down; the runner
 ///                      then exits.
+///   yield_atom, target -> yield_result, once the handover has an outcome: a
+///                      leader stops its leader-only modules (confirmed down),
+///                      releases the lease naming `target` ("" for anyone) as
+///                      preferredHolder, and stays out for the yield window;
+///                      answered when a successor took the lease, or why not.
 /// (The runner also takes messages from its electors and its own timers;
 /// those are internal and not part of this interface.)
 using runner_actor = leadership_publisher::extend<
   caf::replies_to<module_config>::with<config_result>,
   caf::reacts_to<compete_atom, bool>,
   caf::replies_to<get_status_atom>::with<runner_status>,
-  caf::replies_to<shutdown_atom>::with<bool>>;
+  caf::replies_to<shutdown_atom>::with<bool>,
+  caf::replies_to<yield_atom, std::string>::with<yield_result>>;
 
 /// Validates options (timings and modules: errors name the field) and spawns
 /// the runner. Returns the errors instead of an actor when invalid.
@@ -148,3 +178,4 @@ spawn_result spawn_runner(caf::actor_system& sys, runner_options opts);
 } // namespace leasehold
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::runner_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::yield_result)

@@ -11,6 +11,7 @@
 //   leasehold::subscribe(sys, r.runner, my_actor);  // gets leadership_changed
 //   auto st = leasehold::status(sys, r.runner);     // runner_status
 //   leasehold::apply_config(sys, r.runner, cfg);    // config_result
+//   leasehold::yield_leadership(sys, r.runner, "b"); // hand over to b (yield_result)
 //   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
 //   caf::anon_send_exit(o.transport, caf::exit_reason::user_shutdown);  // then, and
 //     only then, end the transport: the program's actor, not the runner's
@@ -66,6 +67,13 @@ std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& 
 config_result apply_config(caf::actor_system& sys, const runner_actor& runner, module_config cfg,
                            caf::timespan timeout = std::chrono::seconds(5));
 void subscribe(caf::actor_system& sys, const runner_actor& runner, const caf::actor& who);
+/// Hands leadership over (yield_atom): to `target`, or to any replica when
+/// empty. Waits for the outcome (yield_result); nullopt when the runner did
+/// not answer within `timeout` (give it module_stop_timeout +
+/// release_timeout + yield_window + preferred_holder_wait at least).
+std::optional<yield_result> yield_leadership(caf::actor_system& sys, const runner_actor& runner,
+                                             std::string target = {},
+                                             caf::timespan timeout = std::chrono::seconds(30));
 /// Graceful stop: leader-only modules, then the lease release, then the rest.
 /// Returns false when the runner did not confirm within `timeout`. The
 /// transport in `runner_options` is not ended: the caller ends it after this

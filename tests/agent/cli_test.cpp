@@ -159,7 +159,7 @@ TEST_CASE("--version, version, an unknown command, run without --config") {
     CHECK_MESSAGE(r.code == 2, "leasehold " << shown << "-> " << r.code << ": " << r.err);
     CHECK_MESSAGE(!r.err.empty(), shown);
   }
-  CHECK_MESSAGE(bogus.err.find("unknown command \"bogus\" (valid: run, validate, version, fence, "
+  CHECK_MESSAGE(bogus.err.find("unknown command \"bogus\" (valid: run, validate, yield, version, fence, "
                                "fence-keeper") != std::string::npos, bogus.err);
 
   // The README: every field is optional, --config too (defaults and flags).

@@ -1,21 +1,31 @@
 // The etcd lease transport against a real etcd (one member, started by
 // tests/faults/etcd_cluster.py on ephemeral loopback ports): the mapping
 // of get/create/update/release to the v3 API, terms = create_revision,
-// TTL expiry, endpoint failover, auth, and the actor interface.
+// TTL expiry, endpoint failover, auth, the actor interface, the shared watch
+// stream, and 3 replicas x 20 leases electing in one process through it.
 #include <doctest/doctest.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+
+#include <dirent.h>
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "leasehold/runtime.hpp"
+#include "tests/support/timings.hpp"
 #include "transport/etcd_transport.hpp"
 
 using namespace leasehold;
@@ -132,6 +142,35 @@ std::optional<lease_watch_event> wait_event(caf::scoped_actor& self, lease_watch
   return std::nullopt;
 }
 
+/// The threads of this process named `name` (/proc/self/task/*/comm).
+int threads_named(const std::string& name) {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (!d)
+    return -1;
+  while (auto* e = readdir(d)) {
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string comm;
+    if (std::getline(in, comm) && comm == name)
+      ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+/// etcd's gauge `metric` (its /metrics); -1 when it cannot be read.
+long etcd_gauge(const std::string& endpoint, const std::string& metric) {
+  httplib::Client c(endpoint);
+  c.set_connection_timeout(std::chrono::seconds(2));
+  auto r = c.Get("/metrics");
+  if (!r || r->status != 200)
+    return -1;
+  auto at = r->body.find("\n" + metric + " ");
+  if (at == std::string::npos)
+    return -1;
+  return std::atol(r->body.c_str() + at + metric.size() + 2);
+}
+
 /// Runs `cmd` (etcdctl) and returns its exit status.
 int run(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
@@ -145,7 +184,7 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
   etcd_client a(config({etcd.endpoint()}));
   etcd_client b(config({etcd.endpoint()}));
   lease_key key{"ns1", "mapping"};
-  CHECK(a.key_of(key) == "/lh-test/ns1/mapping");
+  CHECK(a.scope(key.ns).key(key.name) == "/lh-test/ns1/mapping");
 
   SUBCASE("absent, create, conflicting create, renew, foreign write, release") {
     auto got = a.get_lease(key);
@@ -283,6 +322,10 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
       req.idle_timeout = 2s;
       req.subscriber = caf::actor{self.ptr()};
       self->send(t, watch_lease_atom::value, req);
+      // The stream's first read tells the key (authenticated), then it opens.
+      auto first = next_event(self, 5s);
+      REQUIRE(first);
+      CHECK_MESSAGE(first->what == lease_watch_event::kind::record, first->reason);
       auto up = next_event(self, 5s);
       REQUIRE(up);
       CHECK_MESSAGE(up->what == lease_watch_event::kind::up, up->reason);
@@ -380,4 +423,119 @@ TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, 
   REQUIRE(again);
   CHECK(again->record->spec.holder_identity == "C");
   self->send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch stream, one leader per lease, "
+          "releases taken over through it") {
+  // Issue 19: each watching runner opened its own watch (a thread and a
+  // connection per lease); now the transport opens one stream for the
+  // namespace, whatever the number of runners and leases.
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  constexpr int leases = 20;
+  const std::vector<std::string> replicas{"r0", "r1", "r2"};
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto registry = std::make_shared<module_registry>();
+  registry->add({"idle", /*default_leader_only*/ true,
+                 [](caf::actor_system& s, const module_context&) {
+                   return s.spawn([](caf::event_based_actor*) -> caf::behavior {
+                     return {[](module_settings&) {}};
+                   });
+                 },
+                 nullptr});
+  // Who runs leader-only work, per lease, as the modules start and stop.
+  std::mutex mx;
+  std::map<std::string, std::set<std::string>> working;
+  std::vector<std::string> overlaps;
+  event_sink sink = [&](const runtime_event& e) {
+    std::lock_guard<std::mutex> g(mx);
+    if (e.type == event_type::module_started) {
+      auto& w = working[e.lease];
+      w.insert(e.identity);
+      if (w.size() > 1)
+        overlaps.push_back(e.lease);
+    } else if (e.type == event_type::module_stopped || e.type == event_type::module_killed) {
+      working[e.lease].erase(e.identity);
+    }
+  };
+  auto timings = test::short_timings();
+  auto ec = config({etcd.endpoint()});
+  auto transport = spawn_etcd_transport(sys, ec);
+  std::map<std::string, std::vector<runner_actor>> runners;   // by replica
+  for (auto& id : replicas)
+    for (int i = 0; i < leases; ++i) {
+      runner_options o;
+      o.identity = id;
+      o.lease = {"ns1", "many-" + std::to_string(i)};
+      o.timings = timings;
+      o.transport = transport;
+      o.backend.server_expiry = true;
+      o.registry = registry;
+      module_spec m;
+      m.name = "work";
+      m.type = "idle";
+      o.modules.modules = {m};
+      o.events = sink;
+      auto spawned = spawn_runner(sys, o);
+      REQUIRE(spawned.errors.empty());
+      runners[id].push_back(spawned.runner);
+    }
+  /// Every lease worked by exactly one replica: lease -> replica.
+  auto led = [&] {
+    std::lock_guard<std::mutex> g(mx);
+    std::map<std::string, std::string> out;
+    for (auto& [lease, who] : working)
+      if (who.size() == 1)
+        out[lease] = *who.begin();
+    return out;
+  };
+  auto wait_all_led = [&](caf::timespan within) {
+    auto deadline = std::chrono::steady_clock::now() + within;
+    while (led().size() < static_cast<std::size_t>(leases) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(50ms);
+    return led();
+  };
+  // A fresh lease's term starts a lease duration after its creation.
+  auto first = wait_all_led(timings.lease_duration + 10s);
+  CHECK(first.size() == static_cast<std::size_t>(leases));
+  // One stream: one watch thread here, one watcher on the server.
+  CHECK(threads_named("lh.watch") == 1);
+  CHECK(etcd_gauge(etcd.endpoint(), "etcd_debugging_mvcc_watcher_total") == 1);
+
+  // The replica leading the most leases shuts down: it releases each, and
+  // the others take them over, woken by the shared stream.
+  std::map<std::string, int> count;
+  for (auto& [lease, who] : first)
+    ++count[who];
+  std::string gone = replicas[0];
+  for (auto& id : replicas)
+    if (count[id] > count[gone])
+      gone = id;
+  REQUIRE(count[gone] > 0);
+  caf::scoped_actor self{sys};
+  for (auto& r : runners[gone])
+    self->send(r, shutdown_atom::value);
+  for (std::size_t i = 0; i < runners[gone].size(); ++i)
+    self->receive([](bool) {}, caf::after(10s) >> [] {});
+  auto second = wait_all_led(timings.lease_duration + 10s);
+  CHECK(second.size() == static_cast<std::size_t>(leases));
+  for (auto& [lease, who] : second)
+    CHECK_MESSAGE(who != gone, lease << " still worked by " << who);
+  CHECK(threads_named("lh.watch") == 1);
+  CHECK(etcd_gauge(etcd.endpoint(), "etcd_debugging_mvcc_watcher_total") == 1);
+  {
+    std::lock_guard<std::mutex> g(mx);
+    CHECK_MESSAGE(overlaps.empty(), "two replicas worked " << (overlaps.empty() ? "" : overlaps[0]));
+  }
+  for (auto& [id, rs] : runners)
+    for (auto& r : rs)
+      if (id != gone)
+        self->send(r, shutdown_atom::value);
+  for (std::size_t i = 0; i < 2 * static_cast<std::size_t>(leases); ++i)
+    self->receive([](bool) {}, caf::after(10s) >> [] {});
+  for (auto& [id, rs] : runners)
+    for (auto& r : rs)
+      self->send_exit(r, caf::exit_reason::user_shutdown);
+  self->send_exit(transport, caf::exit_reason::user_shutdown);
 }

@@ -16,6 +16,7 @@
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
+#include "tests/support/work_log.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -23,65 +24,10 @@ using steady = std::chrono::steady_clock;
 using leasehold::test::eventually;
 using leasehold::test::load_slack;
 using leasehold::test::short_timings;
+using leasehold::test::work_log;
+using leasehold::test::work_registry;
 
 namespace {
-
-/// Leader-only intervals per identity, recorded by the module actors.
-struct intervals {
-  struct interval {
-    std::string identity;
-    steady::time_point start;
-    std::optional<steady::time_point> end;
-  };
-  std::mutex mx;
-  std::vector<interval> all;
-
-  std::size_t begin(const std::string& id) {
-    std::lock_guard<std::mutex> g(mx);
-    all.push_back({id, steady::now(), std::nullopt});
-    return all.size() - 1;
-  }
-  void end(std::size_t i) {
-    std::lock_guard<std::mutex> g(mx);
-    all[i].end = steady::now();
-  }
-  int running() {
-    std::lock_guard<std::mutex> g(mx);
-    int n = 0;
-    for (auto& i : all)
-      n += i.end ? 0 : 1;
-    return n;
-  }
-  /// Pairs of intervals of different replicas that overlap.
-  int overlaps() {
-    std::lock_guard<std::mutex> g(mx);
-    int n = 0;
-    auto far = steady::now() + 24h;
-    for (std::size_t a = 0; a < all.size(); ++a)
-      for (std::size_t b = a + 1; b < all.size(); ++b)
-        if (all[a].identity != all[b].identity && all[a].start < all[b].end.value_or(far)
-            && all[b].start < all[a].end.value_or(far))
-          ++n;
-    return n;
-  }
-};
-
-/// A registry with one leader-only type, "work", whose instances record
-/// their life in `iv` under the key `key_of(ctx)`.
-template <class KeyOf>
-std::shared_ptr<module_registry> work_registry(intervals& iv, KeyOf key_of) {
-  auto reg = std::make_shared<module_registry>();
-  reg->add({"work", true,
-            [&iv, key_of](caf::actor_system& s, const module_context& ctx) {
-              return s.spawn([&iv, ctx, key_of](caf::event_based_actor* self) -> caf::behavior {
-                auto i = iv.begin(key_of(ctx));
-                self->attach_functor([&iv, i] { iv.end(i); });
-                return {[](leadership_changed&) {}};
-              });
-            },
-            nullptr});
-  return reg;
-}
 
 /// A runner for `lease` whose one module is an instance of `work_registry`'s "work".
 runner_options work_runner(const std::string& identity, lease_key lease, election_timings t,
@@ -116,8 +62,8 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
 
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  intervals iv;
-  auto reg = work_registry(iv, [](const module_context& ctx) { return ctx.identity; });
+  work_log iv;
+  auto reg = work_registry(iv);
 
   auto t = short_timings();
   std::vector<runner_actor> runners;
@@ -241,8 +187,8 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   REQUIRE(server.start().error.empty());
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  intervals iv;
-  auto reg = work_registry(iv, [](const module_context& ctx) { return ctx.fence.lease.name; });
+  work_log iv;
+  auto reg = work_registry(iv);
   auto t = short_timings();
   connection_config conn;
   conn.server = "http://127.0.0.1:" + std::to_string(server.port());

@@ -49,6 +49,8 @@ TEST_CASE("a leader told to stand by hands over to a competing follower through 
     REQUIRE(before->stopped);
     CHECK(*before->stopped <= after->started);   // handed over, never overlapped
     CHECK(after->started - told < 2s);
+    // A voluntary handover, said as one (event, and so the metric).
+    CHECK(w.rep(l).count(event_type::voluntary_handover) == 1);
     auto st = w.status(l);
     CHECK_FALSE(st.competing);
     CHECK(st.state == runner_state::follower);

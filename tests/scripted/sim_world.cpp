@@ -405,4 +405,14 @@ bool sim_world::shutdown(std::size_t i) {
   return done;
 }
 
+yield_result sim_world::yield(std::size_t i, const std::string& target, caf::timespan limit) {
+  caf::scoped_actor self{*sys_};
+  auto h = self->request(rep(i).runner, caf::infinite, yield_atom::value, target);
+  REQUIRE(run_until([&] { return self->mailbox().size() > 0; }, limit));
+  yield_result out;
+  h.receive([&](yield_result& r) { out = std::move(r); },
+            [&](caf::error& e) { FAIL("yield: " << sys_->render(e)); });
+  return out;
+}
+
 } // namespace leasehold::test

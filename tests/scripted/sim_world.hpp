@@ -134,6 +134,10 @@ public:
   sim_clock_time last_renew(std::size_t i) const;
   config_result configure(std::size_t i, module_config cfg);
   bool shutdown(std::size_t i);
+  /// Asks replica i to yield (to `target`, "" anyone) and runs the world
+  /// until it answers (REQUIREd within `limit`).
+  yield_result yield(std::size_t i, const std::string& target = {},
+                     caf::timespan limit = std::chrono::seconds(60));
   /// The replica whose leader-only modules run, or -1 (asserts at most one).
   int leader() const;
   /// Runs until some replica leads (REQUIREd within `limit`); returns it.

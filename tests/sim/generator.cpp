@@ -137,6 +137,7 @@ scenario generate(std::uint64_t seed, const world& w) {
   // The multi-lease world's own choices (which lease an operation hits,
   // the shared stream's faults): a single-lease seed draws none of them.
   draw many{std::mt19937_64{seed * 0xBF58476D1CE4E5B9ULL + 11}};
+  draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -250,6 +251,17 @@ scenario generate(std::uint64_t seed, const world& w) {
       if (w.many())
         ow.lease = many.unit() < 0.25 ? -1 : many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(ow);
+    }
+    // A yield (to anyone, to a replica, to one that does not exist), in one
+    // chaos window in two.
+    if (yields.unit() < 0.5) {
+      op y;
+      y.kind = op_kind::yield;
+      y.at = chaos_begin + yields.span(0ms, chaos_len);
+      y.param = yields.range(-1, 7);
+      if (w.many())   // which lease's leader yields
+        y.lease = many.range(0, static_cast<int>(sc.leases) - 1);
+      sc.ops.push_back(y);
     }
     op heal;
     heal.kind = op_kind::heal;

@@ -58,6 +58,7 @@ const char* to_string(op_kind k) {
     case op_kind::stream_gone: return "stream_gone";
     case op_kind::stream_replay: return "stream_replay";
     case op_kind::stream_delay: return "stream_delay";
+    case op_kind::yield: return "yield";
   }
   return "?";
 }
@@ -961,6 +962,18 @@ private:
       case op_kind::heal:
         heal();
         break;
+      case op_kind::yield: {   // the leader of the op's lease yields that lease
+        auto k = ks.front();
+        auto l = current_leader(k);
+        if (!l || procs_[*l].paused)
+          break;
+        std::string to = o.param < 0   ? std::string()
+                         : o.param == 7 ? std::string("replica-gone")
+                                        : procs_[static_cast<std::size_t>(o.param) % procs_.size()].identity;
+        note(procs_[*l].identity + " yields to " + (to.empty() ? "anyone" : to) + at_lease(k));
+        caf::anon_send(procs_[*l].runners[k], yield_atom::value, to);
+        break;
+      }
       case op_kind::outside_write:
         for (auto k : ks) {
           auto& chk = chk_[k];

@@ -159,6 +159,9 @@ enum class op_kind {
   /// `duration`, 410 Gone / compaction, a replay from `param` versions
   /// back, every event `param` ms late for `duration`.
   stream_cut, stream_gone, stream_replay, stream_delay,
+  /// The leader is asked to yield (yield_atom): param -1 to anyone, 7 to a
+  /// replica that does not exist, else to replica param (modulo the count).
+  yield,
 };
 const char* to_string(op_kind k);
 

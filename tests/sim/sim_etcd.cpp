@@ -158,6 +158,8 @@ lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, b
   v.value.holder_identity = l.spec.holder_identity;
   v.value.lease_duration_seconds = l.spec.lease_duration_seconds;
   v.value.acquire_time = l.spec.acquire_time;
+  v.value.preferred_holder = l.spec.preferred_holder;
+  v.value.strategy = l.spec.strategy;
   v.create_revision = v.mod_revision = ++revision_;
   v.lease_id = id;
   keys_[k] = v;
@@ -208,6 +210,8 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
           marked.value.holder_identity.clear();
           marked.value.lease_duration_seconds = l.spec.lease_duration_seconds;
           marked.value.acquire_time = l.spec.acquire_time;
+          marked.value.preferred_holder = l.spec.preferred_holder;
+          marked.value.strategy = l.spec.strategy;
           marked.mod_revision = ++revision_;
           rec = to_lease(k, marked);
           record_change(change{k, static_cast<std::uint64_t>(revision_), rec});

@@ -6,8 +6,8 @@
 // transport/etcd_transport.hpp maps it:
 //   - one global revision; every put and delete takes the next one; a key
 //     has a create_revision (the term: spec.leaseTransitions) and a
-//     mod_revision (resource_version); the value holds only holderIdentity,
-//     leaseDurationSeconds and acquireTime;
+//     mod_revision (resource_version); the value holds holderIdentity,
+//     leaseDurationSeconds, acquireTime, preferredHolder and strategy;
 //   - leases with a TTL of whole seconds, judged by the store's own clock: a
 //     lease whose TTL passes without a keepalive is revoked and its key
 //     deleted (server-side expiry);
@@ -69,7 +69,7 @@ public:
 
 private:
   struct kv {
-    lease_spec value;   // holderIdentity, leaseDurationSeconds, acquireTime
+    lease_spec value;   // holderIdentity, leaseDurationSeconds, acquireTime, preferredHolder, strategy
     std::int64_t create_revision = 0;
     std::int64_t mod_revision = 0;
     std::int64_t lease_id = 0;

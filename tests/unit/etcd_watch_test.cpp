@@ -1,22 +1,27 @@
-// The etcd watch (transport/etcd_transport.hpp) against a fake etcd JSON
-// gateway on loopback that plays one scripted answer per POST /v3/watch:
-// PUT and DELETE events, resume after the last revision, a compacted start
-// revision (re-read the key), malformed messages, a gateway error, a
-// truncated line, a quiet stream (re-read the key), a cut connection, and a dead first
-// endpoint. Every fault closes the stream with a `down` naming the request
-// (never a crash), and the next stream resumes.
+// The etcd watch (transport/etcd_watch.hpp) against a fake etcd JSON
+// gateway on loopback that plays one scripted answer per POST /v3/watch and
+// per range of the namespace: one stream per namespace shared by every
+// lease in it (the gateway sees one watch however many leases), PUT and
+// DELETE events demultiplexed by key, resume after the last revision, a
+// compacted start revision (read every key again: every subscriber whose
+// key changed hears it), malformed messages, a gateway error, a truncated
+// line, a quiet stream (read again, no down), a cut connection (down and up
+// to every subscriber), a dead first endpoint, and a subscriber joining a
+// running stream (told its key's state at once).
 #include <doctest/doctest.h>
 
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/watch_support.hpp"
+#include "transport/base64.hpp"
 #include "transport/etcd_transport.hpp"
-#include "transport/kube_config.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -28,14 +33,14 @@ using json = nlohmann::json;
 
 namespace {
 
-const lease_key key{"ns1", "lock"};
+const etcd_scope scope{"/lh", "ns1"};
 
 std::string value_of(const std::string& holder) {
   return encode_base64(json{{"holderIdentity", holder}, {"leaseDurationSeconds", 3}}.dump());
 }
 
-std::string kv(int create, int mod, const std::string& holder) {
-  return json{{"key", encode_base64("/lh/ns1/lock")},
+std::string kv(int create, int mod, const std::string& holder, const std::string& name = "lock") {
+  return json{{"key", encode_base64("/lh/ns1/" + name)},
               {"create_revision", std::to_string(create)},
               {"mod_revision", std::to_string(mod)},
               {"version", "1"},
@@ -47,34 +52,57 @@ const std::string created = R"({"result":{"header":{"revision":"4"},"created":tr
                             "\n";
 
 /// A PUT event as the gateway writes it: no "type" (PUT is the default enum 0).
-std::string put(int create, int mod, const std::string& holder) {
+std::string put(int create, int mod, const std::string& holder, const std::string& name = "lock") {
   return R"({"result":{"header":{"revision":")" + std::to_string(mod) + R"("},"events":[{"kv":)"
-         + kv(create, mod, holder) + "}]}}\n";
+         + kv(create, mod, holder, name) + "}]}}\n";
 }
 
-std::string del(int mod) {
+std::string del(int mod, const std::string& name = "lock") {
   return R"({"result":{"header":{"revision":")" + std::to_string(mod)
-         + R"("},"events":[{"type":"DELETE","kv":{"key":"L2xoL25zMS9sb2Nr","mod_revision":")"
-         + std::to_string(mod) + "\"}}]}}\n";
+         + R"("},"events":[{"type":"DELETE","kv":{"key":")" + encode_base64("/lh/ns1/" + name)
+         + R"(","mod_revision":")" + std::to_string(mod) + "\"}}]}}\n";
 }
 
+const std::string compacted = R"({"result":{"header":{},"canceled":true,"compact_revision":"9"}})"
+                              "\n";
+
+/// A range reply: the store at `revision` holding `kvs`.
+std::string range(int revision, const std::vector<std::string>& kvs) {
+  std::string out = R"({"header":{"revision":")" + std::to_string(revision) + R"("},"kvs":[)";
+  for (std::size_t i = 0; i < kvs.size(); ++i)
+    out += (i ? "," : "") + kvs[i];
+  return out + "],\"count\":\"" + std::to_string(kvs.size()) + "\"}";
+}
 
 struct fake_gateway {
   test::loopback_server<> server;
   std::mutex mx;
   std::deque<script> scripts;
+  std::deque<std::string> ranges_left;   // one answer per range; the last one repeats
+  std::string last_range = range(12, {kv(10, 10, "B")});
   std::vector<std::string> starts;   // start_revision of each watch ("-": none)
   int ranges = 0;
+  std::chrono::milliseconds range_delay{0};   // before a range answers (subscribers join meanwhile)
   std::atomic<bool> closing{false};
 
   fake_gateway() {
-    server.http().Post("/v3/kv/range", [this](const httplib::Request&, httplib::Response& res) {
+    server.http().Post("/v3/kv/range", [this](const httplib::Request& req, httplib::Response& res) {
+      std::string body;
       {
         std::lock_guard<std::mutex> g(mx);
         ++ranges;
+        auto r = json::parse(req.body, nullptr, false);
+        // The whole namespace, in one range.
+        CHECK(r["key"] == encode_base64("/lh/ns1/"));
+        CHECK(r["range_end"] == encode_base64("/lh/ns10"));
+        if (!ranges_left.empty()) {
+          last_range = ranges_left.front();
+          ranges_left.pop_front();
+        }
+        body = last_range;
       }
-      res.set_content(R"({"header":{"revision":"12"},"kvs":[)" + kv(10, 10, "B") + "],\"count\":\"1\"}",
-                      "application/json");
+      std::this_thread::sleep_for(range_delay);
+      res.set_content(body, "application/json");
     });
     server.http().Post("/v3/watch", [this](const httplib::Request& req, httplib::Response& res) {
       script s;
@@ -82,7 +110,8 @@ struct fake_gateway {
         std::lock_guard<std::mutex> g(mx);
         auto body = json::parse(req.body, nullptr, false);
         auto& cr = body["create_request"];
-        CHECK(cr["key"] == encode_base64("/lh/ns1/lock"));
+        CHECK(cr["key"] == encode_base64("/lh/ns1/"));
+        CHECK(cr["range_end"] == encode_base64("/lh/ns10"));
         CHECK(cr["progress_notify"] == true);
         starts.push_back(cr.contains("start_revision") ? cr["start_revision"].get<std::string>()
                                                        : "-");
@@ -93,6 +122,11 @@ struct fake_gateway {
     server.start();
   }
   ~fake_gateway() { closing = true; }
+
+  std::size_t watches() {
+    std::lock_guard<std::mutex> g(mx);
+    return starts.size();
+  }
 };
 
 std::string show(const lease_watch_event& e) {
@@ -108,10 +142,48 @@ std::string show(const lease_watch_event& e) {
   return "?";
 }
 
+std::vector<std::string> shown(caf::scoped_actor& self, std::size_t n, int rounds = 200) {
+  std::vector<std::string> out;
+  for (auto& e : collect(self, n, rounds))
+    out.push_back(show(e));
+  return out;
+}
+
+etcd_config gateway_config(const fake_gateway& gw) {
+  etcd_config ec;
+  ec.endpoints = {gw.server.url()};
+  ec.prefix = "/lh";
+  ec.http.connect_timeout = 200ms;
+  return ec;
+}
+
+/// `self` follows lease `name` of ns1 through `transport`.
+void watch(caf::scoped_actor& self, const lease_transport_actor& transport, const std::string& name,
+           caf::timespan idle, const std::string& rv = "") {
+  lease_watch_request req;
+  req.lease = {"ns1", name};
+  req.resource_version = rv;
+  req.idle_timeout = idle;
+  req.subscriber = caf::actor{self.ptr()};
+  self->send(transport, watch_lease_atom::value, req);
+}
+
+/// `n` subscribers, the i-th following lease-i of ns1.
+std::vector<std::unique_ptr<caf::scoped_actor>> subscribers(caf::actor_system& sys,
+                                                            const lease_transport_actor& transport,
+                                                            int n) {
+  std::vector<std::unique_ptr<caf::scoped_actor>> subs;
+  for (int i = 0; i < n; ++i) {
+    subs.push_back(std::make_unique<caf::scoped_actor>(sys));
+    watch(*subs.back(), transport, "lease-" + std::to_string(i), 5s);
+  }
+  return subs;
+}
+
 } // namespace
 
 TEST_CASE("etcd watch messages: PUT (type omitted), DELETE, progress, cancel, error; bad ones named") {
-  auto p = parse_etcd_watch_line(put(3, 5, "A"), key);
+  auto p = parse_etcd_watch_line(put(3, 5, "A"), scope);
   REQUIRE_MESSAGE(p.ok(), p.error);
   REQUIRE(p.value->events.size() == 1);
   CHECK(!p.value->events[0].deleted);
@@ -120,74 +192,119 @@ TEST_CASE("etcd watch messages: PUT (type omitted), DELETE, progress, cancel, er
   CHECK(p.value->events[0].record->resource_version == "5");       // = mod_revision
   CHECK(p.value->events[0].record->spec.holder_identity == "A");
   CHECK(p.value->events[0].record->name == "lock");
+  CHECK(p.value->events[0].name == "lock");
+  CHECK(p.value->events[0].error.empty());
 
-  auto d = parse_etcd_watch_line(del(6), key);
+  auto d = parse_etcd_watch_line(del(6), scope);
   REQUIRE_MESSAGE(d.ok(), d.error);
   CHECK(d.value->events[0].deleted);
   CHECK(d.value->events[0].mod_revision == 6);
+  CHECK(d.value->events[0].name == "lock");
 
-  auto c = parse_etcd_watch_line(created, key);
+  auto c = parse_etcd_watch_line(created, scope);
   REQUIRE(c.ok());
   CHECK(c.value->created);
   CHECK(c.value->events.empty());
 
-  auto progress = parse_etcd_watch_line(R"({"result":{"header":{"revision":"40"}}})", key);
+  auto progress = parse_etcd_watch_line(R"({"result":{"header":{"revision":"40"}}})", scope);
   REQUIRE(progress.ok());
   CHECK(progress.value->events.empty());
 
   auto compacted = parse_etcd_watch_line(
-    R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"6"}})", key);
+    R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"6"}})", scope);
   REQUIRE(compacted.ok());
   CHECK(compacted.value->canceled);
   CHECK(compacted.value->compact_revision == 6);
 
   auto err = parse_etcd_watch_line(
     R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}})",
-    key);
+    scope);
   REQUIRE(err.ok());
   CHECK(err.value->error);
   CHECK(err.value->grpc_code == 14);
   CHECK(err.value->message == "etcdserver: no leader");
 
-  CHECK(parse_etcd_watch_line("{oops", key).error == "not a JSON object");
-  CHECK(parse_etcd_watch_line("[1]", key).error == "not a JSON object");
-  CHECK(parse_etcd_watch_line(R"({"header":{}})", key).error == "result: expected an object");
-  CHECK(parse_etcd_watch_line(R"({"result":{"events":{}}})", key).error
+  CHECK(parse_etcd_watch_line("{oops", scope).error == "not a JSON object");
+  CHECK(parse_etcd_watch_line("[1]", scope).error == "not a JSON object");
+  CHECK(parse_etcd_watch_line(R"({"header":{}})", scope).error == "result: expected an object");
+  CHECK(parse_etcd_watch_line(R"({"result":{"events":{}}})", scope).error
         == "result.events: expected an array");
-  CHECK(parse_etcd_watch_line(R"({"result":{"created":"yes"}})", key).error
+  CHECK(parse_etcd_watch_line(R"({"result":{"created":"yes"}})", scope).error
         == "result.created: expected a boolean");
-  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"type":"RENAMED","kv":{}}]}})", key).error
+  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"type":"RENAMED","kv":{}}]}})", scope).error
         == "result.events[0].type: expected PUT or DELETE (is \"RENAMED\")");
-  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"type":"PUT"}]}})", key).error
+  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"type":"PUT"}]}})", scope).error
         == "result.events[0].kv: expected an object");
-  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"kv":{"mod_revision":"3"}}]}})", key).error
+  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"kv":{"mod_revision":"3"}}]}})", scope).error
         == "result.events[0].kv.create_revision: expected a positive int64");
-  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"type":"DELETE","kv":{}}]}})", key).error
+  CHECK(parse_etcd_watch_line(R"({"result":{"events":[{"type":"DELETE","kv":{}}]}})", scope).error
         == "result.events[0].kv.mod_revision: expected a positive int64");
   CHECK(parse_etcd_watch_line(
           R"({"result":{"events":[{"kv":{"create_revision":"2","mod_revision":"3","value":"!!"}}]}})",
-          key)
+          scope)
           .error
         == "result.events[0].kv.value: invalid base64");
+  // A value that is no lease record is the event's fault, not the line's:
+  // the watcher decides whether anybody follows that key.
+  auto foreign = parse_etcd_watch_line(
+    R"({"result":{"events":[{"kv":{"key":")" + encode_base64("/lh/ns1/notes")
+      + R"(","create_revision":"2","mod_revision":"3","value":")" + encode_base64("not json")
+      + "\"}}]}}",
+    scope);
+  REQUIRE_MESSAGE(foreign.ok(), foreign.error);
+  CHECK(foreign.value->events[0].name == "notes");
+  CHECK(!foreign.value->events[0].record);
+  CHECK(foreign.value->events[0].error == "result.events[0].kv.value: not a JSON object");
   CHECK(parse_etcd_watch_line(
-          R"({"result":{"events":[{"kv":{"create_revision":"2","mod_revision":"3","value":")"
-            + encode_base64("not json") + "\"}}]}}",
-          key)
+          R"({"result":{"events":[{"kv":{"key":")" + encode_base64("/lh/ns2/lock")
+            + R"(","create_revision":"2","mod_revision":"3"}}]}})",
+          scope)
           .error
-        == "result.events[0].kv.value: not a JSON object");
+        == "result.events[0].kv.key: expected a key under /lh/ns1/ (is \"/lh/ns2/lock\")");
+}
+
+TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease name") {
+  CHECK(scope.dir() == "/lh/ns1/");
+  CHECK(scope.key("lock") == "/lh/ns1/lock");
+  CHECK(scope.range_end() == "/lh/ns10");
+  CHECK(scope.name_of("/lh/ns1/lock") == std::optional<std::string>("lock"));
+  CHECK(!scope.name_of("/lh/ns1/"));
+  CHECK(!scope.name_of("/lh/ns11/lock"));
+  auto st = parse_scope_range(
+    json::parse(range(30, {kv(10, 10, "A", "a"), kv(11, 12, "B", "b"),
+                           json{{"key", encode_base64("/lh/ns1/junk")}, {"create_revision", "3"},
+                                {"mod_revision", "3"}, {"value", encode_base64("[]")}}.dump()})),
+    scope);
+  REQUIRE_MESSAGE(st.ok(), st.error);
+  CHECK(st.value->revision == 30);
+  REQUIRE(st.value->records.size() == 2);   // junk is nobody's lease
+  CHECK(st.value->records["b"].spec.holder_identity == "B");
+  CHECK(st.value->records["b"].resource_version == "12");
+  CHECK(parse_scope_range(json::parse(R"({"kvs":[]})"), scope).error == "header.revision: missing");
+  CHECK(parse_scope_range(json::parse(R"({"header":{"revision":"3"},"kvs":[{"create_revision":"x"}]})"),
+                          scope)
+          .error
+        == "kvs[0].create_revision: expected a positive int64");
 }
 
 TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and survives every stream fault") {
   fake_gateway gw;
   {
     std::lock_guard<std::mutex> g(gw.mx);
-    // 1: a PUT, a DELETE, then a malformed line.
-    gw.scripts.push_back({{created, put(5, 5, "A"), del(6), "{oops\n"}});
-    // 2: resumes at 7, which was compacted away: the key is read again.
-    gw.scripts.push_back({{created, R"({"result":{"header":{},"canceled":true,"compact_revision":"9"}})"
-                                    "\n"}});
-    // 3: resumes after the read (revision 12); a PUT whose value is no record.
-    gw.scripts.push_back({{created, R"({"result":{"events":[{"kv":{"create_revision":"13","mod_revision":"13","value":")"
+    // 1: a PUT, a PUT and a bad value of keys nobody follows, a DELETE,
+    // then a malformed line.
+    gw.scripts.push_back({{created, put(13, 13, "A"), put(14, 14, "X", "other"),
+                           R"({"result":{"events":[{"kv":{"key":")" + encode_base64("/lh/ns1/notes")
+                             + R"(","create_revision":"15","mod_revision":"15","value":")"
+                             + encode_base64("[]") + "\"}}]}}\n",
+                           del(16), "{oops\n"}});
+    // 2: resumes at 17, which was compacted away: the keys are read again.
+    gw.scripts.push_back({{created, compacted}});
+    // 3: resumes after the read (revision 12); a PUT of the followed key
+    // whose value is no record.
+    gw.scripts.push_back({{created, R"({"result":{"events":[{"kv":{"key":")"
+                                      + encode_base64("/lh/ns1/lock")
+                                      + R"(","create_revision":"13","mod_revision":"13","value":")"
                                       + encode_base64("[]") + "\"}}]}}\n"}});
     // 4: the gateway reports a failed stream.
     gw.scripts.push_back({{created, R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader"}})"
@@ -195,7 +312,7 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
     // 5: a message cut off by the end of the stream.
     gw.scripts.push_back({{created, R"({"result":{"events":[{"kv)"}});
     // 6: quiet past the idle timeout (a healthy leader's key is silent on
-    // etcd): the key is read again, without going down.
+    // etcd): the keys are read again, without going down.
     gw.scripts.push_back({{created}, true});
     // 7: the connection drops mid-stream.
     gw.scripts.push_back({{created}, false, true});
@@ -203,60 +320,133 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  etcd_config ec;
-  ec.endpoints = {"http://127.0.0.1:1", gw.server.url()};   // the first is dead
-  ec.prefix = "/lh";
-  ec.http.connect_timeout = 200ms;
+  auto ec = gateway_config(gw);
+  ec.endpoints.insert(ec.endpoints.begin(), "http://127.0.0.1:1");   // the first is dead
   auto transport = spawn_etcd_transport(sys, ec);
-  lease_watch_request req;
-  req.lease = key;
-  req.resource_version = "4";
-  req.idle_timeout = 300ms;
-  req.subscriber = caf::actor{self.ptr()};
-  self->send(transport, watch_lease_atom::value, req);
+  watch(self, transport, "lock", 300ms, "4");
 
-  std::vector<std::string> seen;
-  for (auto& e : collect(self, 16, 240))
-    seen.push_back(show(e));
+  auto seen = shown(self, 15, 240);
   for (auto& s : seen)
     MESSAGE(s);
-  REQUIRE(seen.size() >= 16);
-  // The dead first endpoint: the first state is always said (down, naming
-  // it), then the watch failed over.
-  CHECK(seen[0].find("down: watch POST /v3/watch") == 0);
-  CHECK(seen[0].find("127.0.0.1:1)") != std::string::npos);
-  seen.erase(seen.begin());
-  CHECK(seen[0] == "up");
-  CHECK(seen[1] == "record 5 term 5 A");
-  CHECK(seen[2] == "deleted");
-  CHECK(seen[3].find("down: watch POST /v3/watch") == 0);
-  CHECK(seen[3].find("malformed watch message: not a JSON object") != std::string::npos);
-  CHECK(seen[4] == "up");                                  // 2: compacted
-  CHECK(seen[5] == "record 10 term 10 B");                 // the key as read again
-  CHECK(seen[6].find("down: watch POST /v3/watch") == 0);   // 3
-  CHECK(seen[6].find("result.events[0].kv.value: not a JSON object") != std::string::npos);
-  CHECK(seen[7] == "up");                                  // 4
-  CHECK(seen[8].find("watch error: etcdserver: no leader") != std::string::npos);
-  CHECK(seen[9] == "up");                                 // 5
+  REQUIRE(seen.size() >= 15);
+  // The first read fails over from the dead endpoint by itself, and tells
+  // the key's state; then the stream opens on the live one.
+  CHECK(seen[0] == "record 10 term 10 B");
+  CHECK(seen[1] == "up");
+  CHECK(seen[2] == "record 13 term 13 A");   // "other" and "notes": nobody follows them
+  CHECK(seen[3] == "deleted");
+  CHECK(seen[4].find("down: watch POST /v3/watch") == 0);
+  CHECK(seen[4].find("malformed watch message: not a JSON object") != std::string::npos);
+  CHECK(seen[5] == "up");                                  // 2: compacted
+  CHECK(seen[6] == "record 10 term 10 B");                 // the key as read again
+  CHECK(seen[7].find("down: watch POST /v3/watch") == 0);   // 3
+  CHECK(seen[7].find("result.events[0].kv.value: not a JSON object") != std::string::npos);
+  CHECK(seen[8] == "up");                                  // 4
+  CHECK(seen[9].find("watch error: etcdserver: no leader") != std::string::npos);
+  CHECK(seen[10] == "up");                                 // 5
   // A member lost under a half-written line is a disconnected member, named
   // (issue 21, item 12), not a malformed body.
-  CHECK(seen[10].find("disconnected: the server closed the watch stream inside an event line "
+  CHECK(seen[11].find("disconnected: the server closed the watch stream inside an event line "
                       "(endpoint http://127.0.0.1:")
         != std::string::npos);
-  CHECK(seen[10].find("malformed") == std::string::npos);
-  CHECK(seen[11] == "up");                                 // 6: quiet, no down
-  CHECK(seen[12] == "record 10 term 10 B");                // read again
+  CHECK(seen[11].find("malformed") == std::string::npos);
+  CHECK(seen[12] == "up");   // 6: quiet, no down; the read again finds nothing new
   CHECK(seen[13].find("watch stream broken after") != std::string::npos);   // 7
   CHECK(seen[14] == "up");                                 // 8: the last, quiet stream
   {
     std::lock_guard<std::mutex> g(gw.mx);
     REQUIRE(gw.starts.size() >= 8);
-    CHECK(gw.starts[0] == "5");    // after the version the subscriber knows
-    CHECK(gw.starts[1] == "7");    // after the last delivered event
+    CHECK(gw.starts[0] == "13");   // after the first read's header.revision (12)
+    CHECK(gw.starts[1] == "17");   // after the last delivered event
     CHECK(gw.starts[2] == "13");   // after the read's header.revision (12)
     for (std::size_t i = 3; i < 8; ++i)
       CHECK(gw.starts[i] == "13");
-    CHECK(gw.ranges >= 2);   // after the compaction and after the quiet stream
+    CHECK(gw.ranges >= 3);   // first, after the compaction and after the quiet stream
+  }
+  gw.closing = true;
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("one etcd watch stream per namespace serves every lease in it; a late subscriber is told its key's state") {
+  // Issue 19: a watch thread and connection per watching runner made one
+  // process unable to hold more than a few hundred leases.
+  constexpr int n = 12;
+  fake_gateway gw;
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    std::vector<std::string> kvs;
+    for (int i = 0; i < n; ++i)
+      kvs.push_back(kv(10 + i, 10 + i, "h" + std::to_string(i), "lease-" + std::to_string(i)));
+    gw.last_range = range(30, kvs);
+    gw.range_delay = 200ms;   // every subscriber joins before the first read answers
+    gw.scripts.push_back({{created, put(31, 31, "x", "lease-2"), del(32, "lease-5")}, true});
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto transport = spawn_etcd_transport(sys, gateway_config(gw));
+  auto subs = subscribers(sys, transport, n);
+  for (int i = 0; i < n; ++i) {
+    auto want = std::vector<std::string>{
+      "record " + std::to_string(10 + i) + " term " + std::to_string(10 + i) + " h" + std::to_string(i),
+      "up"};
+    if (i == 2)
+      want.push_back("record 31 term 31 x");
+    if (i == 5)
+      want.push_back("deleted");
+    CHECK_MESSAGE(shown(*subs[i], want.size()) == want, "lease-" << i);
+  }
+  // Joining the running stream: the key's state at once (a record; a key
+  // the subscriber knew and that is gone: deleted), nothing read or opened.
+  caf::scoped_actor late{sys};
+  watch(late, transport, "lease-2", 5s);
+  CHECK(shown(late, 2) == std::vector<std::string>{"up", "record 31 term 31 x"});
+  caf::scoped_actor late_gone{sys};
+  watch(late_gone, transport, "lease-5", 5s, "15");
+  CHECK(shown(late_gone, 2) == std::vector<std::string>{"up", "deleted"});
+  CHECK(gw.watches() == 1);
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    CHECK(gw.ranges == 1);
+  }
+  gw.closing = true;
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("compaction and a cut stream reach every subscriber of the shared etcd watch") {
+  constexpr int n = 8;
+  fake_gateway gw;
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    std::vector<std::string> before, after;
+    for (int i = 0; i < n; ++i) {
+      auto name = "lease-" + std::to_string(i);
+      before.push_back(kv(10 + i, 10 + i, "old", name));
+      after.push_back(kv(40 + i, 40 + i, "new", name));   // every key changed meanwhile
+    }
+    gw.ranges_left = {range(20, before), range(50, after)};
+    gw.range_delay = 200ms;
+    gw.scripts.push_back({{created, compacted}});   // 1: compacted: read again
+    gw.scripts.push_back({{created}, false, true}); // 2: cut
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto transport = spawn_etcd_transport(sys, gateway_config(gw));
+  auto subs = subscribers(sys, transport, n);
+  for (int i = 0; i < n; ++i) {
+    auto seen = shown(*subs[i], 5);
+    REQUIRE_MESSAGE(seen.size() == 5, "lease-" << i);
+    auto r = std::to_string(10 + i), r2 = std::to_string(40 + i);
+    CHECK(seen[0] == "record " + r + " term " + r + " old");
+    CHECK(seen[1] == "up");
+    CHECK(seen[2] == "record " + r2 + " term " + r2 + " new");   // compaction: read again
+    CHECK_MESSAGE(seen[3].find("watch stream broken after") != std::string::npos, seen[3]);
+    CHECK(seen[4] == "up");
+  }
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    // One stream, reopened twice: one watch per reopening, not per lease.
+    CHECK(gw.starts == std::vector<std::string>{"21", "51", "51"});
+    CHECK(gw.ranges == 2);
   }
   gw.closing = true;
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);

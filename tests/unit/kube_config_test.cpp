@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "tests/unit/test_support.hpp"
+#include "transport/base64.hpp"
 #include "transport/kube_config.hpp"
 
 using namespace leasehold;

@@ -1,0 +1,149 @@
+// `leasehold yield` between three agents against leasehold-apiserver (issue
+// 20, item 3): the CLI's exit codes and messages, /leader, the Lease, the
+// metric, the Event, and the order of the journaled module stop and start;
+// and the POST /yield endpoint's refusals (loopback only, bad bodies).
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "cmd/leasehold/health_server.hpp"
+#include "tests/agent/harness.hpp"
+
+using namespace leasehold::test;
+using nlohmann::json;
+
+namespace {
+
+agent* leader_of(three_agents& agents) {
+  for (auto* x : agents.all) {
+    auto l = json::parse(http_get(x->health_port(), "/leader").body, nullptr, false);
+    if (l.is_object() && l.value("leading", false))
+      return x;
+  }
+  return nullptr;
+}
+
+/// The journal's mono_ns of `identity`'s last `event` of module "tick" (0: none).
+long long journaled(agent& a, const std::string& event) {
+  std::istringstream in(read_file(a.journal_file()));
+  std::string line;
+  long long at = 0;
+  while (std::getline(in, line)) {
+    auto j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("event", "") == event && j.value("module", "") == "tick")
+      at = j["mono_ns"].get<long long>();
+  }
+  return at;
+}
+
+std::string addr(agent& a) {
+  return "127.0.0.1:" + std::to_string(a.health_port());
+}
+
+} // namespace
+
+TEST_CASE("leasehold yield --to: the named agent leads, the old leader's module stopped first; "
+          "refusals exit 1 with the reason") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = write_short_config(dir, short_config()["timings"]);
+  three_agents agents(dir, config, {"--server", api.url()});
+  agent* leader = nullptr;
+  REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 15s));
+  agent* target = leader == &agents.a ? &agents.b : &agents.a;
+  agent* other = leader == &agents.c ? &agents.b : &agents.c;
+  REQUIRE(wait_until([&] { return agent_state(*target)["holder"] == leader->identity(); }, 5s));
+
+  auto r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*leader)}, 20s);
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("handed over to " + target->identity()) != std::string::npos);
+  auto lease = api.lease("default", "agent-test");
+  REQUIRE(lease);
+  CHECK((*lease)["spec"]["holderIdentity"] == target->identity());
+  CHECK((*lease)["spec"]["preferredHolder"] == target->identity());
+  REQUIRE(wait_until([&] { return leader_of(agents) == target; }, 5s));
+  auto view = json::parse(http_get(target->health_port(), "/leader").body);
+  CHECK(view["leader"] == target->identity());
+  // Never two at once: the old leader's ticker stopped before the target's started.
+  REQUIRE(wait_until([&] { return journaled(*target, "module_started") > 0; }, 5s));
+  CHECK(journaled(*leader, "module_stopped") > 0);
+  CHECK(journaled(*leader, "module_stopped") <= journaled(*target, "module_started"));
+  CHECK(metric(leader->health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(1));
+  CHECK(metric(target->health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(0));
+  CHECK(wait_until([&] {
+    auto ev = http_get(api.port(), "/api/v1/namespaces/default/events");
+    return ev.body.find(leader->identity() + " handed leadership over to " + target->identity())
+           != std::string::npos;
+  }, 5s));
+
+  // Refusals: a follower, a target that is the leader itself.
+  r = run_cli(dir, {"yield", "--health-addr", addr(*other)}, 20s);
+  CHECK(r.code == 1);
+  CHECK_MESSAGE(r.err.find("not_leading") != std::string::npos, r.err);
+  CHECK(r.err.find("the leader is " + target->identity()) != std::string::npos);
+  r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*target)}, 20s);
+  CHECK(r.code == 1);
+  CHECK_MESSAGE(r.err.find("unknown_target") != std::string::npos, r.err);
+  CHECK(leader_of(agents) == target);
+
+  // Without a target: one of the others takes it.
+  r = run_cli(dir, {"yield", "--health-addr", addr(*target)}, 20s);
+  CHECK_MESSAGE(r.code == 0, r.err);
+  REQUIRE(wait_until([&] { auto* now = leader_of(agents); return now && now != target; }, 5s));
+  CHECK(metric(target->health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(1));
+
+  // Usage errors exit 2; an agent that is not there exits 1.
+  CHECK(run_cli(dir, {"yield", "--to"}).code == 2);
+  CHECK(run_cli(dir, {"yield", "--health-addr", "nonsense"}).code == 2);
+  r = run_cli(dir, {"yield", "--health-addr", "127.0.0.1:1"});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("cannot connect") != std::string::npos);
+}
+
+TEST_CASE("POST /yield: only from loopback; a bad body names the field") {
+  int calls = 0;
+  auto yield = [&](const std::string& to) -> std::optional<leasehold::yield_result> {
+    ++calls;
+    return leasehold::yield_result{leasehold::yield_status::handed_over, to.empty() ? "b" : to, ""};
+  };
+  using leasehold::agent::yield_reply;
+  CHECK(yield_reply("10.1.2.3", "", yield).first == 403);
+  CHECK(yield_reply("10.1.2.3", "", yield).second["error"].get<std::string>().find("loopback")
+        != std::string::npos);
+  CHECK(yield_reply("127.0.0.1", "[1]", yield).first == 400);
+  CHECK(yield_reply("127.0.0.1", "{\"to\": 3}", yield).second["error"]
+        == "POST /yield: body.to: must be a string (an identity)");
+  CHECK(yield_reply("::1", "{\"too\": \"x\"}", yield).first == 400);
+  CHECK(calls == 0);
+  auto ok = yield_reply("::1", "{\"to\": \"c\"}", yield);
+  CHECK(ok.first == 200);
+  CHECK(ok.second["successor"] == "c");
+  CHECK(yield_reply("127.0.0.1", "", yield).second["status"] == "handed_over");
+  auto none = [](const std::string&) -> std::optional<leasehold::yield_result> { return std::nullopt; };
+  CHECK(yield_reply("127.0.0.1", "", none).first == 504);
+}
+
+TEST_CASE("etcd: leasehold yield --to hands over to each named agent in turn (the target travels "
+          "in the key's value)") {
+  temp_dir dir;
+  etcd_server etcd(dir);
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
+  auto config = write_short_config(dir, short_config()["timings"]);
+  three_agents agents(dir, config, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()});
+  agent* leader = nullptr;
+  REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 20s));
+  // Each round names the agent that would not be next by order: a chance winner would miss.
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    agent* target = nullptr;
+    for (auto* x : agents.all)
+      if (x != leader)
+        target = x;   // the last one that is not the leader
+    REQUIRE(wait_until([&] { return agent_state(*target)["holder"] == leader->identity(); }, 5s));
+    auto r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*leader)}, 20s);
+    CHECK_MESSAGE(r.code == 0, r.err);
+    REQUIRE(wait_until([&] { return leader_of(agents) == target; }, 5s));
+    CHECK(journaled(*leader, "module_stopped") <= journaled(*target, "module_started"));
+    leader = target;
+  }
+}

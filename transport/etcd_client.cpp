@@ -1,0 +1,471 @@
+#include "transport/etcd_client.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/base64.hpp"
+#include "transport/etcd_wire.hpp"
+#include "transport/kube_client.hpp"
+
+namespace leasehold {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Errors after which another endpoint may answer.
+bool fail_over_on(error_kind k) {
+  return k == error_kind::connection_refused || k == error_kind::disconnected
+         || k == error_kind::timeout
+         || k == error_kind::server_error || k == error_kind::tls_error;
+}
+
+} // namespace
+
+std::vector<std::string> validate(const etcd_config& cfg) {
+  std::vector<std::string> errs;
+  if (cfg.endpoints.empty())
+    errs.push_back("etcd.endpoints: must list at least one endpoint");
+  for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
+    auto& ep = cfg.endpoints[i];
+    bool https = ep.rfind("https://", 0) == 0;
+    if (!https && ep.rfind("http://", 0) != 0)
+      errs.push_back("etcd.endpoints[" + std::to_string(i)
+                     + "]: must start with http:// or https:// (is \"" + ep + "\")");
+    else if (!https && !cfg.http.ca_file.empty())
+      errs.push_back("etcd.endpoints[" + std::to_string(i)
+                     + "]: ca_file is set but the endpoint is http://");
+  }
+  if (cfg.prefix.empty() || cfg.prefix.front() != '/')
+    errs.push_back("etcd.prefix: must start with / (is \"" + cfg.prefix + "\")");
+  if (cfg.http.client_cert_file.empty() != cfg.http.client_key_file.empty())
+    errs.push_back("etcd.cert_file, etcd.key_file: must be set together");
+  if (cfg.username.empty() != cfg.password.empty())
+    errs.push_back("etcd.username, etcd.password: must be set together");
+  return errs;
+}
+
+struct etcd_client::impl {
+  etcd_config cfg;
+  std::vector<std::unique_ptr<kube_client>> servers;
+  size_t current = 0;
+  std::string token;   // auth token ("" without auth or before authenticate)
+
+  explicit impl(etcd_config c) : cfg(std::move(c)) {
+    for (auto& ep : cfg.endpoints) {
+      auto conn = cfg.http;
+      conn.server = ep;
+      servers.push_back(std::make_unique<kube_client>(std::move(conn)));
+    }
+  }
+
+  /// One exchange with the current server: the parsed JSON body of a 2xx
+  /// reply, or the error (gRPC code mapped) of anything else.
+  api_result<json> exchange(kube_client& server, const std::string& path, const json& body) {
+    http_headers headers;
+    if (!token.empty())
+      headers.emplace_back("Authorization", token);
+    auto text = body.dump();
+    auto r = server.send("POST", path, &text, headers);
+    if (!r.ok())
+      return api_result<json>::failure(r.error);
+    auto parsed = json::parse(r.value->body, nullptr, false);
+    int status = r.value->status;
+    if (status >= 200 && status < 300) {
+      if (!parsed.is_object())
+        return api_result<json>::failure(api_error{error_kind::malformed_body, status, "POST", path,
+            "body: not a JSON object"});
+      return api_result<json>::success(std::move(parsed));
+    }
+    int code = 0;
+    std::string reason = "HTTP " + std::to_string(status);
+    if (parsed.is_object()) {
+      if (auto c = parsed.find("code"); c != parsed.end() && c->is_number_integer())
+        code = c->get<int>();
+      if (auto m = parsed.find("message"); m != parsed.end() && m->is_string())
+        reason = m->get<std::string>();
+    }
+    return api_result<json>::failure(
+      api_error{grpc_kind(code, status), status, "POST", path, reason});
+  }
+
+  bool authenticate(kube_client& server, api_error& err) {
+    const std::string path = "/v3/auth/authenticate";
+    auto r = exchange(server, path, {{"name", cfg.username}, {"password", cfg.password}});
+    if (!r.ok()) {
+      err = r.error;
+      return false;
+    }
+    auto it = r.value->find("token");
+    if (it == r.value->end() || !it->is_string() || it->get<std::string>().empty()) {
+      err = api_error{error_kind::malformed_body, 0, "POST", path, "token: missing"};
+      return false;
+    }
+    token = it->get<std::string>();
+    return true;
+  }
+
+  /// POST `body` to `path`, failing over between endpoints.
+  api_result<json> call(const std::string& path, const json& body) {
+    api_error last = api_error{error_kind::other, 0, "POST", path, "no endpoints"};
+    bool reauthenticated = false;
+    for (size_t tries = 0; tries < servers.size(); ++tries) {
+      auto& server = *servers[current];
+      if (!cfg.username.empty() && token.empty() && !authenticate(server, last)) {
+        if (!fail_over_on(last.kind))
+          return api_result<json>::failure(last);
+        current = (current + 1) % servers.size();
+        continue;
+      }
+      auto r = exchange(server, path, body);
+      if (r.ok())
+        return r;
+      last = r.error;
+      last.reason += " (endpoint " + cfg.endpoints[current] + ")";
+      if (r.kind() == error_kind::unauthorized && !cfg.username.empty() && !reauthenticated) {
+        token.clear();   // simple tokens expire: authenticate again, once
+        reauthenticated = true;
+        --tries;
+        continue;
+      }
+      if (!fail_over_on(r.kind()))
+        return api_result<json>::failure(last);
+      current = (current + 1) % servers.size();
+    }
+    return api_result<json>::failure(last);
+  }
+
+  /// One streaming POST (a watch) to the current endpoint, authenticated
+  /// like call(). A failure after which another endpoint may answer moves
+  /// the next call to the next endpoint, except a stream that opened and
+  /// then went quiet for `idle` (kind timeout): nothing says its member is
+  /// unwell.
+  api_error stream(const std::string& path, const json& body, std::chrono::milliseconds idle,
+                   const std::function<void()>& on_open,
+                   const std::function<bool(const char*, std::size_t)>& on_data) {
+    auto& server = *servers[current];
+    api_error err;
+    if (!cfg.username.empty() && token.empty() && !authenticate(server, err)) {
+      err.reason += " (endpoint " + cfg.endpoints[current] + ")";
+      if (fail_over_on(err.kind))
+        current = (current + 1) % servers.size();
+      return err;
+    }
+    http_headers headers;
+    if (!token.empty())
+      headers.emplace_back("Authorization", token);
+    auto text = body.dump();
+    bool opened = false;
+    err = server.stream("POST", path, &text, headers, idle, [&] {
+      opened = true;
+      on_open();
+    }, on_data);
+    if (err.kind == error_kind::none)
+      return err;
+    err.reason += " (endpoint " + cfg.endpoints[current] + ")";
+    if (err.kind == error_kind::unauthorized)
+      token.clear();   // authenticate again on the next stream
+    if (fail_over_on(err.kind) && !(opened && err.kind == error_kind::timeout))
+      current = (current + 1) % servers.size();
+    return err;
+  }
+
+  // -- the lease mapping -------------------------------------------------------
+
+  std::string key_of(const lease_key& k) const { return etcd_scope{cfg.prefix, k.ns}.key(k.name); }
+
+  static std::string value_of(const lease_spec& s) {
+    json v = {{"holderIdentity", s.holder_identity}};
+    if (s.lease_duration_seconds)
+      v["leaseDurationSeconds"] = *s.lease_duration_seconds;
+    if (s.acquire_time)
+      v["acquireTime"] = format_micro_time(*s.acquire_time);
+    if (!s.preferred_holder.empty())   // a handover's successor (docs/operations.md)
+      v["preferredHolder"] = s.preferred_holder;
+    if (!s.strategy.empty())
+      v["strategy"] = s.strategy;
+    return v.dump();
+  }
+
+  struct current_key {
+    std::optional<etcd_kv> kv;
+    std::optional<lease> record;
+    std::int64_t revision = 0;   // the store's revision the range was read at
+  };
+
+  api_result<current_key> range(const lease_key& k) {
+    const std::string path = "/v3/kv/range";
+    auto r = call(path, {{"key", encode_base64(key_of(k))}});
+    if (!r.ok())
+      return api_result<current_key>::failure(r.error);
+    auto kv = first_kv(*r.value);
+    if (!kv.ok())
+      return api_result<current_key>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
+    current_key out;
+    out.kv = *kv.value;
+    out.revision = header_revision(*r.value);
+    if (out.kv) {
+      auto rec = to_lease(k, *out.kv);
+      if (!rec.ok())
+        return api_result<current_key>::failure(
+          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
+      out.record = std::move(rec.value);
+    }
+    return api_result<current_key>::success(std::move(out));
+  }
+
+  void revoke(const std::string& id) {
+    if (!id.empty() && id != "0")
+      call("/v3/lease/revoke", {{"ID", id}});
+  }
+
+  api_error not_found(const lease_key& k, std::string why) {
+    return api_error{error_kind::not_found, 404, "POST", "/v3/kv/range " + key_of(k),
+        std::move(why)};
+  }
+
+  api_error conflict(const std::string& path, const lease& cur, error_kind kind) {
+    return api_error{kind, 409, "POST", path,
+        "key held by \"" + cur.spec.holder_identity + "\" in term "
+          + std::to_string(cur.spec.lease_transitions)};
+  }
+
+  api_result<lease> get_lease(const lease_key& k) {
+    auto cur = range(k);
+    if (!cur.ok())
+      return api_result<lease>::failure(cur.error);
+    if (!cur.value->record) {
+      auto e = not_found(k, "no key " + key_of(k));
+      e.store_revision = cur.value->revision;
+      return api_result<lease>::failure(std::move(e));
+    }
+    auto rec = *cur.value->record;
+    // The remaining TTL of the key's etcd lease: a follower judges from it
+    // whether the key could have expired when it vanishes (docs/safety.md,
+    // "Writes from outside the protocol"). A key without a lease (written
+    // by hand) has none; a failed read leaves it unknown (judged as "could
+    // not have expired").
+    auto& id = cur.value->kv->lease_id;
+    if (!id.empty() && id != "0") {
+      auto t = call("/v3/lease/timetolive", {{"ID", id}});
+      std::int64_t ttl = 0;
+      if (t.ok() && int64_field(*t.value, "TTL", ttl))
+        rec.ttl_seconds = ttl;
+    }
+    return api_result<lease>::success(std::move(rec));
+  }
+
+  api_result<lease> create_lease(const lease& l) {
+    const std::string grant_path = "/v3/lease/grant";
+    int ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
+    auto g = call(grant_path, {{"TTL", std::to_string(ttl)}});
+    if (!g.ok())
+      return api_result<lease>::failure(g.error);
+    auto id = id_field(*g.value, "ID");
+    if (id.empty() || id == "0")
+      return api_result<lease>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", grant_path, "ID: missing"});
+    const std::string path = "/v3/kv/txn";
+    auto key = encode_base64(key_of(l.key()));
+    json txn = {
+      {"compare",
+       json::array({{{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
+                     {"create_revision", "0"}}})},
+      {"success",
+       json::array({{{"request_put",
+                      {{"key", key}, {"value", encode_base64(value_of(l.spec))}, {"lease", id}}}}})},
+      {"failure", json::array({{{"request_range", {{"key", key}}}}})},
+    };
+    auto t = call(path, txn);
+    if (!t.ok()) {
+      revoke(id);   // the put may or may not have happened: its key dies with the lease
+      return api_result<lease>::failure(t.error);
+    }
+    if (t.value->value("succeeded", false)) {
+      std::int64_t rev = header_revision(*t.value);
+      if (rev <= 0) {
+        revoke(id);
+        return api_result<lease>::failure(
+          api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
+      }
+      etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
+      auto rec = to_lease(l.key(), kv);
+      if (!rec.ok()) {
+        revoke(id);
+        return api_result<lease>::failure(
+          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
+      }
+      return api_result<lease>::success(std::move(*rec.value));
+    }
+    revoke(id);
+    auto cur = range(l.key());
+    if (cur.ok() && cur.value->record)
+      return api_result<lease>::failure(conflict(path, *cur.value->record,
+                                                 error_kind::already_exists));
+    return api_result<lease>::failure(
+      api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
+  }
+
+  api_result<lease> update_lease(const lease& l) {
+    auto cur = range(l.key());
+    if (!cur.ok())
+      return api_result<lease>::failure(cur.error);
+    if (!cur.value->record)
+      return api_result<lease>::failure(
+        not_found(l.key(), "no key " + key_of(l.key()) + " (its etcd lease expired or was revoked)"));
+    auto& rec = *cur.value->record;
+    auto& kv = *cur.value->kv;
+    bool same_term = rec.spec.lease_transitions == l.spec.lease_transitions;
+    if (l.spec.holder_identity.empty()) {   // release
+      if (!same_term)
+        return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+      // The released record on the key (same lease, if the term is still
+      // this one), and no revoke: followers tell the holder's own release
+      // from a delete or revoke by somebody else by it, a polling follower
+      // too (it may never see a key that is gone in between). A follower
+      // takes it (delete if unchanged + create); untaken, it goes with the
+      // etcd lease's TTL.
+      const std::string path = "/v3/kv/txn";
+      auto key = encode_base64(key_of(l.key()));
+      json txn = {
+        {"compare", json::array({{{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
+                                  {"create_revision", std::to_string(kv.create_revision)}}})},
+        {"success", json::array({{{"request_put",
+                                   {{"key", key}, {"value", encode_base64(value_of(l.spec))},
+                                    {"lease", kv.lease_id}}}}})},
+      };
+      auto m = call(path, txn);
+      if (!m.ok())
+        return api_result<lease>::failure(m.error);
+      if (!m.value->value("succeeded", false))
+        return api_result<lease>::failure(conflict(path, rec, error_kind::conflict));
+      lease out = rec;
+      out.spec = l.spec;
+      out.spec.lease_transitions = rec.spec.lease_transitions;
+      if (auto rev = header_revision(*m.value); rev > 0)
+        out.resource_version = std::to_string(rev);
+      return api_result<lease>::success(std::move(out));
+    }
+    if (!rec.spec.holder_identity.empty() && rec.spec.holder_identity != l.spec.holder_identity)
+      return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+    if (same_term) {   // renew
+      const std::string path = "/v3/lease/keepalive";
+      auto r = call(path, {{"ID", kv.lease_id}});
+      if (!r.ok())
+        return api_result<lease>::failure(r.error);
+      std::int64_t ttl = 0;
+      auto result = r.value->find("result");
+      if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
+        return api_result<lease>::failure(
+          api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing"});
+      if (ttl <= 0)
+        return api_result<lease>::failure(
+          not_found(l.key(), "etcd lease " + kv.lease_id + " expired"));
+      return api_result<lease>::success(rec);
+    }
+    // A new term on a released record (its revoke did not follow) or on a
+    // record naming this holder (the elector re-takes its own ended term):
+    // delete the old key if nobody wrote it since, then create it anew (a
+    // new create_revision, so a new term).
+    if (l.resource_version != rec.resource_version)
+      return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+    const std::string path = "/v3/kv/txn";
+    auto key = encode_base64(key_of(l.key()));
+    json txn = {
+      {"compare", json::array({{{"key", key}, {"target", "MOD"}, {"result", "EQUAL"},
+                                {"mod_revision", rec.resource_version}}})},
+      {"success", json::array({{{"request_delete_range", {{"key", key}}}}})},
+    };
+    auto d = call(path, txn);
+    if (!d.ok())
+      return api_result<lease>::failure(d.error);
+    if (!d.value->value("succeeded", false))
+      return api_result<lease>::failure(conflict(path, rec, error_kind::conflict));
+    revoke(kv.lease_id);
+    auto created = create_lease(l);
+    if (!created.ok() && created.kind() == error_kind::already_exists)
+      created.error.kind = error_kind::conflict;
+    return created;
+  }
+};
+
+etcd_client::etcd_client(etcd_config cfg) : impl_(std::make_unique<impl>(std::move(cfg))) {}
+
+etcd_client::~etcd_client() = default;
+
+template <class T = lease, class F>
+api_result<T> guarded(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return api_result<T>::failure(
+      api_error{error_kind::other, 0, "POST", what, std::string("internal error: ") + e.what()});
+  }
+}
+
+api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns) {
+  return guarded<etcd_scope_state>("/v3/kv/range", [&] {
+    const std::string path = "/v3/kv/range";
+    auto scope = this->scope(ns);
+    auto r = impl_->call(path, {{"key", encode_base64(scope.dir())},
+                                {"range_end", encode_base64(scope.range_end())}});
+    if (!r.ok())
+      return api_result<etcd_scope_state>::failure(r.error);
+    auto st = parse_scope_range(*r.value, scope);
+    if (!st.ok())
+      return api_result<etcd_scope_state>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, st.error});
+    return api_result<etcd_scope_state>::success(std::move(*st.value));
+  });
+}
+
+api_error etcd_client::stream(const std::string& path, const nlohmann::json& body,
+                              std::chrono::milliseconds idle_timeout,
+                              const std::function<void()>& on_open,
+                              const std::function<bool(const char*, std::size_t)>& on_data) {
+  try {
+    return impl_->stream(path, body, idle_timeout, on_open, on_data);
+  } catch (const std::exception& e) {
+    return api_error{error_kind::other, 0, "POST", path, std::string("internal error: ") + e.what()};
+  }
+}
+
+void etcd_client::stream_failed(error_kind kind) {
+  if (kind == error_kind::unauthorized)
+    impl_->token.clear();   // an expired simple token: authenticate again
+  if (fail_over_on(kind))
+    impl_->current = (impl_->current + 1) % impl_->servers.size();
+}
+
+void etcd_client::stop() {
+  for (auto& server : impl_->servers)
+    server->stop();
+}
+
+const etcd_config& etcd_client::config() const {
+  return impl_->cfg;
+}
+
+api_result<lease> etcd_client::get_lease(const lease_key& k) {
+  return guarded("/v3/kv/range", [&] { return impl_->get_lease(k); });
+}
+
+api_result<lease> etcd_client::create_lease(const lease& l) {
+  return guarded("/v3/kv/txn", [&] { return impl_->create_lease(l); });
+}
+
+api_result<lease> etcd_client::update_lease(const lease& l) {
+  return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
+}
+
+etcd_scope etcd_client::scope(const std::string& ns) const {
+  return {impl_->cfg.prefix, ns};
+}
+
+const std::string& etcd_client::current_endpoint() const {
+  return impl_->cfg.endpoints.at(impl_->current);
+}
+
+} // namespace leasehold

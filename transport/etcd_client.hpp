@@ -1,0 +1,65 @@
+// The blocking etcd v3 client (JSON gateway): endpoints and failover,
+// authentication, and the lease mapping of get / create / update onto keys,
+// etcd leases and transactions (transport/etcd_transport.hpp says how).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/transports.hpp"
+#include "transport/etcd_wire.hpp"
+
+namespace leasehold {
+
+/// Blocking etcd client: use it from a detached actor or a thread only.
+/// Every call goes to the current endpoint; on a connection error, timeout or
+/// an unavailable member it moves to the next endpoint (and stays there) and
+/// retries, at most once per endpoint.
+class etcd_client {
+public:
+  explicit etcd_client(etcd_config cfg);
+  ~etcd_client();
+  etcd_client(const etcd_client&) = delete;
+  etcd_client& operator=(const etcd_client&) = delete;
+
+  api_result<lease> get_lease(const lease_key& k);
+  api_result<lease> create_lease(const lease& l);
+  api_result<lease> update_lease(const lease& l);
+
+  /// Every lease record of namespace `ns` (one range over its scope) and
+  /// the store revision it was read at: a watch from revision + 1 misses
+  /// no change after this read.
+  api_result<etcd_scope_state> read_scope(const std::string& ns);
+  /// A streaming POST of `body` to `path` (a watch, see kube_client::stream)
+  /// on the current endpoint; a failure after which another endpoint may
+  /// answer (not a quiet stream's idle timeout) moves to the next endpoint.
+  api_error stream(const std::string& path, const nlohmann::json& body,
+                   std::chrono::milliseconds idle_timeout, const std::function<void()>& on_open,
+                   const std::function<bool(const char*, std::size_t)>& on_data);
+  /// A stream that opened then reported an error of `kind` in its body:
+  /// as for a failed call, authenticate again (unauthorized: simple tokens
+  /// expire) or move to the next endpoint (unavailable, no leader, ...).
+  void stream_failed(error_kind kind);
+  /// Aborts a blocking stream() from another thread.
+  void stop();
+  const etcd_config& config() const;
+
+  /// The keys of namespace `ns`: <prefix>/<ns>/<name>.
+  etcd_scope scope(const std::string& ns) const;
+  /// The endpoint the next call goes to.
+  const std::string& current_endpoint() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace leasehold

@@ -1,0 +1,23 @@
+// The etcd watch of one namespace's keys (POST /v3/watch on the gateway,
+// <prefix>/<namespace>/ with its range_end), shared by every subscriber of
+// a transport in that namespace and demultiplexed to them by lease name
+// (watch_fanout), on the loop every lease watch shares
+// (transport/lease_watch.hpp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "leasehold/transports.hpp"
+#include "transport/lease_watch.hpp"
+
+namespace leasehold {
+
+/// The stream of namespace `ns`, with a client of its own (own connection,
+/// own endpoint failover); it runs until destroyed. Subscribers join it
+/// through lease_watch_loop::join.
+std::unique_ptr<lease_watch_loop> make_etcd_watch(etcd_config cfg, const std::string& ns,
+                                                  caf::timespan idle_timeout,
+                                                  std::shared_ptr<watch_fanout> fanout);
+
+} // namespace leasehold

@@ -1,0 +1,101 @@
+// The etcd v3 JSON gateway's answers, parsed: int64 fields sent as JSON
+// strings, base64 keys and values, a key-value as a lease record (term =
+// create_revision, resourceVersion = mod_revision), gRPC error codes, and
+// the lines of a watch stream. Every error names the field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+
+namespace leasehold {
+
+/// One key-value as /v3/kv/range returns it (int64 fields are JSON strings,
+/// absent when zero; key and value base64).
+struct etcd_kv {
+  std::string key;        // decoded ("" when the reply leaves it out)
+  std::int64_t create_revision = 0;
+  std::int64_t mod_revision = 0;
+  std::string lease_id;   // "0" or absent: no lease
+  std::string value;
+};
+
+/// The keys of one namespace: <prefix>/<namespace>/<name>. A watch or a
+/// range of the whole scope is [dir(), range_end()).
+struct etcd_scope {
+  std::string prefix;
+  std::string ns;
+  std::string dir() const { return prefix + "/" + ns + "/"; }
+  std::string key(const std::string& name) const { return dir() + name; }
+  /// The first key after every key that starts with dir().
+  std::string range_end() const;
+  /// The lease name of `key`; nullopt when it is not a key of this scope.
+  std::optional<std::string> name_of(const std::string& key) const;
+};
+
+/// An int64 field sent as a JSON string (or number); 0 when absent.
+bool int64_field(const nlohmann::json& j, const char* name, std::int64_t& out);
+/// An etcd lease ID field as text ("0" when absent, "" when not an ID).
+std::string id_field(const nlohmann::json& j, const char* name);
+/// gRPC status code (in the gateway's error body) to an error kind.
+error_kind grpc_kind(int code, int http_status);
+/// One key-value object of a range reply or a watch event (`where` names
+/// it in errors: "kvs[0]", "events[1].kv").
+parse_result<etcd_kv> parse_kv(const nlohmann::json& j, const std::string& where);
+/// kvs[0] of a range reply; nullopt when the key does not exist.
+parse_result<std::optional<etcd_kv>> first_kv(const nlohmann::json& reply);
+/// The lease record for `kv` (of a range reply or a watch event, `where`):
+/// the value's holder, duration and acquire time, leaseTransitions =
+/// create_revision, resourceVersion = mod_revision.
+parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
+                             const std::string& where = "kvs[0]");
+/// header.revision of a reply; 0 when absent or not an int64.
+std::int64_t header_revision(const nlohmann::json& reply);
+
+/// Every key of a scope as one range read saw it.
+struct etcd_scope_state {
+  std::map<std::string, lease> records;   // by lease name
+  std::int64_t revision = 0;              // the store's revision at the read
+};
+/// A range reply over `scope`: the records by name (a key whose value is
+/// no lease record, or with a name outside the scope, is left out: it is
+/// nobody's lease); the error names a malformed kv ("kvs[3].mod_revision: ...").
+parse_result<etcd_scope_state> parse_scope_range(const nlohmann::json& reply,
+                                                 const etcd_scope& scope);
+
+/// One message of an etcd watch stream (the gateway writes one JSON object
+/// per line: {"result":{...}} or {"error":{...}}).
+struct etcd_watch_message {
+  struct event {
+    std::string name;              // the lease name (the key in the watched scope)
+    bool deleted = false;          // DELETE (an expired or revoked lease, too); else PUT
+    std::optional<lease> record;   // PUT: the record, parsed as etcd_client::get_lease does
+    std::string error;             // PUT of a value that is no lease record: why (no record)
+    std::int64_t mod_revision = 0;
+  };
+  bool created = false;            // the watch is set up
+  bool canceled = false;           // the server ended this watch
+  std::int64_t compact_revision = 0;   // canceled: the start revision is compacted away
+  std::string cancel_reason;
+  std::vector<event> events;
+  bool error = false;              // {"error":...}: the gateway's stream failed
+  int grpc_code = 0;
+  int http_code = 0;
+  std::string message;             // error: its message
+};
+
+/// Parses one line of a watch of `scope`; the error names the field
+/// ("result.events[0].kv.create_revision: ..."). A PUT whose value is no
+/// lease record is not an error of the line: its event says why (the
+/// watcher decides whether anybody follows that key).
+parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
+                                                       const etcd_scope& scope);
+
+} // namespace leasehold
