@@ -129,15 +129,22 @@ caf::timespan liveness_bound(const election_timings& t, backend_kind backend) {
   return liveness_bound(longer);
 }
 
-scenario generate(std::uint64_t seed) {
+scenario generate(std::uint64_t seed, const world& w) {
   draw d{std::mt19937_64{seed * 0x9E3779B97F4A7C15ULL + 1}};
   // Choices added after the first generator draw from a stream of their
   // own, so every earlier choice of a seed stays what it was.
   draw later{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 7}};
+  // The multi-lease world's own choices (which lease an operation hits,
+  // the shared stream's faults): a single-lease seed draws none of them.
+  draw many{std::mt19937_64{seed * 0xBF58476D1CE4E5B9ULL + 11}};
   draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
+  if (w.replicas > 0)
+    sc.replicas = w.replicas;
+  sc.leases = std::max<std::size_t>(1, w.leases);
+  sc.shared_watch = w.many();
   sc.timings = draw_timings(d);
   sc.supervision.intensity = d.range(1, 4);
   sc.supervision.period = d.span(5s, 30s);
@@ -165,6 +172,8 @@ scenario generate(std::uint64_t seed) {
       g.at = begin + bound + 2 * ld;
       g.param = -1;
       g.duration = sc.timings.module_stop_timeout + sc.timings.release_timeout + 2 * rt + 1s;
+      if (w.many())   // the leader of which lease (it releases every lease it holds)
+        g.lease = many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(g);
     }
     return begin + quiet_len;
@@ -209,16 +218,39 @@ scenario generate(std::uint64_t seed) {
         case op_kind::disable: o.param = later.range(0, 2); break;   // all / only work / only side
         default: break;
       }
+      if (w.many())   // one lease's runner or modules, or every lease's (a quarter)
+        o.lease = many.unit() < 0.25 ? -1 : many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(o);
+    }
+    // The multi-lease world: faults of one replica's shared watch stream,
+    // each hitting every lease that replica holds at once.
+    if (w.many()) {
+      int streams = many.range(1, 6);
+      for (int i = 0; i < streams; ++i) {
+        op o;
+        o.kind = many.pick<op_kind>({op_kind::stream_cut, op_kind::stream_gone,
+                                     op_kind::stream_replay, op_kind::stream_delay});
+        o.at = chaos_begin + many.span(0ms, chaos_len);
+        o.replica = static_cast<std::size_t>(many.range(0, 6));
+        o.duration = many.unit() < 0.7 ? many.span(100ms, ld) : many.span(ld, 3 * ld);
+        if (o.kind == op_kind::stream_replay)
+          o.param = many.range(1, 20 * static_cast<int>(sc.leases));   // versions back
+        else if (o.kind == op_kind::stream_delay)
+          o.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       many.span(10ms, ld)).count());   // ms late
+        sc.ops.push_back(o);
+      }
     }
     // Writes from outside the protocol (an operator deleting the object or
     // cancelling the holder's claim), in one chaos window in two.
     if (later.unit() < 0.5) {
-      op w;
-      w.kind = op_kind::outside_write;
-      w.at = chaos_begin + later.span(0ms, chaos_len);
-      w.param = later.range(0, 1);
-      sc.ops.push_back(w);
+      op ow;
+      ow.kind = op_kind::outside_write;
+      ow.at = chaos_begin + later.span(0ms, chaos_len);
+      ow.param = later.range(0, 1);
+      if (w.many())
+        ow.lease = many.unit() < 0.25 ? -1 : many.range(0, static_cast<int>(sc.leases) - 1);
+      sc.ops.push_back(ow);
     }
     // A yield (to anyone, to a replica, to one that does not exist), in one
     // chaos window in two.
@@ -227,6 +259,8 @@ scenario generate(std::uint64_t seed) {
       y.kind = op_kind::yield;
       y.at = chaos_begin + yields.span(0ms, chaos_len);
       y.param = yields.range(-1, 7);
+      if (w.many())   // which lease's leader yields
+        y.lease = many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(y);
     }
     op heal;

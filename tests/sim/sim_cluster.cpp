@@ -54,6 +54,10 @@ const char* to_string(op_kind k) {
     case op_kind::graceful_shutdown: return "graceful_shutdown";
     case op_kind::heal: return "heal";
     case op_kind::outside_write: return "outside_write";
+    case op_kind::stream_cut: return "stream_cut";
+    case op_kind::stream_gone: return "stream_gone";
+    case op_kind::stream_replay: return "stream_replay";
+    case op_kind::stream_delay: return "stream_delay";
     case op_kind::yield: return "yield";
   }
   return "?";
@@ -66,6 +70,8 @@ std::string op::describe() const {
     os << " for " << ms(duration) << "ms";
   if (param != 0)
     os << " param=" << param;
+  if (lease != 0)
+    os << " lease=" << (lease < 0 ? std::string("all") : std::to_string(lease));
   return os.str();
 }
 
@@ -110,6 +116,7 @@ void checker::started(probe_instance inst) {
     }
   }
   inst.started = t;
+  dirty = true;
   live.push_back(instances.size());
   instances.push_back(std::move(inst));
 }
@@ -119,6 +126,7 @@ void checker::ended(std::size_t index, time_point at) {
   if (i.stopped)
     return;
   i.stopped = at;
+  dirty = true;
   live.erase(std::find(live.begin(), live.end(), index));
 }
 
@@ -131,14 +139,22 @@ std::vector<std::string> checker::working(const std::function<bool(std::size_t)>
   return out;
 }
 
+void checker::track_fences() {
+  for (auto k : live)
+    if (auto& i = instances[k]; i.fence.valid_until)
+      i.last_valid_until = std::max(i.last_valid_until, i.fence.valid_until->load());
+}
+
 void checker::check(const std::function<bool(std::size_t)>& paused,
                     const std::optional<lease>& record) {
   auto t = now();
   auto w = working(paused);
   if (w.size() > 1)
     violations.push_back("two replicas run leader-only work: " + w[0] + " and " + w[1]);
+  dirty = false;
   for (auto k : live) {
     auto& i = instances[k];
+    dirty = dirty || i.stale_since.has_value();
     // Counted from the latest resume; a paused process does nothing.
     // A stale instance is gone within the budget of its resume, or, when
     // it cannot be stopped (hung), by the fatal exit: last renew sent +
@@ -246,28 +262,39 @@ public:
   explicit cluster(const scenario& sc) : sc_(sc), rng_(sc.seed ^ 0xA5A5A5A5DEADBEEFULL) {
     now_ = time_point{} + std::chrono::hours(1);
     start_ = now_;
-    chk_.now = [this] { return now_; };
-    chk_.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
-    chk_.room = chk_.stale_budget - sc_.timings.module_stop_timeout;
-    chk_.renew_deadline = sc_.timings.renew_deadline;
     if (sc_.backend == backend_kind::etcd) {
       etcd_ = std::make_shared<sim_etcd>([this] { return now_; });
       api_ = etcd_;
-      chk_.server_expiry = true;
     } else {
       kube_ = std::make_shared<sim_api>();
       api_ = kube_;
     }
-    chk_.peek = [this] { return api_->peek(lease_); };
+    // One checker per lease: the invariants are a lease's.
+    auto n = std::max<std::size_t>(1, sc_.leases);
+    chk_.resize(n);
+    live_.resize(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      leases_.push_back({"default", n == 1 ? "sim-lock" : "sim-lock-" + std::to_string(k)});
+      lease_index_[leases_.back().name] = k;
+      auto& c = chk_[k];
+      c.now = [this] { return now_; };
+      c.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
+      c.room = c.stale_budget - sc_.timings.module_stop_timeout;
+      c.renew_deadline = sc_.timings.renew_deadline;
+      c.server_expiry = sc_.backend == backend_kind::etcd;
+      c.peek = [this, k] { return api_->peek(leases_[k]); };
+    }
     api_->set_latency_jitter(sc_.base_latency, sc_.seed);
     // etcd has no released record: a release revokes the key, so a lease
     // "left behind by an earlier run" is no key at all there.
     if (sc_.precreated_lease && kube_)
-      kube_->create_released(lease_);
+      for (auto& l : leases_)
+        kube_->create_released(l);
     procs_.resize(sc_.replicas);
     for (std::size_t i = 0; i < procs_.size(); ++i) {
       procs_[i].index = i;
       procs_[i].identity = "replica-" + std::to_string(i);
+      procs_[i].knobs.resize(n);
       start_proc(i);
     }
   }
@@ -321,7 +348,7 @@ public:
     run_result r;
     r.ok = ok();
     if (!r.ok)
-      r.violation = chk_.violations.front();
+      r.violation = first_violation();
     r.log = log_;
     r.steps = steps_;
     r.simulated = now_ - start_;
@@ -337,30 +364,59 @@ private:
     std::unique_ptr<caf::actor_system_config> cfg;
     std::unique_ptr<caf::actor_system> sys;
     caf::scheduler::test_coordinator* sched = nullptr;
-    runner_actor runner;
+    std::vector<runner_actor> runners;   // one per lease, all on `transport`
     lease_transport_actor transport;
     bool alive = false;
     bool paused = false;
-    knobs_by_module knobs;
+    std::vector<knobs_by_module> knobs;  // per lease
   };
 
-  bool ok() const { return chk_.ok(); }
+  bool ok() const {
+    return errors_.empty()
+           && std::all_of(chk_.begin(), chk_.end(), [](const checker& c) { return c.ok(); });
+  }
+
+  /// The lease named in a line of a multi-lease world ("" in a single-lease one).
+  std::string at_lease(std::size_t k) const {
+    return leases_.size() == 1 ? std::string{} : " [" + leases_[k].name + "]";
+  }
+
+  std::string first_violation() const {
+    if (!errors_.empty())
+      return errors_.front();
+    for (std::size_t k = 0; k < chk_.size(); ++k)
+      if (!chk_[k].ok())
+        return chk_[k].violations.front() + at_lease(k);
+    return {};
+  }
+
+  /// The leases an operation targets: its own (modulo the count), or every one (-1).
+  std::vector<std::size_t> targets(int lease) const {
+    std::vector<std::size_t> out;
+    if (lease < 0)
+      for (std::size_t k = 0; k < leases_.size(); ++k)
+        out.push_back(k);
+    else
+      out.push_back(static_cast<std::size_t>(lease) % leases_.size());
+    return out;
+  }
 
   void note(const std::string& line) {
     log_.push_back("t=" + std::to_string(ms(now_ - start_)) + "ms " + line);
   }
 
-  void violation(const std::string& what) { chk_.violations.push_back(what); }
+  void violation(const std::string& what) { errors_.push_back(what); }
 
   // -- processes ---------------------------------------------------------------
 
-  void register_probe(module_registry& reg, std::size_t replica, int incarnation) {
+  /// The probe module of replica `replica`'s runner of lease `lease`.
+  void register_probe(module_registry& reg, std::size_t replica, std::size_t lease, int incarnation) {
     module_type mt;
     mt.type = "simprobe";
     mt.default_leader_only = true;
-    mt.factory = [this, replica, incarnation](caf::actor_system& sys,
-                                              const module_context& ctx) -> caf::actor {
-      auto fn = [this, replica, incarnation, ctx](caf::event_based_actor* self) -> caf::behavior {
+    mt.factory = [this, replica, lease, incarnation](caf::actor_system& sys,
+                                                     const module_context& ctx) -> caf::actor {
+      auto fn = [this, replica, lease, incarnation, ctx](caf::event_based_actor* self) -> caf::behavior {
         if (!procs_[replica].alive || procs_[replica].incarnation != incarnation) {
           // The process is being torn down (kill_proc drains its mailboxes
           // after it died): in a real process no code runs any more.
@@ -377,11 +433,12 @@ private:
         inst.fence = ctx.fence;
         inst.settings = ctx.settings;
         inst.actor = self->id();
-        chk_.started(inst);
-        auto index = chk_.instances.size() - 1;
+        auto& chk = chk_[lease];
+        chk.started(inst);
+        auto index = chk.instances.size() - 1;
         if (ctx.leader_only)
-          note(ctx.identity + "/" + ctx.name + " starts, term " + std::to_string(inst.term));
-        self->attach_functor([this, index] { chk_.ended(index, now_); });
+          note(ctx.identity + "/" + ctx.name + " starts, term " + std::to_string(inst.term) + at_lease(lease));
+        self->attach_functor([this, lease, index] { chk_[lease].ended(index, now_); });
         auto knobs = std::make_shared<probe_knobs>(parse_knobs(ctx.settings));
         self->set_exit_handler([this, self, knobs, replica](caf::exit_msg& m) {
           if (knobs->hang_on_stop_ms > 0) {
@@ -400,9 +457,9 @@ private:
         return {
           [self](stop_now_atom) { self->quit(caf::exit_reason::user_shutdown); },
           [self](crash_atom) { self->quit(caf::make_error(caf::sec::runtime_error, "probe crash")); },
-          [this, index, knobs](module_settings& ms) {
+          [this, lease, index, knobs](module_settings& ms) {
             *knobs = parse_knobs(ms.settings);
-            chk_.instances[index].settings = ms.settings;
+            chk_[lease].instances[index].settings = ms.settings;
           },
           [](leadership_changed&) {},
         };
@@ -422,34 +479,42 @@ private:
     p.sys = std::make_unique<caf::actor_system>(*p.cfg);
     p.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(p.sys->scheduler());
     p.sched->clock().current_time = now_;
-    auto reg = std::make_shared<module_registry>();
-    register_probe(*reg, i, p.incarnation);
-    p.transport = spawn_sim_transport(*p.sys, api_, p.identity);
-    runner_options o;
-    o.identity = p.identity;
-    o.lease = lease_;
-    o.timings = sc_.timings;
-    o.supervision = sc_.supervision;
-    o.transport = p.transport;
-    o.registry = reg;
-    o.modules = make_config(p.knobs);
-    o.seed = rng_();
-    o.watch = sc_.watch;
-    o.backend.server_expiry = sc_.backend == backend_kind::etcd;
-    o.events = [this, i](const runtime_event& ev) { on_event(i, ev); };
-    // The process ends at this instant: its work with it. The teardown of
-    // its actor system follows once the current step has returned.
-    o.on_fatal = [this, i](const std::string& reason) {
-      end_work(i);
-      note(procs_[i].identity + " fatal exit: " + reason);
-      fatal_.push_back(i);
-    };
-    auto res = spawn_runner(*p.sys, std::move(o));
-    if (!res.errors.empty()) {
-      violation("generator produced an invalid configuration: " + res.errors.front());
-      return;
+    // Every runner of the process on one transport: with a shared watch,
+    // one stream carries every lease (a stream fault hits them all).
+    p.transport = spawn_sim_transport(*p.sys, api_, p.identity,
+                                      sc_.shared_watch ? sim_watch_sharing::per_namespace
+                                                       : sim_watch_sharing::per_subscriber);
+    p.runners.clear();
+    for (std::size_t k = 0; k < leases_.size(); ++k) {
+      auto reg = std::make_shared<module_registry>();
+      register_probe(*reg, i, k, p.incarnation);
+      runner_options o;
+      o.identity = p.identity;
+      o.lease = leases_[k];
+      o.timings = sc_.timings;
+      o.supervision = sc_.supervision;
+      o.transport = p.transport;
+      o.registry = reg;
+      o.modules = make_config(p.knobs[k]);
+      o.seed = rng_();
+      o.watch = sc_.watch;
+      o.backend.server_expiry = sc_.backend == backend_kind::etcd;
+      o.events = [this, i, k](const runtime_event& ev) { on_event(i, k, ev); };
+      // The process ends at this instant: its work (every lease's) with it.
+      // The teardown of its actor system follows once the current step has
+      // returned.
+      o.on_fatal = [this, i, k](const std::string& reason) {
+        end_work(i);
+        note(procs_[i].identity + " fatal exit: " + reason + at_lease(k));
+        fatal_.push_back(i);
+      };
+      auto res = spawn_runner(*p.sys, std::move(o));
+      if (!res.errors.empty()) {
+        violation("generator produced an invalid configuration: " + res.errors.front());
+        return;
+      }
+      p.runners.push_back(res.runner);
     }
-    p.runner = res.runner;
     p.alive = true;
     p.paused = false;
     note(p.identity + " process starts (incarnation " + std::to_string(p.incarnation) + ")");
@@ -457,9 +522,10 @@ private:
 
   /// Every module instance of replica i's current process ends now.
   void end_work(std::size_t i) {
-    for (auto k : std::vector<std::size_t>(chk_.live))   // ended() edits the list
-      if (chk_.instances[k].replica == i && chk_.instances[k].incarnation == procs_[i].incarnation)
-        chk_.ended(k, now_);
+    for (auto& chk : chk_)
+      for (auto k : std::vector<std::size_t>(chk.live))   // ended() edits the list
+        if (chk.instances[k].replica == i && chk.instances[k].incarnation == procs_[i].incarnation)
+          chk.ended(k, now_);
   }
 
   /// Replica i comes back as a new process after `d` (unless it already has).
@@ -480,10 +546,11 @@ private:
       note(p.identity + " process dies: " + why);
     p.alive = false;
     p.paused = false;
-    caf::anon_send_exit(p.runner, caf::exit_reason::kill);
+    for (auto& r : p.runners)
+      caf::anon_send_exit(r, caf::exit_reason::kill);
     caf::anon_send_exit(p.transport, caf::exit_reason::kill);
     p.sched->run();
-    p.runner = nullptr;
+    p.runners.clear();
     p.transport = nullptr;
     p.sys->await_actors_before_shutdown(false);
     p.sys.reset();
@@ -498,6 +565,7 @@ private:
     if (!p.alive || p.paused)
       return;
     p.paused = true;
+    recheck_all_ = true;
     note(p.identity + " process paused");
   }
 
@@ -506,35 +574,44 @@ private:
     if (!p.alive || !p.paused)
       return;
     p.paused = false;
+    recheck_all_ = true;
     p.sched->clock().current_time = now_;
-    for (auto& inst : chk_.instances)
-      if (inst.replica == i && inst.incarnation == p.incarnation && inst.leader_only
-          && !inst.stopped && !inst.fence.valid(now_))
-        inst.stale_since = now_;
+    for (auto& chk : chk_)
+      for (auto& inst : chk.instances)
+        if (inst.replica == i && inst.incarnation == p.incarnation && inst.leader_only
+            && !inst.stopped && !inst.fence.valid(now_))
+          inst.stale_since = now_;
     note(p.identity + " process resumed");
     fire_due(p);
   }
 
-  void configure(std::size_t i) {
+  /// Sends replica i's runner of lease k its configuration.
+  void configure(std::size_t i, std::size_t k) {
     auto& p = procs_[i];
     if (p.alive)
-      caf::anon_send(p.runner, make_config(p.knobs));
+      caf::anon_send(p.runners[k], make_config(p.knobs[k]));
   }
 
-  /// Turns a fault knob of replica i on (`set(knobs, true)`) for `d`, then
-  /// off again, sending the changed configuration each time.
-  void knobs_for(std::size_t i, caf::timespan d, std::function<void(knobs_by_module&, bool)> set) {
-    set(procs_[i].knobs, true);
-    configure(i);
-    later(d, [this, i, set] {
-      set(procs_[i].knobs, false);
-      configure(i);
-    });
+  /// Turns a fault knob of replica i's runners of `lease` (-1: every lease)
+  /// on (`set(knobs, true)`) for `d`, then off again, sending the changed
+  /// configuration each time.
+  void knobs_for(std::size_t i, int lease, caf::timespan d,
+                 std::function<void(knobs_by_module&, bool)> set) {
+    for (auto k : targets(lease)) {
+      set(procs_[i].knobs[k], true);
+      configure(i, k);
+      later(d, [this, i, k, set] {
+        set(procs_[i].knobs[k], false);
+        configure(i, k);
+      });
+    }
   }
 
   // -- scheduling --------------------------------------------------------------
 
   bool hung(std::size_t i, caf::resumable* job) {
+    if (hung_.empty())
+      return false;
     auto* a = dynamic_cast<caf::abstract_actor*>(job);
     if (a == nullptr)
       return false;
@@ -561,6 +638,8 @@ private:
     jobs.push_front(job);
     procs_[i].sched->run_once();
     ++steps_;
+    if (!trace_.empty())
+      trace_requests();
     for (auto f : fatal_) {
       kill_proc(f, "fatal exit");
       restart_later(f, 1s);
@@ -572,17 +651,32 @@ private:
     return true;
   }
 
+  /// LEASEHOLD_SIM_TRACE=<lease name>: every request for that lease that
+  /// reached the store goes into the step log (who, what, the answer, the
+  /// holder written or read).
+  void trace_requests() {
+    auto n = api_->request_count();
+    if (n == traced_)
+      return;
+    for (auto& r : api_->requests_since(traced_))
+      if (r.lease == "default/" + trace_)
+        note("store: " + r.client + " " + r.verb + " " + trace_ + " -> "
+             + (r.result == error_kind::none ? std::string("ok") : to_string(r.result))
+             + (r.holder.empty() ? std::string{} : " holder " + r.holder));
+    traced_ = n;
+  }
+
   /// Disable, disable again (other settings), re-enable, `gap` apart.
-  void config_burst(std::size_t i, caf::timespan gap) {
-    procs_[i].knobs.leader_only_enabled = false;
-    configure(i);
-    later(gap, [this, i] {
-      ++procs_[i].knobs.side.value;
-      configure(i);
+  void config_burst(std::size_t i, std::size_t k, caf::timespan gap) {
+    procs_[i].knobs[k].leader_only_enabled = false;
+    configure(i, k);
+    later(gap, [this, i, k] {
+      ++procs_[i].knobs[k].side.value;
+      configure(i, k);
     });
-    later(2 * gap, [this, i] {
-      procs_[i].knobs.leader_only_enabled = true;
-      configure(i);
+    later(2 * gap, [this, i, k] {
+      procs_[i].knobs[k].leader_only_enabled = true;
+      configure(i, k);
     });
   }
 
@@ -595,22 +689,22 @@ private:
       if (r.result != error_kind::none || (r.verb != "PUT" && r.verb != "POST"))
         continue;
       for (auto it = burst_on_acquire_.begin(); it != burst_on_acquire_.end(); ++it) {
-        auto& p = procs_[it->first];
-        if (r.client == p.identity && r.holder == p.identity && p.alive
-            && !current_leader_is(it->first)) {
+        auto [i, k] = it->first;
+        auto& p = procs_[i];
+        if (r.client == p.identity && r.holder == p.identity && r.lease == leases_[k].to_string()
+            && p.alive && !current_leader_is(i, k)) {
           auto gap = it->second;
-          auto i = it->first;
           burst_on_acquire_.erase(it);
-          note(p.identity + " config burst at its acquire write");
-          config_burst(i, gap);
+          note(p.identity + " config burst at its acquire write" + at_lease(k));
+          config_burst(i, k, gap);
           break;
         }
       }
     }
   }
 
-  bool current_leader_is(std::size_t i) {
-    auto l = current_leader();
+  bool current_leader_is(std::size_t i, std::size_t k) {
+    auto l = current_leader(k);
     return l && *l == i;
   }
 
@@ -637,8 +731,34 @@ private:
       it = it->second <= now_ ? hung_.erase(it) : std::next(it);
   }
 
+  /// Checks every lease whose work or record may have changed since its
+  /// last check (every lease once a process paused or resumed): the others'
+  /// verdicts stand. Time alone changes none (a fence only expires, which
+  /// ends no rule's exemption; a lease with a stale instance, which the
+  /// stale rule judges by time, is checked every step).
   void check() {
-    chk_.check([this](std::size_t r) { return procs_[r].paused; }, api_->peek(lease_));
+    if (auto v = api_->last_version(); v != seen_version_) {
+      for (auto& c : api_->changes_since({leases_.front().ns, ""}, seen_version_))
+        if (auto it = lease_index_.find(c.key.name); it != lease_index_.end())
+          chk_[it->second].dirty = true;
+      seen_version_ = v;
+    }
+    // Every request too: an etcd renew (a keepalive) changes no record but
+    // extends the fence the stale rule reads.
+    if (auto n = api_->request_count(); n != seen_requests_) {
+      for (auto& r : api_->requests_since(seen_requests_))
+        if (auto slash = r.lease.find('/'); slash != std::string::npos)
+          if (auto it = lease_index_.find(r.lease.substr(slash + 1)); it != lease_index_.end())
+            chk_[it->second].dirty = true;
+      seen_requests_ = n;
+    }
+    auto paused = [this](std::size_t r) { return procs_[r].paused; };
+    for (std::size_t k = 0; k < chk_.size(); ++k)
+      chk_[k].track_fences();
+    for (std::size_t k = 0; k < chk_.size(); ++k)
+      if (recheck_all_ || chk_[k].dirty)
+        chk_[k].check(paused, api_->peek(leases_[k]));
+    recheck_all_ = false;
   }
 
   void later(caf::timespan d, std::function<void()> f) {
@@ -647,8 +767,9 @@ private:
 
   // -- operations ----------------------------------------------------------------
 
-  std::optional<std::size_t> current_leader() {
-    auto w = chk_.working([this](std::size_t r) { return procs_[r].paused; });
+  /// The replica running lease k's leader-only work (none, or two: nullopt).
+  std::optional<std::size_t> current_leader(std::size_t k) {
+    auto w = chk_[k].working([this](std::size_t r) { return procs_[r].paused; });
     if (w.size() != 1)
       return std::nullopt;
     for (auto& p : procs_)
@@ -657,15 +778,15 @@ private:
     return std::nullopt;
   }
 
-  /// Asks a live runner `msg`, running the cluster (without moving time)
-  /// until it answers with a T.
+  /// Asks replica i's live runner of lease k `msg`, running the cluster
+  /// (without moving time) until it answers with a T.
   template <class T, class Msg>
-  std::optional<T> ask(std::size_t i, Msg msg) {
+  std::optional<T> ask(std::size_t i, std::size_t k, Msg msg) {
     auto& p = procs_[i];
     if (!p.alive || p.paused)
       return std::nullopt;
     caf::scoped_actor self{*p.sys};
-    self->send(caf::actor_cast<caf::actor>(p.runner), msg);
+    self->send(caf::actor_cast<caf::actor>(p.runners[k]), msg);
     for (int guard = 0; guard < 100'000 && self->mailbox().empty(); ++guard)
       if (!step())
         break;
@@ -675,13 +796,14 @@ private:
     return out;
   }
 
-  std::optional<runner_status> status(std::size_t i) {
-    return ask<runner_status>(i, get_status_atom::value);
+  std::optional<runner_status> status(std::size_t i, std::size_t k) {
+    return ask<runner_status>(i, k, get_status_atom::value);
   }
 
   void apply(const op& o) {
     auto i = o.replica % procs_.size();
     auto& p = procs_[i];
+    auto ks = targets(o.lease);
     note("op " + o.describe());
     switch (o.kind) {
       case op_kind::api_down:
@@ -713,25 +835,28 @@ private:
           etcd_->leader_change();
         } else {
           kube_->wipe();
-          chk_.last_wipe = now_;
+          for (auto& chk : chk_)
+            chk.last_wipe = now_;
         }
         break;
       case op_kind::elector_kill:
-        if (auto e = ask<caf::actor>(i, get_elector_atom::value); e && *e) {
-          note(p.identity + " elector killed");
-          caf::anon_send_exit(*e, caf::exit_reason::kill);
-        }
+        for (auto k : ks)
+          if (auto e = ask<caf::actor>(i, k, get_elector_atom::value); e && *e) {
+            note(p.identity + " elector killed" + at_lease(k));
+            caf::anon_send_exit(*e, caf::exit_reason::kill);
+          }
         break;
       case op_kind::crash_loop:
-        knobs_for(i, o.duration, [ms = o.param](knobs_by_module& k, bool on) {
+        knobs_for(i, o.lease, o.duration, [ms = o.param](knobs_by_module& k, bool on) {
           k.work.crash_after_ms = on ? ms : 0;
         });
         break;
       case op_kind::module_hang:
-        for (auto& inst : chk_.instances)
-          if (inst.replica == i && inst.incarnation == p.incarnation && inst.leader_only
-              && !inst.stopped && p.alive)
-            hung_[{i, inst.actor}] = now_ + std::chrono::milliseconds(o.param);
+        for (auto k : ks)
+          for (auto& inst : chk_[k].instances)
+            if (inst.replica == i && inst.incarnation == p.incarnation && inst.leader_only
+                && !inst.stopped && p.alive)
+              hung_[{i, inst.actor}] = now_ + std::chrono::milliseconds(o.param);
         break;
       case op_kind::stubborn_module: {
         // param 0: "work" ignores stops; 1: "side" hangs on stop; 2: both;
@@ -739,25 +864,25 @@ private:
         // it hangs while its replica goes on leading with "work".
         int kind = o.param > 2 ? o.param - 2 : o.param;
         int hang = kind >= 1 ? static_cast<int>(ms(o.duration)) + 1 : 0;
-        knobs_for(i, o.duration, [ignore = kind != 1, hang](knobs_by_module& k, bool on) {
+        knobs_for(i, o.lease, o.duration, [ignore = kind != 1, hang](knobs_by_module& k, bool on) {
           k.work.ignore_stop = on && ignore;
           k.side.hang_on_stop_ms = on ? hang : 0;
         });
         if (o.param > 2)
-          later(100ms, [this, i, d = o.duration] {
-            knobs_for(i, d, [](knobs_by_module& k, bool on) { k.side_off = on; });
+          later(100ms, [this, i, l = o.lease, d = o.duration] {
+            knobs_for(i, l, d, [](knobs_by_module& k, bool on) { k.side_off = on; });
           });
         break;
       }
       case op_kind::slow_module:
-        knobs_for(i, o.duration, [delay = o.param](knobs_by_module& k, bool on) {
+        knobs_for(i, o.lease, o.duration, [delay = o.param](knobs_by_module& k, bool on) {
           k.work.stop_delay_ms = on ? delay : 0;
         });
         break;
       case op_kind::disable:
         // param 0: every leader-only module; 1: only "work"; 2: only "side"
         // (a partial disable: the replica keeps leading with the other).
-        knobs_for(i, o.duration, [which = o.param](knobs_by_module& k, bool on) {
+        knobs_for(i, o.lease, o.duration, [which = o.param](knobs_by_module& k, bool on) {
           if (which == 1)
             k.work_off = on;
           else if (which == 2)
@@ -767,32 +892,38 @@ private:
         });
         break;
       case op_kind::enable:
-        p.knobs.leader_only_enabled = true;
-        p.knobs.work_off = p.knobs.side_off = false;
-        configure(i);
+        for (auto k : ks) {
+          p.knobs[k].leader_only_enabled = true;
+          p.knobs[k].work_off = p.knobs[k].side_off = false;
+          configure(i, k);
+        }
         break;
       case op_kind::change_value:
-        ++p.knobs.work.value;
-        configure(i);
+        for (auto k : ks) {
+          ++p.knobs[k].work.value;
+          configure(i, k);
+        }
         break;
       case op_kind::config_burst:
         // An odd gap: the burst waits for the replica's next acquire write
         // to land and fires while its answer is on the way back (the
         // window in which an old elector's late reply meets a new elector).
-        if (o.param % 2 == 1) {
-          if (burst_on_acquire_.empty())
-            requests_seen_ = api_->request_count();   // only writes from now on
-          burst_on_acquire_[i] = std::chrono::milliseconds(o.param / 8);
-          // Disarmed when its window ends: quiet windows stay quiet.
-          auto id = ++burst_arms_;
-          burst_arm_id_[i] = id;
-          later(o.duration, [this, i, id] {
-            if (burst_arm_id_[i] == id)
-              burst_on_acquire_.erase(i);
-          });
+        for (auto k : ks) {
+          if (o.param % 2 == 1) {
+            if (burst_on_acquire_.empty())
+              requests_seen_ = api_->request_count();   // only writes from now on
+            burst_on_acquire_[{i, k}] = std::chrono::milliseconds(o.param / 8);
+            // Disarmed when its window ends: quiet windows stay quiet.
+            auto id = ++burst_arms_;
+            burst_arm_id_[{i, k}] = id;
+            later(o.duration, [this, i, k, id] {
+              if (burst_arm_id_[{i, k}] == id)
+                burst_on_acquire_.erase({i, k});
+            });
+          }
+          else
+            config_burst(i, k, std::chrono::milliseconds(o.param));
         }
-        else
-          config_burst(i, std::chrono::milliseconds(o.param));
         break;
       case op_kind::pause:
         pause(i);
@@ -808,8 +939,8 @@ private:
         break;
       case op_kind::graceful_shutdown: {
         std::size_t target = i;
-        if (o.param == -1) {
-          auto l = current_leader();
+        if (o.param == -1) {   // the leader of the op's lease
+          auto l = current_leader(ks.front());
           if (!l)
             break;
           target = *l;
@@ -818,7 +949,8 @@ private:
         if (!t.alive || t.paused)
           break;
         note(t.identity + " shuts down gracefully");
-        caf::anon_send(t.runner, shutdown_atom::value);
+        for (auto& r : t.runners)   // every lease it holds
+          caf::anon_send(r, shutdown_atom::value);
         // The process exits once its runner is done (or at this bound), then
         // comes back as a new incarnation.
         later(o.duration, [this, target] {
@@ -830,31 +962,48 @@ private:
       case op_kind::heal:
         heal();
         break;
-      case op_kind::yield: {
-        auto l = current_leader();
+      case op_kind::yield: {   // the leader of the op's lease yields that lease
+        auto k = ks.front();
+        auto l = current_leader(k);
         if (!l || procs_[*l].paused)
           break;
         std::string to = o.param < 0   ? std::string()
                          : o.param == 7 ? std::string("replica-gone")
                                         : procs_[static_cast<std::size_t>(o.param) % procs_.size()].identity;
-        note(procs_[*l].identity + " yields to " + (to.empty() ? "anyone" : to));
-        caf::anon_send(procs_[*l].runner, yield_atom::value, to);
+        note(procs_[*l].identity + " yields to " + (to.empty() ? "anyone" : to) + at_lease(k));
+        caf::anon_send(procs_[*l].runners[k], yield_atom::value, to);
         break;
       }
       case op_kind::outside_write:
-        chk_.outside_write = true;
-        if (auto rec = api_->peek(lease_))
-          chk_.outside_ended_term = rec->spec.lease_transitions;
-        if (o.param == 1) {
-          api_->outside_revoke(lease_);
-        } else {
-          api_->outside_delete(lease_);
-          // A deleted Lease takes its term history with it, as a wipe does
-          // (docs/safety.md, Known limits): a replica that never saw the
-          // last term may number its own the same. Terms never overlap.
-          if (kube_)
-            chk_.last_wipe = now_;
+        for (auto k : ks) {
+          auto& chk = chk_[k];
+          chk.outside_write = true;
+          chk.dirty = true;   // the next check clears the flag
+          if (auto rec = api_->peek(leases_[k]))
+            chk.outside_ended_term = rec->spec.lease_transitions;
+          if (o.param == 1) {
+            api_->outside_revoke(leases_[k]);
+          } else {
+            api_->outside_delete(leases_[k]);
+            // A deleted Lease takes its term history with it, as a wipe does
+            // (docs/safety.md, Known limits): a replica that never saw the
+            // last term may number its own the same. Terms never overlap.
+            if (kube_)
+              chk.last_wipe = now_;
+          }
         }
+        break;
+      case op_kind::stream_cut:
+      case op_kind::stream_gone:
+      case op_kind::stream_replay:
+      case op_kind::stream_delay:
+        if (p.alive)
+          inject_stream_fault(p.transport,
+                              o.kind == op_kind::stream_cut      ? sim_stream_fault::cut
+                              : o.kind == op_kind::stream_gone   ? sim_stream_fault::gone
+                              : o.kind == op_kind::stream_replay ? sim_stream_fault::stale_replay
+                                                                 : sim_stream_fault::delay,
+                              o.duration, o.param);
         break;
     }
   }
@@ -865,40 +1014,50 @@ private:
     hung_.clear();
     timed_.clear();
     for (auto& p : procs_) {
-      p.knobs = knobs_by_module{};
-      if (!p.alive)
+      std::fill(p.knobs.begin(), p.knobs.end(), knobs_by_module{});
+      if (!p.alive) {
         start_proc(p.index);
-      else {
-        resume(p.index);
-        configure(p.index);
+        continue;
       }
+      resume(p.index);
+      for (std::size_t k = 0; k < leases_.size(); ++k)
+        configure(p.index, k);
+      if (sc_.shared_watch)   // (only the multi-lease world draws stream faults)
+        inject_stream_fault(p.transport, sim_stream_fault::none);
     }
   }
 
   // -- events and liveness ----------------------------------------------------------
 
-  void on_event(std::size_t i, const runtime_event& ev) {
+  void on_event(std::size_t i, std::size_t k, const runtime_event& ev) {
     auto& who = procs_[i].identity;
+    auto where = at_lease(k);
+    auto& l = live_[k];
     switch (ev.type) {
       case event_type::term_acquired:
-        note(who + " acquired term " + std::to_string(ev.term));
+        note(who + " acquired term " + std::to_string(ev.term) + where);
         break;
       case event_type::term_lost:
-        note(who + " lost term " + std::to_string(ev.term) + ": " + ev.reason);
-        if (in_quiet_ && quiet_leader_at_)
-          lost_in_quiet_ = who + " lost its term while no fault was active: " + ev.reason;
+        note(who + " lost term " + std::to_string(ev.term) + ": " + ev.reason + where);
+        if (in_quiet_ && l.quiet_leader_at)
+          l.lost_in_quiet = who + " lost its term while no fault was active: " + ev.reason;
         break;
       case event_type::lease_released:
-        note(who + " released the lease");
+        note(who + " released the lease" + where);
         if (in_quiet_)
-          released_at_ = chk_.last_release.value_or(now_);   // when the store freed it
+          l.released_at = chk_[k].last_release.value_or(now_);   // when the store freed it
         break;
       case event_type::outside_write:
-        note(who + " saw an outside write: " + ev.reason);
+        note(who + " saw an outside write: " + ev.reason + where);
         break;
       case event_type::module_killed:
         if (ev.leader_only)
-          note(who + "/" + ev.module + " killed: " + ev.reason);
+          note(who + "/" + ev.module + " killed: " + ev.reason + where);
+        break;
+      case event_type::watch_changed:
+        // The multi-lease world shows what its shared stream told each lease.
+        if (leases_.size() > 1)
+          note(who + " watch " + ev.detail + (ev.reason.empty() ? "" : ": " + ev.reason) + where);
         break;
       default:
         break;
@@ -909,11 +1068,16 @@ private:
     auto [b, e] = sc_.quiet[q];
     if (!in_quiet_)
       return start_ + b;
-    if (!quiet_leader_at_)
-      return std::min(start_ + e, start_ + b + liveness_bound(sc_.timings, sc_.backend));
-    if (released_at_)
-      return *released_at_ + handover_bound();
-    return start_ + e;
+    auto next = time_point::max();
+    for (auto& l : live_) {
+      if (!l.quiet_leader_at)
+        next = std::min({next, start_ + e, start_ + b + liveness_bound(sc_.timings, sc_.backend)});
+      else if (l.released_at)
+        next = std::min(next, *l.released_at + handover_bound());
+      else
+        next = std::min(next, start_ + e);
+    }
+    return next;
   }
 
   caf::timespan handover_bound() const {
@@ -922,9 +1086,9 @@ private:
            + 2 * t.effective_request_timeout() + 2 * sc_.base_latency;
   }
 
-  /// In quiet windows: a leader within the bound; then it keeps leading (no
-  /// term lost) unless it is shut down, and then a successor takes the
-  /// released lease within one poll.
+  /// In quiet windows, for every lease: a leader within the bound; then it
+  /// keeps leading (no term lost) unless it is shut down, and then a
+  /// successor takes the released lease within one poll.
   void liveness(std::size_t& q) {
     if (q >= sc_.quiet.size())
       return;
@@ -934,54 +1098,62 @@ private:
         return;
       in_quiet_ = true;
       quiet_requests_ = api_->request_count();
-      quiet_leader_at_.reset();
-      released_at_.reset();
-      lost_in_quiet_.clear();
+      std::fill(live_.begin(), live_.end(), lease_liveness{});
     }
-    auto leader = current_leader();
-    if (!quiet_leader_at_ && leader) {
-      quiet_leader_at_ = now_;
-      note("liveness: leader " + procs_[*leader].identity + " after "
-           + std::to_string(ms(now_ - (start_ + b))) + "ms of quiet");
-    }
-    if (!quiet_leader_at_ && now_ >= start_ + b + liveness_bound(sc_.timings, sc_.backend)) {
-      violation("no leader within " + std::to_string(ms(liveness_bound(sc_.timings, sc_.backend)))
-                + "ms after the faults healed");
-      return;
-    }
-    if (released_at_) {
-      if (leader && chk_.acquisitions.back().at >= *released_at_) {
-        note("handover after " + std::to_string(ms(now_ - *released_at_)) + "ms");
-        released_at_.reset();
-        lost_in_quiet_.clear();
-      } else if (now_ >= *released_at_ + handover_bound()) {
-        violation("the released lease was not taken within "
-                  + std::to_string(ms(handover_bound())) + "ms (one poll)");
+    auto bound = liveness_bound(sc_.timings, sc_.backend);
+    for (std::size_t k = 0; k < live_.size(); ++k) {
+      auto& l = live_[k];
+      if (l.quiet_leader_at && !l.released_at && l.lost_in_quiet.empty())
+        continue;   // led, and nothing to judge
+      auto leader = current_leader(k);
+      if (!l.quiet_leader_at && leader) {
+        l.quiet_leader_at = now_;
+        note("liveness: leader " + procs_[*leader].identity + " after "
+             + std::to_string(ms(now_ - (start_ + b))) + "ms of quiet" + at_lease(k));
+      }
+      if (!l.quiet_leader_at && now_ >= start_ + b + bound) {
+        violation("no leader within " + std::to_string(ms(bound)) + "ms after the faults healed"
+                  + at_lease(k));
         return;
       }
-    } else if (!lost_in_quiet_.empty()) {
-      violation(lost_in_quiet_);
-      return;
+      if (l.released_at) {
+        if (leader && chk_[k].acquisitions.back().at >= *l.released_at) {
+          note("handover after " + std::to_string(ms(now_ - *l.released_at)) + "ms" + at_lease(k));
+          l.released_at.reset();
+          l.lost_in_quiet.clear();
+        } else if (now_ >= *l.released_at + handover_bound()) {
+          violation("the released lease was not taken within "
+                    + std::to_string(ms(handover_bound())) + "ms (one poll)" + at_lease(k));
+          return;
+        }
+      } else if (!l.lost_in_quiet.empty()) {
+        violation(l.lost_in_quiet + at_lease(k));
+        return;
+      }
     }
     if (now_ >= start_ + e) {
-      for (auto& p : procs_) {
-        auto st = status(p.index);
-        bool wanted = p.knobs.leader_only_enabled && !(p.knobs.work_off && p.knobs.side_off);
-        if (st && wanted && !st->electing)
-          violation(p.identity + " has leader-only modules enabled but no elector and no respawn");
-        if (st && st->state == runner_state::leader) {
-          auto e = ask<caf::actor>(p.index, get_elector_atom::value);
-          if (e && !*e)
-            violation(p.identity + " is leader without an elector (nothing renews its term)");
+      for (auto& p : procs_)
+        for (std::size_t k = 0; k < leases_.size(); ++k) {
+          auto st = status(p.index, k);
+          auto& kn = p.knobs[k];
+          bool wanted = kn.leader_only_enabled && !(kn.work_off && kn.side_off);
+          if (st && wanted && !st->electing)
+            violation(p.identity + " has leader-only modules enabled but no elector and no respawn"
+                      + at_lease(k));
+          if (st && st->state == runner_state::leader) {
+            auto el = ask<caf::actor>(p.index, k, get_elector_atom::value);
+            if (el && !*el)
+              violation(p.identity + " is leader without an elector (nothing renews its term)"
+                        + at_lease(k));
+          }
         }
-      }
       // Without faults a replica sends about one request per retry period
-      // (a leader's renew, a polling follower's read; a watching follower
-      // less): twice that, plus room for a handover, bounds a window. More
-      // means something polls without pause.
+      // and lease (a leader's renew, a polling follower's read; a watching
+      // follower less): twice that, plus room for a handover, bounds a
+      // window. More means something polls without pause.
       auto sent = api_->request_count() - quiet_requests_;
       auto periods = static_cast<std::size_t>((e - b) / sc_.timings.retry_period) + 1;
-      auto budget = 2 * procs_.size() * periods + 100;
+      auto budget = (2 * procs_.size() * periods + 100) * leases_.size();
       if (sent > budget)
         violation("the store saw " + std::to_string(sent) + " requests in a quiet window of "
                   + std::to_string(ms(e - b)) + "ms (at most " + std::to_string(budget)
@@ -991,30 +1163,46 @@ private:
     }
   }
 
+  /// One lease's liveness in the current quiet window.
+  struct lease_liveness {
+    std::optional<time_point> quiet_leader_at;
+    std::optional<time_point> released_at;
+    std::string lost_in_quiet;
+  };
+
   const scenario& sc_;
   std::mt19937_64 rng_;
-  lease_key lease_{"default", "sim-lock"};
+  std::vector<lease_key> leases_;     // one per runner of each replica
   std::shared_ptr<sim_store> api_;    // the store, whichever backend
   std::shared_ptr<sim_api> kube_;     // set on Kubernetes
   std::shared_ptr<sim_etcd> etcd_;    // set on etcd
   std::vector<proc> procs_;
-  checker chk_;
+  std::vector<checker> chk_;          // per lease
+  std::vector<lease_liveness> live_;  // per lease
+  std::vector<std::string> errors_;   // violations the cluster itself finds
+  std::map<std::string, std::size_t> lease_index_;   // by lease name
+  std::uint64_t seen_version_ = 0;    // the store's last change the checkers saw
+  std::size_t seen_requests_ = 0;     // the store's request count then
+  std::string trace_ = [] {           // LEASEHOLD_SIM_TRACE: a lease whose requests are logged
+    const char* v = std::getenv("LEASEHOLD_SIM_TRACE");
+    return std::string(v != nullptr ? v : "");
+  }();
+  std::size_t traced_ = 0;
+  bool recheck_all_ = true;           // time moved, or a process paused or resumed
   time_point now_{};
   time_point start_{};
   std::multimap<time_point, std::function<void()>> timed_;
   std::map<std::pair<std::size_t, caf::actor_id>, time_point> hung_;
-  std::map<std::size_t, caf::timespan> burst_on_acquire_;   // armed bursts by replica
+  using runner_slot = std::pair<std::size_t, std::size_t>;   // (replica, lease)
+  std::map<runner_slot, caf::timespan> burst_on_acquire_;    // armed bursts
   std::size_t requests_seen_ = 0;
-  std::map<std::size_t, std::uint64_t> burst_arm_id_;   // the op that armed each burst
+  std::map<runner_slot, std::uint64_t> burst_arm_id_;   // the op that armed each burst
   std::uint64_t burst_arms_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> cands_;
   std::vector<std::string> log_;
   std::vector<std::size_t> fatal_;
   std::uint64_t steps_ = 0;
   bool in_quiet_ = false;
-  std::optional<time_point> quiet_leader_at_;
-  std::optional<time_point> released_at_;
-  std::string lost_in_quiet_;
   std::size_t quiet_requests_ = 0;   // the store's request count when the window began
 };
 
@@ -1025,9 +1213,9 @@ run_result run(const scenario& sc) {
   return c.run();
 }
 
-seed_report run_seed(std::uint64_t seed, backend_kind backend, bool shrink) {
+seed_report run_seed(std::uint64_t seed, backend_kind backend, bool shrink, const world& w) {
   seed_report rep;
-  rep.minimal = generate(seed);
+  rep.minimal = generate(seed, w);
   rep.minimal.backend = backend;
   rep.result = run(rep.minimal);
   if (rep.result.ok || !shrink)
@@ -1057,8 +1245,14 @@ std::string format_failure(const seed_report& r) {
      << ") FAILED: " << r.result.violation << "\n"
      << "  replay: LEASEHOLD_SIM_SEED=" << r.minimal.seed
      << (r.minimal.backend == backend_kind::etcd ? " LEASEHOLD_SIM_BACKEND=etcd" : "")
+     << (r.minimal.leases > 1 ? " LEASEHOLD_SIM_LEASES=" + std::to_string(r.minimal.leases)
+                                  + " LEASEHOLD_SIM_REPLICAS=" + std::to_string(r.minimal.replicas)
+                              : std::string{})
      << " build/tests/sim/sim-test\n"
-     << "  replicas " << r.minimal.replicas << ", lease " << ms(t.lease_duration) << "ms, renew deadline "
+     << "  replicas " << r.minimal.replicas
+     << (r.minimal.leases > 1 ? " x " + std::to_string(r.minimal.leases) + " leases (one watch stream each)"
+                              : std::string{})
+     << ", lease " << ms(t.lease_duration) << "ms, renew deadline "
      << ms(t.renew_deadline) << "ms, retry " << ms(t.retry_period) << "ms, stop timeout "
      << ms(t.module_stop_timeout) << "ms, request timeout " << ms(t.effective_request_timeout())
      << "ms, base latency " << ms(r.minimal.base_latency) << "ms, lease "

@@ -16,6 +16,11 @@
 //
 // The invariants are checked after every single message (see checker).
 //
+// In the multi-lease world (world::leases > 1) each replica holds many
+// leases: a runner per lease, every runner of the replica on one transport
+// with one shared watch stream, whose faults hit all its leases at once.
+// Each lease has its own checker and its own liveness judgement.
+//
 // The shared store has either backend's semantics (scenario::backend): the
 // Kubernetes Lease API (sim_api) or etcd (sim_etcd: revisions, lease TTLs
 // expiring by the store's clock, watch). A seed draws the same scenario for
@@ -123,12 +128,20 @@ public:
   std::int64_t outside_ended_term = -1;
   /// The record in the store now (for the rules checked when work starts).
   std::function<std::optional<lease>()> peek;
+  /// Work started or ended since the last check (the cluster also sets it
+  /// when the record changed): a check cannot be skipped. A check that
+  /// found a stale instance keeps it set (the stale rule is judged by time).
+  bool dirty = true;
 
   void started(probe_instance inst);
   void ended(std::size_t index, time_point at);
   /// Identities whose leader-only work runs now (alive, not stale, not paused).
   std::vector<std::string> working(const std::function<bool(std::size_t)>& paused) const;
   void check(const std::function<bool(std::size_t)>& paused, const std::optional<lease>& record);
+  /// Notes the latest end of every live instance's fence (a renew's reply
+  /// moves it in a step that need not dirty the lease; the stale rule needs
+  /// it after the term ended): every step, for every lease.
+  void track_fences();
   bool ok() const { return violations.empty(); }
 };
 
@@ -141,6 +154,11 @@ enum class op_kind {
   /// object (Lease / key), 1 cancels the holder's claim (Kubernetes:
   /// holderIdentity emptied; etcd: the key's etcd lease revoked).
   outside_write,
+  /// Faults of one replica's watch stream (sim_stream_fault), which a
+  /// shared stream carries for every lease of the replica: cut for
+  /// `duration`, 410 Gone / compaction, a replay from `param` versions
+  /// back, every event `param` ms late for `duration`.
+  stream_cut, stream_gone, stream_replay, stream_delay,
   /// The leader is asked to yield (yield_atom): param -1 to anyone, 7 to a
   /// replica that does not exist, else to replica param (modulo the count).
   yield,
@@ -153,12 +171,29 @@ struct op {
   std::size_t replica = 0;      // target (modulo the replica count)
   caf::timespan duration{0};    // how long the fault lasts (0: instant)
   int param = 0;                // status code, latency ms, hang ms, ...
+  /// The lease whose runner, modules or record it targets (modulo the
+  /// scenario's leases; -1: every lease of the replica).
+  int lease = 0;
   std::string describe() const;
+};
+
+/// The shape of the simulated world: how many leases each replica holds
+/// (one runner per lease, every runner of a replica on one transport) and
+/// how many replicas (0: drawn from the seed).
+struct world {
+  std::size_t leases = 1;
+  std::size_t replicas = 0;
+  /// The multi-lease world: every replica's runners share one watch stream
+  /// per namespace (sim_watch_sharing::per_namespace, as the HTTP
+  /// transport's), and the generator adds that stream's faults.
+  bool many() const { return leases > 1; }
 };
 
 struct scenario {
   std::uint64_t seed = 0;
   std::size_t replicas = 3;
+  std::size_t leases = 1;             // runners per replica, one lease each
+  bool shared_watch = false;          // one stream per replica for all its leases
   election_timings timings;
   supervision_policy supervision;
   caf::timespan base_latency{0};      // per-reply jitter in quiet periods
@@ -174,7 +209,10 @@ struct scenario {
 
 /// Draws a scenario from one 64-bit seed (all randomness of a run derives
 /// from the seed: replaying the seed replays the run exactly).
-scenario generate(std::uint64_t seed);
+/// The single-lease world's seeds (world{}) draw exactly what they drew
+/// before the multi-lease world existed; its draws come from a stream of
+/// their own.
+scenario generate(std::uint64_t seed, const world& w = {});
 
 /// The liveness bound after faults heal: the longest a correct cluster may
 /// take to have a leader again (see docs/safety.md).
@@ -202,7 +240,7 @@ struct seed_report {
   scenario minimal;
 };
 seed_report run_seed(std::uint64_t seed, backend_kind backend = backend_kind::kubernetes,
-                     bool shrink = true);
+                     bool shrink = true, const world& w = {});
 
 /// Formats a failure for the test log: seed, violation, replay hint, step log.
 std::string format_failure(const seed_report& r);

@@ -64,6 +64,8 @@ public:
   std::string path_of(const std::string& verb, const lease_key& k) const override;
   void outside_delete(const lease_key& k) override;   // etcdctl del
   void outside_revoke(const lease_key& k) override;   // etcdctl lease revoke
+  /// A compacted watch re-reads its keys: one gone since is reported deleted.
+  bool relist_tells_deleted() const override { return true; }
 
 private:
   struct kv {

@@ -1,5 +1,6 @@
 // scripts/soak: runs any number of simulation seeds and reports throughput.
 //   sim-soak --seeds N [--first S] [--backend kubernetes|etcd] [--no-shrink]
+//            [--leases L [--replicas R]]   (the multi-lease world: L leases per replica)
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   std::uint64_t seeds = 1000, first = 1;
   bool shrink = true;
   backend_kind backend = backend_kind::kubernetes;
+  world w;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seeds") && i + 1 < argc)
       seeds = std::strtoull(argv[++i], nullptr, 10);
@@ -22,8 +24,13 @@ int main(int argc, char** argv) {
       backend = *parse_backend(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-shrink"))
       shrink = false;
+    else if (!std::strcmp(argv[i], "--leases") && i + 1 < argc)
+      w.leases = std::strtoull(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--replicas") && i + 1 < argc)
+      w.replicas = std::strtoull(argv[++i], nullptr, 10);
     else {
-      std::cerr << "usage: sim-soak --seeds N [--first S] [--backend kubernetes|etcd] [--no-shrink]\n";
+      std::cerr << "usage: sim-soak --seeds N [--first S] [--backend kubernetes|etcd] [--no-shrink]"
+                   " [--leases L [--replicas R]]\n";
       return 2;
     }
   }
@@ -31,7 +38,7 @@ int main(int argc, char** argv) {
   std::uint64_t steps = 0, failed = 0;
   double simulated = 0;
   for (auto s = first; s < first + seeds; ++s) {
-    auto rep = run_seed(s, backend, shrink);
+    auto rep = run_seed(s, backend, shrink, w);
     steps += rep.result.steps;
     simulated += std::chrono::duration<double>(rep.result.simulated).count();
     if (!rep.result.ok) {
@@ -40,7 +47,11 @@ int main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "soak (" << to_string(backend) << "): seeds " << first << ".." << first + seeds - 1 << ": " << seeds - failed
+  std::cout << "soak (" << to_string(backend);
+  if (w.many())
+    std::cout << ", " << w.leases << " leases x " << (w.replicas > 0 ? std::to_string(w.replicas) : "drawn")
+              << " replicas";
+  std::cout << "): seeds " << first << ".." << first + seeds - 1 << ": " << seeds - failed
             << " passed, " << failed << " failed in " << secs << " s; " << seeds / secs
             << " seeds/s, " << steps / std::max<std::uint64_t>(seeds, 1) << " steps/seed, "
             << steps / secs << " steps/s, " << simulated / seeds << " s simulated per seed\n";

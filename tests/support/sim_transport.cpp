@@ -1,6 +1,7 @@
 #include "tests/support/sim_transport.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "transport/kube_client.hpp"
 
@@ -141,9 +142,14 @@ std::vector<sim_store::change> sim_store::changes_since(const lease_key& k,
   auto first = std::upper_bound(changes_.begin(), changes_.end(), rv,
                                 [](std::uint64_t v, const change& c) { return v < c.rv; });
   for (auto i = first; i != changes_.end(); ++i)
-    if (i->key == k)
+    if (k.name.empty() ? i->key.ns == k.ns : i->key == k)
       out.push_back(*i);
   return out;
+}
+
+std::uint64_t sim_store::last_version() const {
+  std::lock_guard<std::mutex> g(net_mx_);
+  return changes_.empty() ? 0 : changes_.back().rv;
 }
 
 void sim_store::record_change(change c) {
@@ -299,25 +305,41 @@ using deliver_atom = caf::atom_constant<caf::atom("lh_deliver")>;
 using arrive_atom = caf::atom_constant<caf::atom("lh_arrive")>;
 using watch_poke_atom = caf::atom_constant<caf::atom("lh_wpoke")>;
 using watch_idle_atom = caf::atom_constant<caf::atom("lh_widle")>;
+using stream_fault_atom = caf::atom_constant<caf::atom("lh_wfault")>;
 
-/// One watch stream of a subscriber, as the simulated transport keeps it.
+using time_point = caf::actor_clock::time_point;
+
+/// One watch stream, as the simulated transport keeps it: a subscriber's
+/// own (scope: its lease) or a namespace's shared one (scope: the
+/// namespace, name empty).
 struct sim_watch {
-  lease_watch_request req;
+  lease_key scope;
+  caf::timespan idle_timeout{0};
+  std::map<std::string, std::vector<caf::actor>> subscribers;   // by lease name
   std::uint64_t rv = 0;           // the last change delivered
-  bool up = false;                // a stream is open (the subscriber was told)
+  bool up = false;                // a stream is open (the subscribers were told)
+  bool said = false;              // up or down was told at least once
   bool idle_check = false;        // a hung stream's idle timer runs
-  caf::actor_clock::time_point last_delivery{};
+  time_point last_delivery{};
+  std::set<std::string> present;  // names whose last event said the object exists
+  // Its own faults (sim_stream_fault).
+  time_point cut_until{};
+  bool gone = false;              // starts again from the current state once open
+  caf::timespan delay{0};
+  time_point delay_until{};
 };
 
 struct sim_transport_state {
   std::shared_ptr<sim_store> api;
   std::string client;
+  sim_watch_sharing sharing = sim_watch_sharing::per_subscriber;
   std::vector<caf::response_promise> hanging;   // never answered (kept, not dropped)
   std::map<std::uint64_t, std::pair<caf::response_promise, caf::message>> delayed;
   /// Requests on their way to the store: what they do there, then the reply leg.
   std::map<std::uint64_t, std::pair<std::function<caf::message()>, caf::timespan>> arriving;
   std::uint64_t next_id = 0;
-  std::map<caf::actor_addr, sim_watch> watches;
+  std::map<caf::actor_addr, sim_watch> watches;   // per subscriber
+  std::map<std::string, sim_watch> shared;        // per namespace
   std::uint64_t watcher_id = 0;                 // registration with the api (0: none)
   static inline const char* name = "leasehold.sim_transport";
 };
@@ -355,40 +377,72 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
   return caf::delegated<Reply>{};
 }
 
-/// Sends `ev` to the watch's subscriber after the simulated latency, never
+/// Sends `ev` to the subscribers of lease `name` (empty: a change of the
+/// stream's health, to every subscriber) after the simulated latency, never
 /// before an earlier event of the same stream (a stream keeps its order).
-void deliver_watch(sim_self self, sim_watch& w, lease_watch_event ev) {
+void deliver_watch(sim_self self, sim_watch& w, lease_watch_event ev, const std::string& name = {}) {
   auto now = self->clock().now();
-  auto at = std::max(now + self->state.api->draw_latency(), w.last_delivery);
+  auto extra = now < w.delay_until ? w.delay : caf::timespan{0};
+  auto at = std::max(now + self->state.api->draw_latency() + extra, w.last_delivery);
   w.last_delivery = at;
-  self->delayed_send(w.req.subscriber, at - now, std::move(ev));
+  using kind = lease_watch_event::kind;
+  if (name.empty()) {
+    w.said = true;
+    for (auto& [n, subs] : w.subscribers)
+      for (auto& s : subs)
+        self->delayed_send(s, at - now, ev);
+    return;
+  }
+  if (ev.what == kind::record)
+    w.present.insert(name);
+  else if (ev.what == kind::deleted)
+    w.present.erase(name);
+  auto i = w.subscribers.find(name);
+  if (i != w.subscribers.end())
+    for (auto& s : i->second)
+      self->delayed_send(s, at - now, ev);
+}
+
+/// The stream starts again from the current state: each subscribed lease's
+/// record, and, where the store's re-list says so, the delete of one it
+/// last reported present.
+void relist(sim_self self, sim_watch& w) {
+  auto& api = *self->state.api;
+  w.rv = api.last_version();
+  for (auto& [name, subs] : w.subscribers) {
+    if (auto rec = api.peek({w.scope.ns, name}))
+      deliver_watch(self, w, {lease_watch_event::kind::record, std::move(rec), {}}, name);
+    else if (api.relist_tells_deleted() && w.present.count(name) != 0)
+      deliver_watch(self, w, {lease_watch_event::kind::deleted, std::nullopt, {}}, name);
+  }
 }
 
 /// Brings one watch up to date with the store and the faults: a refused or
-/// failing API closes the stream (`down`); a hanging one just stops
-/// delivering, and is declared down after the idle timeout; once the API
-/// answers again the stream reopens (`up`) and resumes after its last
-/// delivered version.
-void sync_watch(sim_self self, sim_watch& w) {
+/// failing API (or a cut stream) closes the stream (`down`); a hanging one
+/// just stops delivering, and is declared down after the idle timeout; once
+/// the API answers again the stream reopens (`up`) and resumes after its
+/// last delivered version (from the current state after a 410).
+void sync_watch(sim_self self, sim_watch& w, const caf::actor_addr& own) {
   auto& st = self->state;
   int status = 503;
   auto f = st.api->fault_for(st.client, status);
   using kind = lease_watch_event::kind;
-  if (f == sim_fault::down || f == sim_fault::error) {
-    if (w.up) {
+  bool cut = self->clock().now() < w.cut_until;
+  if (cut || f == sim_fault::down || f == sim_fault::error) {
+    if (w.up || !w.said) {
       w.up = false;
       deliver_watch(self, w, {kind::down, std::nullopt,
-                              "watch " + st.api->path_of("WATCH", w.req.lease) + ": "
-                                + (f == sim_fault::down ? "connection refused"
-                                                        : "HTTP " + std::to_string(status))});
+                              "watch " + st.api->path_of("WATCH", w.scope) + ": "
+                                + (cut                      ? std::string("stream cut")
+                                   : f == sim_fault::down ? std::string("connection refused")
+                                                          : "HTTP " + std::to_string(status))});
     }
     return;
   }
   if (f == sim_fault::hang) {
-    if (w.up && !w.idle_check && w.req.idle_timeout.count() > 0) {
+    if (w.up && !w.idle_check && w.idle_timeout.count() > 0) {
       w.idle_check = true;
-      self->delayed_send(self, w.req.idle_timeout, watch_idle_atom::value,
-                         w.req.subscriber.address());
+      self->delayed_send(self, w.idle_timeout, watch_idle_atom::value, own, w.scope.ns);
     }
     return;
   }
@@ -396,10 +450,26 @@ void sync_watch(sim_self self, sim_watch& w) {
     w.up = true;
     deliver_watch(self, w, {kind::up, std::nullopt, {}});
   }
-  for (auto& c : st.api->changes_since(w.req.lease, w.rv)) {
-    w.rv = c.rv;
-    deliver_watch(self, w, {c.record ? kind::record : kind::deleted, c.record, {}});
+  if (w.gone) {
+    w.gone = false;
+    relist(self, w);
+    return;
   }
+  for (auto& c : st.api->changes_since(w.scope, w.rv)) {
+    w.rv = c.rv;
+    if (w.subscribers.count(c.key.name) != 0)
+      deliver_watch(self, w, {c.record ? kind::record : kind::deleted, c.record, {}}, c.key.name);
+  }
+}
+
+/// Every stream of the transport, in a fixed order: the subscribers' own,
+/// then the shared ones.
+template <class F>
+void each_stream(sim_self self, F f) {
+  for (auto& [addr, w] : self->state.watches)
+    f(w, addr);
+  for (auto& [ns, w] : self->state.shared)
+    f(w, caf::actor_addr{});
 }
 
 void start_watch(sim_self self, lease_watch_request req) {
@@ -413,45 +483,134 @@ void start_watch(sim_self self, lease_watch_request req) {
     auto id = st.watcher_id;
     self->attach_functor([api, id] { api->remove_watcher(id); });
   }
+  if (st.sharing == sim_watch_sharing::per_namespace) {
+    self->monitor(req.subscriber);
+    auto i = st.shared.find(req.lease.ns);
+    if (i != st.shared.end()) {
+      // An open stream: the subscriber gets its health at once, then what
+      // changes from now on.
+      auto& w = i->second;
+      w.subscribers[req.lease.name].push_back(req.subscriber);
+      if (w.said)
+        caf::anon_send(req.subscriber, lease_watch_event{w.up ? lease_watch_event::kind::up
+                                                               : lease_watch_event::kind::down,
+                                                          std::nullopt, w.up ? "" : "the stream is down"});
+      return;
+    }
+    auto& w = st.shared[req.lease.ns];
+    w.scope = {req.lease.ns, ""};
+    w.idle_timeout = req.idle_timeout;
+    w.subscribers[req.lease.name].push_back(req.subscriber);
+    w.gone = true;   // a new stream starts from the current state
+    sync_watch(self, w, {});
+    return;
+  }
   sim_watch w;
-  w.req = std::move(req);
+  w.scope = req.lease;
+  w.idle_timeout = req.idle_timeout;
+  w.said = true;   // a resumed stream says nothing until its health changes
+  w.subscribers[req.lease.name].push_back(req.subscriber);
   // A version this store never handed out (or none): start from the
   // current state, as a re-list would.
   std::uint64_t rv = 0;
   try {
-    rv = w.req.resource_version.empty() ? 0 : std::stoull(w.req.resource_version);
+    rv = req.resource_version.empty() ? 0 : std::stoull(req.resource_version);
   } catch (...) {
     rv = 0;
   }
   if (rv == 0) {
-    auto cur = st.api->peek(w.req.lease);
+    auto cur = st.api->peek(req.lease);
     w.up = true;
     deliver_watch(self, w, {lease_watch_event::kind::up, std::nullopt, {}});
     if (cur) {
       w.rv = std::stoull(cur->resource_version);
-      deliver_watch(self, w, {lease_watch_event::kind::record, cur, {}});
+      deliver_watch(self, w, {lease_watch_event::kind::record, cur, {}}, req.lease.name);
     } else {
-      auto all = st.api->changes_since(w.req.lease, 0);
+      auto all = st.api->changes_since(req.lease, 0);
       w.rv = all.empty() ? 0 : all.back().rv;
-      deliver_watch(self, w, {lease_watch_event::kind::deleted, std::nullopt, {}});
+      deliver_watch(self, w, {lease_watch_event::kind::deleted, std::nullopt, {}}, req.lease.name);
     }
   } else {
     w.rv = rv;
   }
-  self->monitor(w.req.subscriber);
-  auto addr = w.req.subscriber.address();
+  self->monitor(req.subscriber);
+  auto addr = req.subscriber.address();
   auto& slot = st.watches[addr] = std::move(w);
-  sync_watch(self, slot);
+  sync_watch(self, slot, addr);
+}
+
+/// A subscriber is gone: its own stream ends; a shared stream ends with its
+/// last subscriber.
+void end_watch(sim_self self, const caf::actor_addr& who) {
+  auto& st = self->state;
+  st.watches.erase(who);
+  for (auto it = st.shared.begin(); it != st.shared.end();) {
+    auto& subs = it->second.subscribers;
+    for (auto s = subs.begin(); s != subs.end();) {
+      auto& v = s->second;
+      v.erase(std::remove_if(v.begin(), v.end(), [&](const caf::actor& a) { return a.address() == who; }),
+              v.end());
+      s = v.empty() ? subs.erase(s) : std::next(s);
+    }
+    it = subs.empty() ? st.shared.erase(it) : std::next(it);
+  }
+}
+
+void stream_fault(sim_self self, sim_stream_fault f, caf::timespan d, int param) {
+  auto now = self->clock().now();
+  if (f == sim_stream_fault::cut)
+    self->delayed_send(self, d, watch_poke_atom::value);   // it reopens then
+  each_stream(self, [&](sim_watch& w, const caf::actor_addr& own) {
+    switch (f) {
+      case sim_stream_fault::none:
+        w.cut_until = {};
+        w.delay_until = {};
+        break;
+      case sim_stream_fault::cut:
+        w.cut_until = std::max(w.cut_until, now + d);
+        break;
+      case sim_stream_fault::gone:
+        w.gone = true;
+        break;
+      case sim_stream_fault::stale_replay:
+        w.rv = w.rv > static_cast<std::uint64_t>(param) ? w.rv - static_cast<std::uint64_t>(param) : 0;
+        break;
+      case sim_stream_fault::delay:
+        w.delay = std::chrono::milliseconds(param);
+        w.delay_until = now + d;
+        break;
+    }
+    sync_watch(self, w, own);
+  });
 }
 
 } // namespace
 
+const char* to_string(sim_stream_fault f) {
+  switch (f) {
+    case sim_stream_fault::none: return "none";
+    case sim_stream_fault::cut: return "cut";
+    case sim_stream_fault::gone: return "gone";
+    case sim_stream_fault::stale_replay: return "stale_replay";
+    case sim_stream_fault::delay: return "delay";
+  }
+  return "?";
+}
+
+void inject_stream_fault(const lease_transport_actor& transport, sim_stream_fault f,
+                         caf::timespan d, int param) {
+  caf::anon_send(caf::actor_cast<caf::actor>(transport), stream_fault_atom::value,
+                 static_cast<int>(f), d, param);
+}
+
 lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_ptr<sim_store> api,
-                                          std::string client) {
-  auto fn = [](sim_self self, std::shared_ptr<sim_store> a, std::string c) -> caf::behavior {
+                                          std::string client, sim_watch_sharing sharing) {
+  auto fn = [](sim_self self, std::shared_ptr<sim_store> a, std::string c,
+               sim_watch_sharing sh) -> caf::behavior {
     self->state.api = std::move(a);
     self->state.client = std::move(c);
-    self->set_down_handler([=](caf::down_msg& m) { self->state.watches.erase(m.source); });
+    self->state.sharing = sh;
+    self->set_down_handler([=](caf::down_msg& m) { end_watch(self, m.source); });
     return {
       [=](get_lease_atom, const lease_key& k) {
         auto api = self->state.api;
@@ -494,23 +653,32 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
       },
       [=](watch_lease_atom, lease_watch_request& req) { start_watch(self, std::move(req)); },
       [=](watch_poke_atom) {
-        for (auto& [addr, w] : self->state.watches)
-          sync_watch(self, w);
+        each_stream(self, [&](sim_watch& w, const caf::actor_addr& own) { sync_watch(self, w, own); });
       },
-      [=](watch_idle_atom, const caf::actor_addr& addr) {
-        auto i = self->state.watches.find(addr);
-        if (i == self->state.watches.end())
+      [=](stream_fault_atom, int f, caf::timespan d, int param) {
+        stream_fault(self, static_cast<sim_stream_fault>(f), d, param);
+      },
+      [=](watch_idle_atom, const caf::actor_addr& own, const std::string& ns) {
+        auto& st = self->state;
+        sim_watch* w = nullptr;
+        if (own) {
+          auto i = st.watches.find(own);
+          w = i == st.watches.end() ? nullptr : &i->second;
+        } else {
+          auto i = st.shared.find(ns);
+          w = i == st.shared.end() ? nullptr : &i->second;
+        }
+        if (w == nullptr)
           return;
-        auto& w = i->second;
-        w.idle_check = false;
+        w->idle_check = false;
         int status = 503;
-        if (w.up && self->state.api->fault_for(self->state.client, status) == sim_fault::hang) {
-          w.up = false;
-          deliver_watch(self, w, {lease_watch_event::kind::down, std::nullopt,
-                                  "watch " + self->state.api->path_of("WATCH", w.req.lease) + ": nothing received for "
-                                    + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                       w.req.idle_timeout).count())
-                                    + "ms"});
+        if (w->up && st.api->fault_for(st.client, status) == sim_fault::hang) {
+          w->up = false;
+          deliver_watch(self, *w, {lease_watch_event::kind::down, std::nullopt,
+                                   "watch " + st.api->path_of("WATCH", w->scope) + ": nothing received for "
+                                     + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        w->idle_timeout).count())
+                                     + "ms"});
         }
       },
       [=](deliver_atom, std::uint64_t id) {
@@ -522,7 +690,8 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
       },
     };
   };
-  return caf::actor_cast<lease_transport_actor>(sys.spawn(fn, std::move(api), std::move(client)));
+  return caf::actor_cast<lease_transport_actor>(
+    sys.spawn(fn, std::move(api), std::move(client), sharing));
 }
 
 } // namespace leasehold

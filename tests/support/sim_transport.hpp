@@ -78,8 +78,16 @@ public:
   };
   std::uint64_t add_watcher(std::function<void()> poke);
   void remove_watcher(std::uint64_t id);
-  /// The changes to `k` after version `rv`, oldest first.
+  /// The changes to `k` after version `rv`, oldest first; `k.name` empty:
+  /// to every object of namespace `k.ns` (a shared stream's scope).
   std::vector<change> changes_since(const lease_key& k, std::uint64_t rv) const;
+  /// The version of the latest change (0: none yet).
+  std::uint64_t last_version() const;
+  /// A watch that starts again from the current state (410 Gone, a
+  /// compaction) tells of objects gone meanwhile: etcd's watch re-reads the
+  /// key and reports it deleted; a Kubernetes watch without a
+  /// resourceVersion lists only the objects that exist (ADDED events).
+  virtual bool relist_tells_deleted() const { return false; }
 
   // -- the store's semantics, as the transport actor calls them -------------
 
@@ -155,8 +163,33 @@ private:
   std::vector<kube_event> events_;
 };
 
+/// How a simulated transport streams changes to its subscribers: one
+/// stream per subscriber (watch_per_subscriber: the etcd transport), or
+/// one per namespace shared by every subscriber in it, its events
+/// demultiplexed by lease name (watch_per_namespace: the HTTP transport).
+/// A shared stream starts from the current state (the records that exist,
+/// to the subscribers it has then); a subscriber that joins an open stream
+/// gets its health only, as watch_fanout::add gives.
+enum class sim_watch_sharing { per_subscriber, per_namespace };
+
+/// Faults of a transport's own watch streams, not of the store: each hits
+/// every stream of the transport, so every lease a shared stream carries.
+enum class sim_stream_fault {
+  none,          // ends every stream fault below (a heal)
+  cut,           // the stream breaks (`down`) and reopens after `d`, resuming gapless
+  gone,          // 410 Gone / compaction: it starts again from the current state
+  stale_replay,  // it resumes `param` versions before the last it delivered
+  delay,         // for `d`, every event arrives `param` ms later (order kept)
+};
+const char* to_string(sim_stream_fault f);
+
+/// Injects `f` into every watch stream of `transport` (a simulated one).
+void inject_stream_fault(const lease_transport_actor& transport, sim_stream_fault f,
+                         caf::timespan d = caf::timespan{0}, int param = 0);
+
 /// A transport actor for `client` (its identity) backed by `store`.
 lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_ptr<sim_store> store,
-                                          std::string client);
+                                          std::string client,
+                                          sim_watch_sharing sharing = sim_watch_sharing::per_subscriber);
 
 } // namespace leasehold
