@@ -326,7 +326,12 @@ struct etcd_client::impl {
       // from a delete or revoke by somebody else by it, a polling follower
       // too (it may never see a key that is gone in between). A follower
       // takes it (delete if unchanged + create); untaken, it goes with the
-      // etcd lease's TTL.
+      // etcd lease's TTL. A keepalive first gives it a whole TTL: a key that
+      // went within a poll of its release would be seen only as a vanished
+      // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
+      auto alive = call("/v3/lease/keepalive", {{"ID", kv.lease_id}});
+      if (!alive.ok())
+        return api_result<lease>::failure(alive.error);
       const std::string path = "/v3/kv/txn";
       auto key = encode_base64(key_of(l.key()));
       json txn = {

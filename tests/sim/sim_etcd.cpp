@@ -206,6 +206,10 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
           log(client, "PUT", k, error_kind::conflict, holder);
           out = lease_reply::failure(held_error("/v3/lease/revoke", cur, error_kind::conflict));
         } else {
+          // A keepalive first (as the transport sends): the released record
+          // lives a whole TTL, so a polling follower reads it before it goes.
+          auto& g = leases_.at(cur.lease_id);
+          g.expires = now_() + std::chrono::seconds(g.ttl_seconds);
           auto& marked = i->second;
           marked.value.holder_identity.clear();
           marked.value.lease_duration_seconds = l.spec.lease_duration_seconds;
