@@ -58,6 +58,14 @@ class CheckJournal(unittest.TestCase):
         self.assertEqual(len(rep["overlaps"]), 1)
         self.assertAlmostEqual(rep["overlaps"][0]["ms"], 990, delta=1)
 
+    def test_a_replica_that_never_led_has_its_row(self):
+        # Issue 21, item 13: the demo's table left out the agent that never
+        # led (its journal is empty).
+        rc, rep = self.run_checker({"a": lead("a", 10, 14), "quiet": []})
+        self.assertEqual(rc, 0)
+        self.assertIn("quiet", rep["replicas"])
+        self.assertEqual(rep["replicas"]["quiet"]["intervals"], 0)
+
     def test_clean_handover_passes(self):
         rc, rep = self.run_checker(
             {"a": lead("a", 10, 14, ticks=[11, 12, 13]),
