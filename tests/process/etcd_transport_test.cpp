@@ -584,3 +584,14 @@ TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd l
   REQUIRE(late.value->size() == 1);
   CHECK(late.value->front().identity == "agent-c");
 }
+
+TEST_CASE("an etcd request that fails on every endpoint names the endpoint in its error (issue 21, item 12)") {
+  // The error is what the log, /readyz ("lease API failing for Nms ...: <the
+  // failure>") and the metrics' kind show: the operator sees which member.
+  etcd_client c(config({"http://127.0.0.1:1", "http://127.0.0.1:2"}));
+  auto r = c.get_lease({"default", "x"});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.kind() == error_kind::connection_refused);
+  CHECK_MESSAGE(r.error.describe().find("(endpoint http://127.0.0.1:") != std::string::npos,
+                r.error.describe());
+}
