@@ -19,12 +19,12 @@ api_error malformed(const std::string& path, std::string why) {
 
 } // namespace
 
-std::string etcd_members::group_dir(const candidate& c) const {
-  return client_.config().prefix + "/_members/" + c.ns + "/" + c.group + "/";
+etcd_scope etcd_members::group_scope(const candidate& c) const {
+  return {client_.config().prefix + "/_members/" + c.ns, c.group};
 }
 
 api_error etcd_members::put_key(const candidate& c) {
-  auto key = group_dir(c) + c.identity;
+  auto key = group_scope(c).key(c.identity);
   auto ttl = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(c.ttl).count());
   const std::string grant = "/v3/lease/grant";
   auto g = client_.post(grant, {{"TTL", std::to_string(ttl)}});
@@ -46,7 +46,7 @@ api_error etcd_members::put_key(const candidate& c) {
 }
 
 members_reply etcd_members::announce(const candidate& c) {
-  auto key = group_dir(c) + c.identity;
+  auto key = group_scope(c).key(c.identity);
   auto held = lease_of_.find(key);
   bool alive = false;
   if (held != lease_of_.end()) {
@@ -66,9 +66,8 @@ members_reply etcd_members::announce(const candidate& c) {
       return members_reply::failure(err);
   }
   const std::string range = "/v3/kv/range";
-  auto dir = group_dir(c);
-  etcd_scope scope{client_.config().prefix + "/_members/" + c.ns, c.group};
-  auto r = client_.post(range, {{"key", encode_base64(dir)},
+  auto scope = group_scope(c);
+  auto r = client_.post(range, {{"key", encode_base64(scope.dir())},
                                 {"range_end", encode_base64(scope.range_end())}});
   if (!r.ok())
     return members_reply::failure(r.error);
@@ -80,15 +79,14 @@ members_reply etcd_members::announce(const candidate& c) {
     auto kv = parse_kv((*kvs)[i], "kvs[" + std::to_string(i) + "]");
     if (!kv.ok())
       return members_reply::failure(malformed(range, kv.error));
-    if (kv.value->key.size() <= dir.size() || kv.value->key.compare(0, dir.size(), dir) != 0)
-      continue;
-    out.push_back({kv.value->key.substr(dir.size()), kv.value->create_revision, ""});
+    if (auto identity = scope.name_of(kv.value->key))
+      out.push_back({*identity, kv.value->create_revision, ""});
   }
   return members_reply::success(std::move(out));
 }
 
 withdraw_reply etcd_members::withdraw(const candidate& c) {
-  auto key = group_dir(c) + c.identity;
+  auto key = group_scope(c).key(c.identity);
   const std::string path = "/v3/kv/deleterange";
   auto d = client_.post(path, {{"key", encode_base64(key)}});
   if (!d.ok())

@@ -24,8 +24,8 @@ public:
   members_reply announce(const candidate& c);
   /// Delete the key and revoke its etcd lease: true when there was one.
   withdraw_reply withdraw(const candidate& c);
-  /// <prefix>/_members/<ns>/<group>/ (the group's keys start with it).
-  std::string group_dir(const candidate& c) const;
+  /// The group's keys: <prefix>/_members/<ns>/<group>/<identity>.
+  etcd_scope group_scope(const candidate& c) const;
 
 private:
   api_error put_key(const candidate& c);

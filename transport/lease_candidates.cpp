@@ -1,7 +1,6 @@
 #include "transport/lease_candidates.hpp"
 
 #include <cctype>
-#include <ctime>
 
 #include "transport/http_errors.hpp"
 #include "transport/membership_actor.hpp"
@@ -18,20 +17,6 @@ namespace {
 
 constexpr const char* group_label = "leasehold.io/group";
 constexpr const char* identity_annotation = "leasehold.io/identity";
-
-/// "2026-12-04T06:00:00Z" as seconds since the epoch (the API's Time:
-/// RFC 3339 in UTC, whole seconds).
-std::optional<std::int64_t> parse_time_seconds(const std::string& text) {
-  std::tm tm{};
-  if (text.size() < 20 || text.back() != 'Z'
-      || std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                     &tm.tm_hour, &tm.tm_min, &tm.tm_sec)
-           != 6)
-    return std::nullopt;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<std::int64_t>(timegm(&tm));
-}
 
 members_reply failed(api_error e) {
   return members_reply::failure(std::move(e));
@@ -101,7 +86,7 @@ parse_result<std::vector<member_record>> parse_lease_candidates(const std::strin
     }
     auto created = md->find("creationTimestamp");
     auto joined = created != md->end() && created->is_string()
-                    ? parse_time_seconds(created->get<std::string>())
+                    ? parse_micro_time(created->get<std::string>())   // the API's Time: whole seconds
                     : std::nullopt;
     if (!joined) {
       out.error = where + "metadata.creationTimestamp: expected an RFC 3339 time";
@@ -113,7 +98,8 @@ parse_result<std::vector<member_record>> parse_lease_candidates(const std::strin
       out.error = where + "spec.renewTime: expected a MicroTime string";
       return out;
     }
-    members.push_back({id->get<std::string>(), *joined, renew.get<std::string>()});
+    auto since_epoch = std::chrono::duration_cast<std::chrono::seconds>(joined->time_since_epoch());
+    members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>()});
   }
   out.value = std::move(members);
   return out;
