@@ -266,18 +266,21 @@ private:
     // or revoke of a live term, so it holds what it creates, as on Kubernetes.
     bool hold = create_new
                 && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create
-                    || store_revision == 0 || store_revision != mem_.vanish_revision);
-    auto next_revision = std::to_string(store_revision + 1);
+                    || mem_.vanish_revision == 0);
+    // etcd: the store says whether the key's history shows another write
+    // since the read that judged it gone: a term that came and went unseen
+    // in between (say an operator's delete of another replica's fresh key)
+    // is held for. Other keys' writes in between do not matter.
+    bool ask_history = create_new && opt_.backend.server_expiry && !hold;
+    if (ask_history)
+      l.absent_at_revision = mem_.vanish_revision;
     auto started = clock().now();
     call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
              // etcd: counted from the answer, by when any term whose key
              // was gone before the create had sent its last renew.
-             // etcd: a key that is not the very next write after the read
-             // that judged the vanish may follow a term that came and went
-             // unseen: hold it too.
-             if (hold || (opt_.backend.server_expiry && r.value->resource_version != next_revision))
+             if (hold || (ask_history && !r.value->unwritten_since_read))
                mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
              observe(*r.value);
              succeeded(r.value->spec, started);
@@ -771,7 +774,7 @@ private:
     }
     if (opt_.backend.server_expiry && mem_.record && !mem_.outside_wait_until
         && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record)))
-      d = next_ttl_read(mem_, now, d);
+      d = next_ttl_read(mem_, opt_.timings, now, d);
     if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
       d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
     if (auto until = hold_back(mem_.record ? &*mem_.record : nullptr))

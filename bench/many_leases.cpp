@@ -171,9 +171,11 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   leasehold::event_sink sink = [&](const leasehold::runtime_event& e) {
     if (trace && e.type != leasehold::event_type::renewed)
-      std::fprintf(stderr, "%.3f %s %s %s %s\n",
+      std::fprintf(stderr, "%.3f %s %s %s %s %s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   e.lease.c_str(), leasehold::to_string(e.type), e.holder.c_str(), e.reason.c_str());
+                   e.lease.c_str(), leasehold::to_string(e.type), e.holder.c_str(), e.reason.c_str(),
+                   e.error.kind == leasehold::error_kind::none ? e.detail.c_str()
+                                                              : e.error.describe().c_str());
     if (e.type == leasehold::event_type::term_acquired)
       ++leading;
     else if (e.type == leasehold::event_type::term_lost) {

@@ -72,6 +72,17 @@ struct lease {
   /// "Writes from outside the protocol"). nullopt elsewhere, and on records
   /// that came from a watch stream.
   std::optional<std::int64_t> ttl_seconds;
+  /// etcd create only (a request field): the store revision of the read
+  /// that found the key absent (0: none). The transport then reports in
+  /// `unwritten_since_read` whether etcd's history of the key shows no
+  /// write between that read and this create, i.e. no term of another
+  /// replica came and went unseen in between (docs/safety.md).
+  std::int64_t absent_at_revision = 0;
+  /// etcd create reply: true when etcd's history of the key from
+  /// absent_at_revision + 1 up to this create holds no other write; false
+  /// when it does, when it is unknown (compacted, a failed read, more than
+  /// 2,048 revisions in between) or when not asked.
+  bool unwritten_since_read = false;
 
   lease_key key() const { return {ns, name}; }
 };

@@ -26,6 +26,7 @@
 
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
+#include "transport/base64.hpp"
 #include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"
 
@@ -291,6 +292,40 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     auto exact = b.read_scope("ns1", 5);   // one full page: etcd says no more
     REQUIRE(exact.ok());
     CHECK(exact.value->records.size() == 5);
+  }
+
+  SUBCASE("a create names the read that found the key absent: etcd's history of that key says "
+          "whether another term came and went in between") {
+    auto gone = a.get_lease(key);
+    REQUIRE(gone.kind() == error_kind::not_found);
+    std::int64_t read_at = gone.error.store_revision;
+    REQUIRE(read_at > 0);
+    // Other keys' writes move the store's revision, not this key's history.
+    REQUIRE(b.create_lease(record("other-1", "B")).ok());
+    REQUIRE(b.create_lease(record("other-2", "B")).ok());
+    auto l = record("mapping", "A");
+    l.absent_at_revision = read_at;
+    auto created = a.create_lease(l);
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    CHECK(created.value->unwritten_since_read);
+
+    // A term of B created and deleted (from outside) after the read: held for.
+    auto again = a.get_lease({"ns1", "unseen"});
+    REQUIRE(again.kind() == error_kind::not_found);
+    read_at = again.error.store_revision;
+    REQUIRE(b.create_lease(record("unseen", "B")).ok());
+    auto del = b.post("/v3/kv/deleterange", {{"key", encode_base64("/lh-test/ns1/unseen")}});
+    REQUIRE_MESSAGE(del.ok(), del.error.describe());
+    l = record("unseen", "A");
+    l.absent_at_revision = read_at;
+    created = a.create_lease(l);
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    CHECK_FALSE(created.value->unwritten_since_read);
+
+    // Not asked: not claimed.
+    created = a.create_lease(record("unasked", "A"));
+    REQUIRE(created.ok());
+    CHECK_FALSE(created.value->unwritten_since_read);
   }
 
   SUBCASE("failover: a dead endpoint first, then the live one") {
