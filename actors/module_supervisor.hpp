@@ -29,7 +29,7 @@
 #include "actors/runner.hpp"
 #include "leasehold/modules.hpp"
 #include "leasehold/supervision.hpp"
-#include "transport/backoff.hpp"
+#include "transport/common/backoff.hpp"
 
 namespace leasehold {
 

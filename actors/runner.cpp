@@ -148,8 +148,8 @@ void runner_impl::start_elector() {
   eo.identity = opt_.identity;
   eo.lease = opt_.lease;
   eo.timings = opt_.timings;
-  eo.transport = opt_.transport;
-  eo.backend = opt_.backend;
+  eo.transport = opt_.backend.transport;
+  eo.backend = opt_.backend.traits;
   eo.runner = caf::actor_cast<caf::actor>(this);
   eo.events = opt_.events;
   eo.seed = rng_();

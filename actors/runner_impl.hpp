@@ -24,7 +24,7 @@
 #include "actors/module_supervisor.hpp"
 #include "actors/observer.hpp"
 #include "actors/runner.hpp"
-#include "transport/backoff.hpp"
+#include "transport/common/backoff.hpp"
 
 namespace leasehold {
 

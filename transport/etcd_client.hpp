@@ -38,7 +38,7 @@ public:
   /// the store revision it was read at: a watch from revision + 1 misses
   /// no change after this read.
   api_result<etcd_scope_state> read_scope(const std::string& ns);
-  /// A streaming POST of `body` to `path` (a watch, see kube_client::stream)
+  /// A streaming POST of `body` to `path` (a watch, see http_client::stream)
   /// on the current endpoint; a failure after which another endpoint may
   /// answer (not a quiet stream's idle timeout) moves to the next endpoint.
   api_error stream(const std::string& path, const nlohmann::json& body,

@@ -5,8 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/backoff.hpp"
-#include "transport/thread_name.hpp"
+#include "transport/common/backoff.hpp"
+#include "transport/common/thread_name.hpp"
+#include "transport/kube_client.hpp"
 #include "transport/transport_pool.hpp"
 
 namespace leasehold {

@@ -29,7 +29,7 @@
 #include <string>
 #include <thread>
 
-#include "transport/kube_client.hpp"
+#include "transport/http_client.hpp"
 #include "transport/watch_fanout.hpp"
 #include "leasehold/lease_transport.hpp"
 
@@ -92,7 +92,7 @@ protected:
   virtual api_error prepare() { return {}; }
   /// The next stream's request, from where the last one stopped.
   virtual request next_request() = 0;
-  /// Opens `r` and blocks until the stream ends; see kube_client::stream.
+  /// Opens `r` and blocks until the stream ends; see http_client::stream.
   virtual api_error open(const request& r, std::chrono::milliseconds idle,
                          const std::function<void()>& on_open,
                          const std::function<bool(const char*, std::size_t)>& on_data) = 0;
@@ -152,7 +152,7 @@ private:
   std::optional<api_error> on_line(const std::string& line, const request& r,
                                    bool& delivered) override;
 
-  kube_client client_;
+  http_client client_;
   std::string rv_;
 };
 
