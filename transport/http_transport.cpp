@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "transport/lease_watch.hpp"
+#include "transport/kube_watch.hpp"
 #include "transport/transport_pool.hpp"
 
 namespace leasehold {

@@ -14,7 +14,7 @@
 #include "tests/unit/watch_support.hpp"
 #include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
-#include "transport/lease_watch.hpp"
+#include "transport/kube_watch.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
