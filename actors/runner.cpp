@@ -150,7 +150,7 @@ void runner_impl::start_elector() {
   eo.timings = opt_.timings;
   eo.transport = opt_.backend.transport;
   eo.backend = opt_.backend.traits;
-  eo.runner = caf::actor_cast<caf::actor>(this);
+  eo.runner = caf::actor_cast<runner_internal_actor>(this);
   eo.events = opt_.events;
   eo.seed = rng_();
   eo.memory = memory_;
