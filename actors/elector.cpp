@@ -8,7 +8,6 @@
 
 #include "actors/handover.hpp"
 #include "actors/outside_writes.hpp"
-#include "transport/kube_client.hpp"
 
 namespace leasehold {
 
@@ -129,9 +128,11 @@ private:
   // -- requests ----------------------------------------------------------------
 
   /// One request to the transport; a transport error or timeout arrives as
-  /// a failed lease_reply naming the request, like any API error.
+  /// a failed lease_reply naming the request (as the backend names it), like
+  /// any API error.
   template <class Atom, class Arg, class F>
-  void call(const char* verb, std::string path, Atom atom, Arg arg, F on_reply) {
+  void call(const char* verb, Atom atom, Arg arg, F on_reply) {
+    auto path = opt_.backend.path_of(verb, opt_.lease);
     request(opt_.transport, timeout(), atom, std::move(arg))
       .then([=](lease_reply& r) { on_reply(r); },
             [=](caf::error& e) {
@@ -169,7 +170,7 @@ private:
   /// "Every timing relation the code enforces").
   void get_then_decide() {
     auto started = clock().now();
-    call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+    call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       if (r.ok()) {
         answered();
         mem_.confirmed_at = clock().now();
@@ -275,7 +276,7 @@ private:
     if (ask_history)
       l.absent_at_revision = mem_.vanish_revision;
     auto started = clock().now();
-    call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
+    call("POST", create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
              // etcd: counted from the answer, by when any term whose key
@@ -294,7 +295,7 @@ private:
     auto started = clock().now();
     auto term = l.spec.lease_transitions;
     remember_write(l.spec);
-    call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+    call("PUT", update_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
              observe(*r.value);
@@ -472,7 +473,7 @@ private:
     api_error e;
     e.kind = error_kind::timeout;
     e.verb = "PUT";
-    e.path = lease_path(opt_.lease);
+    e.path = opt_.backend.path_of("PUT", opt_.lease);
     e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
     return e;
   }
@@ -650,7 +651,7 @@ private:
     lease l = *mem_.record;
     l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
     in_flight_ = true;
-    call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+    call("PUT", update_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            in_flight_ = false;
            if (r.ok()) {
@@ -671,7 +672,7 @@ private:
 
   void reread_then_release(int tries) {
     in_flight_ = true;
-    call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+    call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       in_flight_ = false;
       if (!r.ok()) {
         finish_release(false);

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/etcd_wire.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/http_client.hpp"
 
 namespace leasehold {
 
@@ -54,7 +54,7 @@ std::vector<std::string> validate(const etcd_config& cfg) {
 
 struct etcd_client::impl {
   etcd_config cfg;
-  std::vector<std::unique_ptr<kube_client>> servers;
+  std::vector<std::unique_ptr<http_client>> servers;
   size_t current = 0;
   std::string token;   // auth token ("" without auth or before authenticate)
 
@@ -62,13 +62,13 @@ struct etcd_client::impl {
     for (auto& ep : cfg.endpoints) {
       auto conn = cfg.http;
       conn.server = ep;
-      servers.push_back(std::make_unique<kube_client>(std::move(conn)));
+      servers.push_back(std::make_unique<http_client>(std::move(conn)));
     }
   }
 
   /// One exchange with the current server: the parsed JSON body of a 2xx
   /// reply, or the error (gRPC code mapped) of anything else.
-  api_result<json> exchange(kube_client& server, const std::string& path, const json& body) {
+  api_result<json> exchange(http_client& server, const std::string& path, const json& body) {
     http_headers headers;
     if (!token.empty())
       headers.emplace_back("Authorization", token);
@@ -96,7 +96,7 @@ struct etcd_client::impl {
       api_error{grpc_kind(code, status), status, "POST", path, reason});
   }
 
-  bool authenticate(kube_client& server, api_error& err) {
+  bool authenticate(http_client& server, api_error& err) {
     const std::string path = "/v3/auth/authenticate";
     auto r = exchange(server, path, {{"name", cfg.username}, {"password", cfg.password}});
     if (!r.ok()) {

@@ -21,10 +21,6 @@ using wall_time = std::chrono::time_point<wall_clock, std::chrono::microseconds>
 /// Formats a MicroTime: `2006-01-02T15:04:05.000000Z` (always 6 digits, UTC).
 std::string format_micro_time(wall_time t);
 
-/// The one timestamp of every log line (key `time`): RFC 3339, UTC, with
-/// milliseconds, `2026-12-03T10:00:00.123Z` (as client-go's JSON logs).
-std::string format_log_time(wall_clock::time_point t);
-
 /// Parses RFC 3339 times as the API sends them: `...Z` with 0 to 9 fraction
 /// digits (MicroTime has 6, Time has none) or a numeric offset. nullopt on error.
 std::optional<wall_time> parse_micro_time(const std::string& text);

@@ -341,15 +341,13 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
   SUBCASE("the actor interface") {
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
-    auto t = spawn_etcd_transport(sys, config({etcd.endpoint()}));
+    auto t = spawn_etcd_backend(sys, config({etcd.endpoint()})).transport;
     caf::scoped_actor self{sys};
     bool answered = false;
     self->request(t, 5s, create_lease_atom::value, record("actor", "A"))
       .receive([&](lease_reply& r) { answered = r.ok() && r.value->spec.lease_transitions > 1; },
                [&](caf::error&) {});
     CHECK(answered);
-    self->request(t, 5s, post_event_atom::value, kube_event{})
-      .receive([&](event_reply& r) { CHECK(r.ok()); }, [&](caf::error&) { CHECK(false); });
     self->send_exit(t, caf::exit_reason::user_shutdown);
   }
 
@@ -366,7 +364,7 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     {   // the watch authenticates too
       caf::actor_system_config cfg;
       caf::actor_system sys{cfg};
-      auto t = spawn_etcd_transport(sys, with);
+      auto t = spawn_etcd_backend(sys, with).transport;
       caf::scoped_actor self{sys};
       lease_watch_request req;
       req.lease = {"ns1", "auth"};
@@ -407,7 +405,7 @@ TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, 
   etcd_client a(config({etcd.endpoint()}));
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto t = spawn_etcd_transport(sys, config({etcd.endpoint()}));
+  auto t = spawn_etcd_backend(sys, config({etcd.endpoint()})).transport;
   caf::scoped_actor self{sys};
   lease_watch_request req;
   req.lease = {"ns1", "watched"};
@@ -513,7 +511,8 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
   };
   auto timings = test::short_timings();
   auto ec = config({etcd.endpoint()});
-  auto transport = spawn_etcd_transport(sys, ec);
+  auto backend = spawn_etcd_backend(sys, ec);   // its traits: server_expiry
+  auto transport = backend.transport;
   std::map<std::string, std::vector<runner_actor>> runners;   // by replica
   for (auto& id : replicas)
     for (int i = 0; i < leases; ++i) {
@@ -521,8 +520,7 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
       o.identity = id;
       o.lease = {"ns1", "many-" + std::to_string(i)};
       o.timings = timings;
-      o.transport = transport;
-      o.backend.server_expiry = true;
+      o.backend = backend;
       o.registry = registry;
       module_spec m;
       m.name = "work";

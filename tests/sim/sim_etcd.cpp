@@ -277,9 +277,4 @@ void sim_etcd::outside_revoke(const lease_key& k) {
     poke_watchers();
 }
 
-event_reply sim_etcd::post_event(const std::string& client, kube_event e) {
-  log(client, "EVENT", e.involved, error_kind::none, {});
-  return event_reply::success(true);   // etcd keeps no Events
-}
-
 } // namespace leasehold
