@@ -86,10 +86,18 @@ struct module_spec {
   /// `restart: {max_restarts, within_ms}`; unset: the runner's default
   /// (runner_options::supervision).
   std::optional<restart_policy> restart;
+  /// Placement of a leader-only module, read by `leasehold run` (a runner
+  /// runs the modules it is given under its own lease and ignores these):
+  /// `lease`, the lease this module runs under ("": the agent's lease);
+  /// `balance`, the balance group its lease is spread over ("": none;
+  /// docs/balance.md). An embedding program spawns one runner per lease.
+  std::string lease;
+  std::string balance;
 
   bool operator==(const module_spec& o) const {
     return name == o.name && type == o.type && leader_only == o.leader_only
-           && enabled == o.enabled && settings == o.settings && restart == o.restart;
+           && enabled == o.enabled && settings == o.settings && restart == o.restart
+           && lease == o.lease && balance == o.balance;
   }
 };
 
