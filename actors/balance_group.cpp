@@ -261,4 +261,13 @@ bool leave_group(caf::actor_system& sys, const caf::actor& group, caf::timespan 
   return ok;
 }
 
+std::optional<balance_status> group_status(caf::actor_system& sys, const caf::actor& group,
+                                           caf::timespan timeout) {
+  std::optional<balance_status> out;
+  caf::scoped_actor self{sys};
+  self->request(group, timeout, get_status_atom::value)
+    .receive([&](balance_status& st) { out = std::move(st); }, [](caf::error&) {});
+  return out;
+}
+
 } // namespace leasehold

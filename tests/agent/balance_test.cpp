@@ -1,0 +1,245 @@
+// Balance groups in `leasehold run` (issue 20, items 1 and 5): three agents
+// spread nine balanced exec modules, each under its own lease, against
+// leasehold-apiserver. The checks read what the modules' own commands wrote
+// (a "start"/"stop" line per run in the module's work file): each agent runs
+// its floor/ceil share, no two agents ever ran one module's command at once,
+// a SIGTERMed agent's modules run elsewhere within a second and a joining
+// agent takes its share with exactly floor(M/(N+1)) moves. /debug/state,
+// /leader and /metrics must say the same as the work.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "tests/agent/harness.hpp"
+
+using namespace leasehold::test;
+using nlohmann::json;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int modules = 9;
+
+/// The exec command: notes its start, and its stop on SIGTERM (the exec
+/// module's stop); a SIGKILLed agent's command dies with it (the fence
+/// keeper's PR_SET_PDEATHSIG) and notes nothing.
+const char* work_script = R"(#!/bin/bash
+f="$1"
+echo "start $LEASEHOLD_IDENTITY $EPOCHREALTIME" >> "$f"
+trap 'echo "stop $LEASEHOLD_IDENTITY $EPOCHREALTIME" >> "$f"; exit 0' TERM
+sleep 3600 & wait $!
+)";
+
+std::string work_file(const temp_dir& dir, int k) {
+  return dir.file("work-" + std::to_string(k) + ".log");
+}
+
+json balance_config(const temp_dir& dir) {
+  auto script = dir.file("work.sh");
+  write_file(script, work_script);
+  ::chmod(script.c_str(), 0755);
+  json mods = json::array();
+  for (int k = 0; k < modules; ++k)
+    mods.push_back({{"type", "exec"},
+                    {"name", "work-" + std::to_string(k)},
+                    {"balance", "workers"},
+                    {"settings", {{"command", {script, work_file(dir, k)}}, {"grace_ms", 200}}}});
+  mods.push_back({{"type", "leader_endpoint"}});
+  auto doc = short_config();
+  doc["lease_name"] = "balance-test";
+  doc["modules"] = mods;
+  return doc;
+}
+
+/// One run of a module's command: who, from, to (seconds, wall clock; to
+/// is infinite while it runs).
+struct run {
+  std::string identity;
+  double from = 0, to = 1e18;
+};
+
+/// The runs of module k, from its work file. A start without its stop ends
+/// at `ended[identity]` (the agent was SIGKILLed then), else it runs.
+std::vector<run> runs_of(const temp_dir& dir, int k, const std::map<std::string, double>& ended) {
+  std::ifstream in(work_file(dir, k));
+  std::string what, id;
+  double at = 0;
+  std::vector<run> out;
+  std::map<std::string, std::size_t> open;
+  while (in >> what >> id >> at) {
+    if (what == "start") {
+      open[id] = out.size();
+      out.push_back({id, at});
+    } else if (what == "stop" && open.count(id)) {
+      out[open[id]].to = at;
+      open.erase(id);
+    }
+  }
+  for (auto& [id, i] : open)
+    if (auto e = ended.find(id); e != ended.end())
+      out[i].to = e->second;
+  return out;
+}
+
+/// Pairs of runs of one module by two agents that overlap in time.
+int overlaps(const temp_dir& dir, const std::map<std::string, double>& ended) {
+  int n = 0;
+  for (int k = 0; k < modules; ++k) {
+    auto rs = runs_of(dir, k, ended);
+    for (std::size_t i = 0; i < rs.size(); ++i)
+      for (std::size_t j = i + 1; j < rs.size(); ++j)
+        if (rs[i].identity != rs[j].identity && rs[i].from < rs[j].to && rs[j].from < rs[i].to)
+          ++n;
+  }
+  return n;
+}
+
+/// Who runs each module's command now ("" nobody; "?" more than one).
+std::vector<std::string> runners(const temp_dir& dir, const std::map<std::string, double>& ended) {
+  std::vector<std::string> out;
+  for (int k = 0; k < modules; ++k) {
+    std::string who;
+    for (auto& r : runs_of(dir, k, ended))
+      if (r.to >= 1e18)
+        who = who.empty() ? r.identity : "?";
+    out.push_back(who);
+  }
+  return out;
+}
+
+std::map<std::string, int> loads(const std::vector<std::string>& who) {
+  std::map<std::string, int> out;
+  for (auto& w : who)
+    if (!w.empty())
+      ++out[w];
+  return out;
+}
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t ms_since(steady::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t).count();
+}
+
+/// The leases an agent says it leads (/debug/state), sorted.
+std::set<std::string> says_it_leads(agent& a) {
+  std::set<std::string> out;
+  auto st = agent_state(a);
+  if (st.is_object() && st["leases"].is_array())
+    for (auto& l : st["leases"])
+      if (l.value("leading", false) && l.value("group", "") == "workers")
+        out.insert(l["lease"].get<std::string>());
+  return out;
+}
+
+std::set<std::string> runs_on(const std::vector<std::string>& who, const std::string& id) {
+  std::set<std::string> out;
+  for (int k = 0; k < modules; ++k)
+    if (who[k] == id)
+      out.insert("work-" + std::to_string(k));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("three agents balance nine modules; SIGTERM moves one agent's share at once; a "
+          "joiner takes exactly its share; never two runs of one module at once") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = dir.file("config.json");
+  write_file(config, balance_config(dir).dump());
+  std::map<std::string, double> ended;
+  auto a = std::make_unique<agent>(dir, "agent-a", config, std::vector<std::string>{"--server", api.url()});
+  auto b = std::make_unique<agent>(dir, "agent-b", config, std::vector<std::string>{"--server", api.url()});
+  auto c = std::make_unique<agent>(dir, "agent-c", config, std::vector<std::string>{"--server", api.url()});
+  REQUIRE(a->health_port() > 0);
+  REQUIRE(b->health_port() > 0);
+  REQUIRE(c->health_port() > 0);
+  auto started = steady::now();
+  std::map<std::string, int> three_each{{"agent-a", 3}, {"agent-b", 3}, {"agent-c", 3}};
+  REQUIRE(wait_until([&] { return loads(runners(dir, ended)) == three_each; }, 20s));
+  MESSAGE("3/3/3 by the work files " << ms_since(started) << " ms after the start");
+  std::this_thread::sleep_for(1s);   // settled: nothing moves
+  auto who = runners(dir, ended);
+  CHECK(loads(who) == three_each);
+  // What the agents say is what the work shows.
+  for (auto* x : {a.get(), b.get(), c.get()}) {
+    CHECK(says_it_leads(*x) == runs_on(who, x->identity()));
+    auto view = json::parse(http_get(x->health_port(), "/leader").body, nullptr, false);
+    REQUIRE(view.is_object());
+    std::set<std::string> leads;
+    for (auto& l : view["leads"])
+      if (l != "balance-test")
+        leads.insert(l.get<std::string>());
+    CHECK(leads == runs_on(who, x->identity()));
+    CHECK(metric(x->health_port(), "leasehold_balance_assigned{group=\"workers\"}")
+          == std::optional<double>(3));
+    CHECK(metric(x->health_port(), "leasehold_balance_members{group=\"workers\"}")
+          == std::optional<double>(3));
+  }
+  auto k0 = std::find(who.begin(), who.end(), "agent-a") - who.begin();
+  CHECK(metric(a->health_port(),
+               "leasehold_lease_leader{lease=\"work-" + std::to_string(k0) + "\",group=\"workers\"}")
+        == std::optional<double>(1));
+  CHECK(overlaps(dir, ended) == 0);
+
+  // SIGTERM: c leaves its group (withdraws, releases); its three move to a and b.
+  auto left_at = steady::now();
+  c->process().signal(SIGTERM);
+  REQUIRE(wait_until([&] {
+    auto l = loads(runners(dir, ended));
+    return l.count("agent-c") == 0 && l["agent-a"] + l["agent-b"] == modules
+           && std::abs(l["agent-a"] - l["agent-b"]) <= 1;
+  }, 5s));
+  auto term_ms = ms_since(left_at);
+  MESSAGE("a SIGTERMed agent's modules ran elsewhere after " << term_ms << " ms");
+  CHECK(term_ms < 2000);   // no expiry wait (lease duration 2 s); typically ~100 ms
+  CHECK(c->process().wait(5s) == std::optional<int>(0));
+  // Only c's leases moved.
+  auto after_leave = runners(dir, ended);
+  for (int k = 0; k < modules; ++k)
+    if (who[k] != "agent-c")
+      CHECK(after_leave[k] == who[k]);
+
+  // A joiner: 9 over 3 again, floor(9/3) = 3 moves, all to d.
+  auto d = std::make_unique<agent>(dir, "agent-d", config, std::vector<std::string>{"--server", api.url()});
+  REQUIRE(d->health_port() > 0);
+  auto joined_at = steady::now();
+  std::map<std::string, int> with_d{{"agent-a", 3}, {"agent-b", 3}, {"agent-d", 3}};
+  REQUIRE(wait_until([&] { return loads(runners(dir, ended)) == with_d; }, 10s));
+  MESSAGE("the joiner ran its share " << ms_since(joined_at) << " ms after its start");
+  std::this_thread::sleep_for(1s);
+  auto after_join = runners(dir, ended);
+  CHECK(loads(after_join) == with_d);
+  int moves = 0;
+  for (int k = 0; k < modules; ++k)
+    if (after_join[k] != after_leave[k]) {
+      ++moves;
+      CHECK(after_join[k] == "agent-d");
+    }
+  CHECK(moves == 3);
+  CHECK(overlaps(dir, ended) == 0);
+
+  // SIGKILL: b's leases expire and run elsewhere; its commands died with it.
+  ended["agent-b"] = wall_now();
+  b->process().signal(SIGKILL);
+  REQUIRE(wait_until([&] {
+    auto l = loads(runners(dir, ended));
+    return l.count("agent-b") == 0 && l["agent-a"] + l["agent-d"] == modules;
+  }, 10s));
+  CHECK(overlaps(dir, ended) == 0);
+  for (auto* x : {a.get(), d.get()}) {
+    x->process().signal(SIGTERM);
+    CHECK(x->process().wait(5s) == std::optional<int>(0));
+  }
+  CHECK(loads(runners(dir, ended)).empty());   // every command stopped with its agent
+  CHECK(overlaps(dir, ended) == 0);
+}
