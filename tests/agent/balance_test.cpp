@@ -4,8 +4,11 @@
 // (a "start"/"stop" line per run in the module's work file): each agent runs
 // its floor/ceil share, no two agents ever ran one module's command at once,
 // a SIGTERMed agent's modules run elsewhere within a second and a joining
-// agent takes its share with exactly floor(M/(N+1)) moves. /debug/state,
-// /leader and /metrics must say the same as the work.
+// agent takes its share with exactly floor(M/(N+1)) moves; a reload reaches
+// every lease's module; a SIGKILLed agent's modules run elsewhere after its
+// leases expire. /debug/state, /leader and /metrics must say the same as the
+// work. On Kubernetes (LeaseCandidate membership) and, start, leave and
+// join only, on etcd (member keys).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -31,8 +34,8 @@ constexpr int modules = 9;
 /// keeper's PR_SET_PDEATHSIG) and notes nothing.
 const char* work_script = R"(#!/bin/bash
 f="$1"
-echo "start $LEASEHOLD_IDENTITY $EPOCHREALTIME" >> "$f"
-trap 'echo "stop $LEASEHOLD_IDENTITY $EPOCHREALTIME" >> "$f"; exit 0' TERM
+echo "start $LEASEHOLD_IDENTITY $EPOCHREALTIME ${WORK_VERSION:-1}" >> "$f"
+trap 'echo "stop $LEASEHOLD_IDENTITY $EPOCHREALTIME -" >> "$f"; exit 0' TERM
 sleep 3600 & wait $!
 )";
 
@@ -40,7 +43,8 @@ std::string work_file(const temp_dir& dir, int k) {
   return dir.file("work-" + std::to_string(k) + ".log");
 }
 
-json balance_config(const temp_dir& dir) {
+/// `version`: the commands' WORK_VERSION (a reload changes it).
+json balance_config(const temp_dir& dir, int version = 1) {
   auto script = dir.file("work.sh");
   write_file(script, work_script);
   ::chmod(script.c_str(), 0755);
@@ -49,7 +53,9 @@ json balance_config(const temp_dir& dir) {
     mods.push_back({{"type", "exec"},
                     {"name", "work-" + std::to_string(k)},
                     {"balance", "workers"},
-                    {"settings", {{"command", {script, work_file(dir, k)}}, {"grace_ms", 200}}}});
+                    {"settings", {{"command", {script, work_file(dir, k)}},
+                                  {"env", {{"WORK_VERSION", std::to_string(version)}}},
+                                  {"grace_ms", 200}}}});
   mods.push_back({{"type", "leader_endpoint"}});
   auto doc = short_config();
   doc["lease_name"] = "balance-test";
@@ -62,20 +68,21 @@ json balance_config(const temp_dir& dir) {
 struct run {
   std::string identity;
   double from = 0, to = 1e18;
+  std::string version;   // the command's WORK_VERSION
 };
 
 /// The runs of module k, from its work file. A start without its stop ends
 /// at `ended[identity]` (the agent was SIGKILLed then), else it runs.
 std::vector<run> runs_of(const temp_dir& dir, int k, const std::map<std::string, double>& ended) {
   std::ifstream in(work_file(dir, k));
-  std::string what, id;
+  std::string what, id, version;
   double at = 0;
   std::vector<run> out;
   std::map<std::string, std::size_t> open;
-  while (in >> what >> id >> at) {
+  while (in >> what >> id >> at >> version) {
     if (what == "start") {
       open[id] = out.size();
-      out.push_back({id, at});
+      out.push_back({id, at, 1e18, version});
     } else if (what == "stop" && open.count(id)) {
       out[open[id]].to = at;
       open.erase(id);
@@ -100,14 +107,16 @@ int overlaps(const temp_dir& dir, const std::map<std::string, double>& ended) {
   return n;
 }
 
-/// Who runs each module's command now ("" nobody; "?" more than one).
-std::vector<std::string> runners(const temp_dir& dir, const std::map<std::string, double>& ended) {
+/// Who runs each module's command now ("" nobody; "?" more than one), or
+/// with `version`, which WORK_VERSION.
+std::vector<std::string> runners(const temp_dir& dir, const std::map<std::string, double>& ended,
+                                 bool version = false) {
   std::vector<std::string> out;
   for (int k = 0; k < modules; ++k) {
     std::string who;
     for (auto& r : runs_of(dir, k, ended))
       if (r.to >= 1e18)
-        who = who.empty() ? r.identity : "?";
+        who = who.empty() ? (version ? r.version : r.identity) : "?";
     out.push_back(who);
   }
   return out;
@@ -150,16 +159,15 @@ std::set<std::string> runs_on(const std::vector<std::string>& who, const std::st
 
 } // namespace
 
-TEST_CASE("three agents balance nine modules; SIGTERM moves one agent's share at once; a "
-          "joiner takes exactly its share; never two runs of one module at once") {
-  temp_dir dir;
-  api_server api(dir);
+/// The scenario on one backend (`args`: how to reach it). `full`: also a
+/// reload and a SIGKILL (each a few seconds: on one backend only).
+void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args, bool full) {
   auto config = dir.file("config.json");
   write_file(config, balance_config(dir).dump());
   std::map<std::string, double> ended;
-  auto a = std::make_unique<agent>(dir, "agent-a", config, std::vector<std::string>{"--server", api.url()});
-  auto b = std::make_unique<agent>(dir, "agent-b", config, std::vector<std::string>{"--server", api.url()});
-  auto c = std::make_unique<agent>(dir, "agent-c", config, std::vector<std::string>{"--server", api.url()});
+  auto a = std::make_unique<agent>(dir, "agent-a", config, args);
+  auto b = std::make_unique<agent>(dir, "agent-b", config, args);
+  auto c = std::make_unique<agent>(dir, "agent-c", config, args);
   REQUIRE(a->health_port() > 0);
   REQUIRE(b->health_port() > 0);
   REQUIRE(c->health_port() > 0);
@@ -167,7 +175,7 @@ TEST_CASE("three agents balance nine modules; SIGTERM moves one agent's share at
   std::map<std::string, int> three_each{{"agent-a", 3}, {"agent-b", 3}, {"agent-c", 3}};
   REQUIRE(wait_until([&] { return loads(runners(dir, ended)) == three_each; }, 20s));
   MESSAGE("3/3/3 by the work files " << ms_since(started) << " ms after the start");
-  std::this_thread::sleep_for(1s);   // settled: nothing moves
+  std::this_thread::sleep_for(600ms);   // settled: nothing moves
   auto who = runners(dir, ended);
   CHECK(loads(who) == three_each);
   // What the agents say is what the work shows.
@@ -210,13 +218,13 @@ TEST_CASE("three agents balance nine modules; SIGTERM moves one agent's share at
       CHECK(after_leave[k] == who[k]);
 
   // A joiner: 9 over 3 again, floor(9/3) = 3 moves, all to d.
-  auto d = std::make_unique<agent>(dir, "agent-d", config, std::vector<std::string>{"--server", api.url()});
+  auto d = std::make_unique<agent>(dir, "agent-d", config, args);
   REQUIRE(d->health_port() > 0);
   auto joined_at = steady::now();
   std::map<std::string, int> with_d{{"agent-a", 3}, {"agent-b", 3}, {"agent-d", 3}};
   REQUIRE(wait_until([&] { return loads(runners(dir, ended)) == with_d; }, 10s));
   MESSAGE("the joiner ran its share " << ms_since(joined_at) << " ms after its start");
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(600ms);
   auto after_join = runners(dir, ended);
   CHECK(loads(after_join) == with_d);
   int moves = 0;
@@ -226,6 +234,24 @@ TEST_CASE("three agents balance nine modules; SIGTERM moves one agent's share at
       CHECK(after_join[k] == "agent-d");
     }
   CHECK(moves == 3);
+  CHECK(overlaps(dir, ended) == 0);
+  if (!full) {
+    for (auto* x : {a.get(), b.get(), d.get()})
+      x->process().signal(SIGTERM);
+    for (auto* x : {a.get(), b.get(), d.get()})
+      CHECK(x->process().wait(5s) == std::optional<int>(0));
+    CHECK(loads(runners(dir, ended)).empty());
+    CHECK(overlaps(dir, ended) == 0);
+    return;
+  }
+
+  // A reload changes every module's settings where it runs: each command
+  // restarts with WORK_VERSION 2 on the agent that leads its lease.
+  write_file(config, balance_config(dir, 2).dump());
+  REQUIRE(wait_until([&] {
+    return runners(dir, ended, true) == std::vector<std::string>(modules, "2");
+  }, 5s));
+  CHECK(runners(dir, ended) == after_join);
   CHECK(overlaps(dir, ended) == 0);
 
   // SIGKILL: b's leases expire and run elsewhere; its commands died with it.
@@ -242,4 +268,19 @@ TEST_CASE("three agents balance nine modules; SIGTERM moves one agent's share at
   }
   CHECK(loads(runners(dir, ended)).empty());   // every command stopped with its agent
   CHECK(overlaps(dir, ended) == 0);
+}
+
+TEST_CASE("Kubernetes: three agents balance nine modules; SIGTERM moves one agent's share at "
+          "once; a joiner takes exactly its share; a reload reaches every lease; SIGKILL; never "
+          "two runs of one module at once") {
+  temp_dir dir;
+  api_server api(dir);
+  balance_scenario(dir, {"--server", api.url()}, true);
+}
+
+TEST_CASE("etcd: the same balance, leave and join on member keys") {
+  temp_dir dir;
+  etcd_server etcd(dir);
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
+  balance_scenario(dir, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()}, false);
 }
