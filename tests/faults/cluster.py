@@ -481,8 +481,9 @@ class Cluster:
     def journals(self):
         return [p for p in self.journal_paths if os.path.exists(p)]
 
-    def check(self, bound=None, stop=True):
-        """Stops the agents (unless stop=False) and runs the checker. Returns
+    def check(self, bound=None, stop=True, per_lease=False):
+        """Stops the agents (unless stop=False) and runs the checker (with
+        per_lease: each lease apart, for agents with balance groups). Returns
         its JSON report; raises AssertionError with its table on a violation."""
         if stop:
             self.stop_agents()
@@ -490,7 +491,7 @@ class Cluster:
         with open(heals_file, "w") as f:
             json.dump(self.heals, f)
         args = [PYTHON, CHECKER, "--bound", str(bound or self.timings.bound()),
-                "--heals", heals_file]
+                "--heals", heals_file] + (["--per-lease"] if per_lease else [])
         for identity, t in self.ended.items():
             args += ["--ended", f"{identity}={t}"]
         args += self.journals()
