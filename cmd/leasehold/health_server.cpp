@@ -190,13 +190,13 @@ health_server::health_server(health_sources src)
   auto& s = *server_;
   s.new_task_queue = [] { return new httplib::ThreadPool(health_threads); };
   s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, liveness(src_.status(), src_.timings));
+    reply_probe(res, every_lease(liveness));
   });
   s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, health(src_.status(), src_.timings));
+    reply_probe(res, every_lease(health));
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, readiness(src_.status(), src_.timings));
+    reply_probe(res, every_lease(readiness));
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(src_.counters->render(src_.status(), leases(), groups()),
@@ -244,6 +244,22 @@ health_server::health_server(health_sources src)
     }
     reply_json(res, 200, view);
   });
+}
+
+probe_result health_server::every_lease(
+  probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const {
+  auto all = leases();
+  if (all.size() <= 1)   // the agent's lease alone: its runner's word, as always
+    return probe(src_.status(), src_.timings);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    auto r = probe(all[i].status, src_.timings);
+    if (r.ok)
+      continue;
+    if (i > 0)   // a module's lease: say which
+      r.body["reason"] = "lease " + all[i].lease + ": " + r.body.value("reason", "");
+    return r;
+  }
+  return probe(all.front().status, src_.timings);
 }
 
 std::vector<lease_state> health_server::leases() const {

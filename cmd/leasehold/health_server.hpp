@@ -1,5 +1,6 @@
 // The observability HTTP server (httplib, its own threads) on --health-addr:
-//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp)
+//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp);
+//                 /livez, /healthz and /readyz judge every lease of the agent
 //   /readyz       200 once electing (or idle) and the API has answered; else 503
 //   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
 //   /debug/state  the runner's status as JSON (holder with observed_at, age),
@@ -89,6 +90,10 @@ public:
   const std::string& error() const { return error_; }
 
 private:
+  /// A probe over every lease of the agent (its own first): the first that
+  /// fails, its reason prefixed "lease NAME: " for a module's lease.
+  probe_result every_lease(
+    probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const;
   std::vector<lease_state> leases() const;
   std::vector<group_state> groups() const;
 

@@ -192,6 +192,10 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
           == std::optional<double>(3));
     CHECK(metric(x->health_port(), "leasehold_balance_members{group=\"workers\"}")
           == std::optional<double>(3));
+    // Standing by for the others' leases is healthy and ready.
+    CHECK(http_get(x->health_port(), "/livez").status == 200);
+    CHECK(http_get(x->health_port(), "/healthz").status == 200);
+    CHECK(http_get(x->health_port(), "/readyz").status == 200);
   }
   auto k0 = std::find(who.begin(), who.end(), "agent-a") - who.begin();
   CHECK(metric(a->health_port(),
@@ -283,4 +287,29 @@ TEST_CASE("etcd: the same balance, leave and join on member keys") {
   etcd_server etcd(dir);
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
   balance_scenario(dir, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()}, false);
+}
+
+TEST_CASE("a crash-looping module on a lease of its own fails /healthz naming that lease; "
+          "/livez stays up") {
+  temp_dir dir;
+  api_server api(dir);
+  auto doc = short_config();
+  doc["modules"].push_back({{"type", "exec"},
+                            {"name", "crashy"},
+                            {"balance", "workers"},
+                            {"restart", {{"max_restarts", 0}, {"within_ms", 60000}}},
+                            {"settings", {{"command", {"false"}}, {"grace_ms", 100}}}});
+  auto config = dir.file("config.json");
+  write_file(config, doc.dump());
+  agent a(dir, "agent-a", config, {"--server", api.url()});
+  REQUIRE(a.health_port() > 0);
+  http_reply h;
+  REQUIRE(wait_until([&] { return (h = http_get(a.health_port(), "/healthz")).status == 503; },
+                     15s));
+  auto body = json::parse(h.body);
+  CAPTURE(h.body);
+  auto reason = body["reason"].get<std::string>();
+  CHECK(reason.rfind("lease crashy: module crashy ", 0) == 0);
+  CHECK(reason.find("crash-loop") != std::string::npos);
+  CHECK(http_get(a.health_port(), "/livez").status == 200);
 }
