@@ -113,6 +113,16 @@ std::vector<std::string> validate(const module_config& cfg, const module_registr
   return errs;
 }
 
+std::vector<std::string> check_leases(const module_config& cfg, const std::string& lease_name) {
+  std::vector<std::string> errs;
+  for (size_t i = 0; i < cfg.modules.size(); ++i)
+    if (auto& l = cfg.modules[i].lease; !l.empty() && l != lease_name)
+      errs.push_back("modules[" + std::to_string(i) + "].lease: \"" + l
+                     + "\" is not this runner's lease \"" + lease_name
+                     + "\" (one runner per lease: give the module to its lease's runner)");
+  return errs;
+}
+
 std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
                                            caf::timespan module_stop_timeout) {
   std::vector<std::string> errs;

@@ -95,6 +95,7 @@ std::vector<std::string> plan_leases(const module_config& modules, const std::st
       continue;
     }
     layout.others[index[lease]].modules.modules.push_back(m);
+    layout.others[index[lease]].modules.modules.back().lease = lease;   // resolved
   }
   if (errs.empty())
     out = std::move(layout);

@@ -818,6 +818,16 @@ modules:
   CHECK(groups[0].first == "workers");
   CHECK(groups[0].second == std::vector<std::string>{"w0", "workers-one"});
 
+  // Each lease's runner gets its modules with their lease resolved; a runner
+  // (the embedding API) refuses a module of another lease.
+  CHECK(cfg.leases.others[1].modules.modules[0].lease == "w0");
+  CHECK(check_leases(cfg.leases.others[1].modules, "w0").empty());
+  CHECK(check_leases(cfg.leases.main.modules, "main").empty());
+  auto refused = check_leases(cfg.leases.others[0].modules, "main");
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0] == "modules[0].lease: \"reports\" is not this runner's lease \"main\" (one "
+                      "runner per lease: give the module to its lease's runner)");
+
   // A reload may change settings, not which lease or group a module runs under.
   agent_config moved;
   auto other = std::string(yaml);
