@@ -164,6 +164,12 @@ std::set<std::string> runs_on(const std::vector<std::string>& who, const std::st
 void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args, bool full) {
   auto config = dir.file("config.json");
   write_file(config, balance_config(dir).dump());
+  std::vector<std::string> validate{"validate", "--config", config};
+  validate.insert(validate.end(), args.begin(), args.end());
+  auto v = run_cli(dir, validate);
+  CHECK_MESSAGE(v.code == 0, v.err);
+  CHECK(v.out.find("lease default/balance-test, balance group workers (9 leases)")
+        != std::string::npos);
   std::map<std::string, double> ended;
   auto a = std::make_unique<agent>(dir, "agent-a", config, args);
   auto b = std::make_unique<agent>(dir, "agent-b", config, args);
