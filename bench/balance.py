@@ -1,6 +1,6 @@
 """bench/run's balance figures (issue 20): real `leasehold run` agents on one
 leasehold-apiserver, 12 leader-only ticker modules in one balance group
-(each under its own Lease), agent timings lease 2 s, renew 1.5 s, retry
+(each under its own Lease; tests/faults/balance_cluster.py), agent timings lease 2 s, renew 1.5 s, retry
 0.3 s, stop 0.4 s, settle 1 s. Per run, on a fresh API server:
 
   start 3 agents      -> balanced 4/4/4: seconds from the last start
@@ -18,47 +18,8 @@ each lease's module), and each run ends with scripts/check-journal
 import statistics
 import time
 
-from cluster import Agent, Cluster, Timeout, mono_ns, wait_for
-
-M = 12
-WORK = [f"w-{k:02d}" for k in range(M)]
-
-
-class BalanceAgent(Agent):
-    """An agent whose leader-only work is the 12 balanced tickers."""
-
-    def modules(self, enabled):
-        return [{"name": n, "type": "ticker", "balance": "workers", "enabled": enabled,
-                 "settings": {"interval_ms": 500}} for n in WORK]
-
-
-def running(c):
-    """module -> (identity, mono_ns of its start) for every balanced module a
-    live agent runs now (from the journals)."""
-    out = {}
-    for a in c.agents:
-        if not a.alive():
-            continue
-        for ev in a.events():
-            m = ev.get("module")
-            if m not in WORK:
-                continue
-            if ev.get("event") == "module_started":
-                out[m] = (a.identity, ev["mono_ns"])
-            elif ev.get("event") in ("module_stopped", "module_killed", "module_crashed") \
-                    and out.get(m, ("",))[0] == a.identity:
-                del out[m]
-    return out
-
-
-def balanced_over(c, names):
-    """The running map when every module runs on one of `names`, each with
-    floor/ceil of M; else None."""
-    r = running(c)
-    if len(r) != M or any(who not in names for who, _ in r.values()):
-        return None
-    counts = [sum(1 for who, _ in r.values() if who == n) for n in names]
-    return r if max(counts) - min(counts) <= 1 else None
+from balance_cluster import BalanceAgent, balanced_over, running
+from cluster import Cluster, Timeout, mono_ns, wait_for
 
 
 def one_run(timeout=20.0):

@@ -369,6 +369,29 @@ class Agent:
             pass
         return out
 
+    def log_lines(self, msg):
+        """This agent's JSON log lines whose msg is `msg` (its incarnation's
+        and earlier ones': the log file is appended to)."""
+        out = []
+        try:
+            with open(self.log_path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        j = json.loads(line)
+                    except ValueError:
+                        continue
+                    if j.get("msg") == msg:
+                        out.append(j)
+        except FileNotFoundError:
+            pass
+        return out
+
+    def health_addr(self):
+        """host:port of this incarnation's health server (its "agent started"
+        line), or None before that line."""
+        lines = [j for j in self.log_lines("agent started") if j.get("identity") == self.identity]
+        return lines[-1]["health_addr"] if lines else None
+
     def leading_since(self):
         """mono_ns of the module_started of this agent's running leader-only module, or None."""
         running = {}
