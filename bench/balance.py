@@ -9,6 +9,8 @@ leasehold-apiserver, 12 leader-only ticker modules in one balance group
   SIGTERM one         -> its leases run elsewhere: ms from the signal to the
                          last of them started (no expiry wait)
   SIGKILL one         -> the same after a kill: ms beyond the lease duration
+  stop all, start 3   -> balanced 4/4/4 onto existing Leases: seconds from the
+                         last start (no creation hold)
 
 Every time is from the agents' journals (CLOCK_MONOTONIC module_started of
 each lease's module), and each run ends with scripts/check-journal
@@ -56,6 +58,16 @@ def one_run(timeout=20.0):
             if key == "sigterm_ms":
                 victim.wait_exit()
             time.sleep(0.5)
+
+        # Every agent stops (releasing its leases; the Lease objects stay), and
+        # three start again: no creation hold this time.
+        c.stop_agents()
+        for a in (a1, a2, a3):
+            a.restart()
+        last_start = mono_ns()
+        r = wait_for(lambda: balanced_over(c, [a1.identity, a2.identity, a3.identity]),
+                     timeout, "4/4/4 again")
+        out["rebalanced_s"] = (max(t for _, t in r.values()) - last_start) / 1e9
         c.check(stop=True, per_lease=True)
         out["safe"] = True
         c.close(ok=True)
@@ -84,6 +96,8 @@ def balance_figures(runs):
     rows = [
         ("3 agents start: 4/4/4 after the last start", cell("balanced_s", "{:.2f} s"),
          "2 s (a fresh store: each new Lease is held by its creator for one lease duration)"),
+        ("3 agents restart onto the Leases: 4/4/4 after the last start",
+         cell("rebalanced_s", "{:.2f} s"), "2 s"),
         ("a 4th joins: its 3 running after its start", cell("join_s", "{:.2f} s"), "2 s"),
         ("a 4th joins: leases moved", cell("join_moves", "{:.0f}"), "at most ceil(12/4) = 3"),
         ("SIGTERM: its leases run elsewhere", cell("sigterm_ms", "{:.0f} ms"), "100 ms"),
