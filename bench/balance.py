@@ -24,6 +24,16 @@ from balance_cluster import BalanceAgent, balanced_over, running
 from cluster import Cluster, Timeout, mono_ns, wait_for
 
 
+def three_start(c, agents, start, timeout):
+    """Starts `agents` (start(agent)); seconds from the last start until the
+    last module of the balanced 4/4/4 started."""
+    for a in agents:
+        start(a)
+    last_start = mono_ns()
+    r = wait_for(lambda: balanced_over(c, [a.identity for a in agents]), timeout, "4/4/4")
+    return (max(t for _, t in r.values()) - last_start) / 1e9
+
+
 def one_run(timeout=20.0):
     c = Cluster(replicas=4, agent_class=BalanceAgent, name="bench-balance",
                 lease_name="bench-balance")
@@ -31,12 +41,7 @@ def one_run(timeout=20.0):
     out = {}
     try:
         c.server.start()
-        for a in (a1, a2, a3):
-            a.start()
-        last_start = mono_ns()
-        r = wait_for(lambda: balanced_over(c, [a1.identity, a2.identity, a3.identity]),
-                     timeout, "4/4/4")
-        out["balanced_s"] = (max(t for _, t in r.values()) - last_start) / 1e9
+        out["balanced_s"] = three_start(c, (a1, a2, a3), lambda a: a.start(), timeout)
         time.sleep(1.0)   # settled
 
         before = {m: who for m, (who, _) in running(c).items()}
@@ -62,12 +67,7 @@ def one_run(timeout=20.0):
         # Every agent stops (releasing its leases; the Lease objects stay), and
         # three start again: no creation hold this time.
         c.stop_agents()
-        for a in (a1, a2, a3):
-            a.restart()
-        last_start = mono_ns()
-        r = wait_for(lambda: balanced_over(c, [a1.identity, a2.identity, a3.identity]),
-                     timeout, "4/4/4 again")
-        out["rebalanced_s"] = (max(t for _, t in r.values()) - last_start) / 1e9
+        out["rebalanced_s"] = three_start(c, (a1, a2, a3), lambda a: a.restart(), timeout)
         c.check(stop=True, per_lease=True)
         out["safe"] = True
         c.close(ok=True)
