@@ -1,5 +1,7 @@
 #include "cmd/leasehold/lease_set.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 
 namespace leasehold::agent {
@@ -46,17 +48,28 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
   return {};
 }
 
+namespace {
+/// What is left of `timeout` since `start` (at least 1 ms): one bound for a
+/// whole series of requests, so a probe never waits a timeout per lease.
+caf::timespan left(std::chrono::steady_clock::time_point start, caf::timespan timeout) {
+  auto spent = std::chrono::steady_clock::now() - start;
+  return std::max<caf::timespan>(timeout - spent, std::chrono::milliseconds(1));
+}
+} // namespace
+
 std::vector<lease_state> lease_set::leases(caf::actor_system& sys, caf::timespan timeout) const {
+  auto start = std::chrono::steady_clock::now();
   std::vector<lease_state> out;
   for (auto& e : runners_)
-    out.push_back({e.lease, e.group, status(sys, e.runner, timeout)});
+    out.push_back({e.lease, e.group, status(sys, e.runner, left(start, timeout))});
   return out;
 }
 
 std::vector<group_state> lease_set::groups(caf::actor_system& sys, caf::timespan timeout) const {
+  auto start = std::chrono::steady_clock::now();
   std::vector<group_state> out;
   for (auto& [name, g] : groups_)
-    out.push_back({name, group_status(sys, g, timeout)});
+    out.push_back({name, group_status(sys, g, left(start, timeout))});
   return out;
 }
 

@@ -49,6 +49,9 @@ public:
                                  lease_set_options opts);
   /// The agent's own lease's runner.
   const runner_actor& main() const { return runners_.front().runner; }
+  /// Every lease's (group's) status, asked one after the other within
+  /// `timeout` in all (a runner that does not answer in what is left is
+  /// reported without a status).
   std::vector<lease_state> leases(caf::actor_system& sys, caf::timespan timeout) const;
   std::vector<group_state> groups(caf::actor_system& sys, caf::timespan timeout) const;
   /// Applies each lease's modules of `next` (its leases as the running
