@@ -150,6 +150,11 @@ private:
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
         m.present_since = old->second.present_since;
         m.renewed_at = old->second.record.renewed == rec.renewed ? old->second.renewed_at : now;
+      } else if (rec.renewed_wall
+                 && wall_clock::now() - *rec.renewed_wall >= opt_.timings.lease_duration) {
+        // First seen, and already stale by the writer's own timestamp: a
+        // crashed member's leftover. Counted once it renews.
+        m.renewed_at = now - opt_.timings.lease_duration;
       }
       next[rec.identity] = m;
     }
