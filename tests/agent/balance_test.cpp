@@ -255,6 +255,19 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
     return;
   }
 
+  // A reload that moves a module to another group takes a restart: it is
+  // rejected as a whole (the log says why) and nothing moves.
+  auto moved = balance_config(dir);
+  moved["modules"][0]["balance"] = "others";
+  write_file(config, moved.dump());
+  REQUIRE(wait_until([&] {
+    for (auto& l : a->log_lines())
+      if (l.value("msg", "").find("which leases or balance groups") != std::string::npos)
+        return true;
+    return false;
+  }, 5s));
+  CHECK(runners(dir, ended) == after_join);
+
   // A reload changes every module's settings where it runs: each command
   // restarts with WORK_VERSION 2 on the agent that leads its lease.
   write_file(config, balance_config(dir, 2).dump());
