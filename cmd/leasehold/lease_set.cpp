@@ -39,7 +39,6 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
     g.membership = opts.membership;
     g.timings = opts.base.timings;
     g.settle = opts.settle;
-    g.events = opts.events({g.ns, group});
     for (auto& e : runners_)
       if (e.group == group)
         g.leases.emplace_back(e.lease, e.runner);
