@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "actors/balance.hpp"
 #include "actors/messages.hpp"
@@ -132,13 +133,28 @@ private:
 
   void observe(const std::vector<member_record>& listed) {
     auto now = clock().now();
+    if (!first_listed_)
+      first_listed_ = now;
+    // A member first seen while this replica is itself settling (its settle
+    // time and one round, by which every replica that started with it has
+    // announced itself and been listed) counts as present since this
+    // replica's first listing: replicas that start together settle together.
+    // Otherwise the first to settle would count only itself, take every
+    // lease, and hand most of them over a round later.
+    auto window = opt_.settle + opt_.timings.retry_period;
+    auto first_seen = now - *first_listed_ <= window ? *first_listed_ : now;
     std::map<std::string, seen_member> next;
     for (auto& rec : listed) {
       auto old = seen_.find(rec.identity);
-      seen_member m{rec, now, now};
+      seen_member m{rec, first_seen, now};
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
         m.present_since = old->second.present_since;
         m.renewed_at = old->second.record.renewed == rec.renewed ? old->second.renewed_at : now;
+      } else if (rec.renewed_wall
+                 && wall_clock::now() - *rec.renewed_wall >= opt_.timings.lease_duration) {
+        // First seen, and already stale by the writer's own timestamp: a
+        // crashed member's leftover. Counted once it renews.
+        m.renewed_at = now - opt_.timings.lease_duration;
       }
       next[rec.identity] = m;
     }
@@ -239,6 +255,7 @@ private:
   std::map<std::string, lease_view> leases_;
   std::map<caf::actor_addr, std::string> runner_of_;
   std::map<std::string, seen_member> seen_;
+  std::optional<time_point> first_listed_;   // this replica's first member list
   std::vector<std::string> assigned_;
   std::int64_t moves_ = 0;
   std::uint64_t tick_seq_ = 0;
@@ -259,6 +276,15 @@ bool leave_group(caf::actor_system& sys, const caf::actor& group, caf::timespan 
   self->request(group, timeout, shutdown_atom::value)
     .receive([&](bool done) { ok = done; }, [](caf::error&) {});
   return ok;
+}
+
+std::optional<balance_status> group_status(caf::actor_system& sys, const caf::actor& group,
+                                           caf::timespan timeout) {
+  std::optional<balance_status> out;
+  caf::scoped_actor self{sys};
+  self->request(group, timeout, get_status_atom::value)
+    .receive([&](balance_status& st) { out = std::move(st); }, [](caf::error&) {});
+  return out;
 }
 
 } // namespace leasehold

@@ -113,6 +113,16 @@ std::vector<std::string> validate(const module_config& cfg, const module_registr
   return errs;
 }
 
+std::vector<std::string> check_leases(const module_config& cfg, const std::string& lease_name) {
+  std::vector<std::string> errs;
+  for (size_t i = 0; i < cfg.modules.size(); ++i)
+    if (auto& l = cfg.modules[i].lease; !l.empty() && l != lease_name)
+      errs.push_back("modules[" + std::to_string(i) + "].lease: \"" + l
+                     + "\" is not this runner's lease \"" + lease_name
+                     + "\" (one runner per lease: give the module to its lease's runner)");
+  return errs;
+}
+
 std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
                                            caf::timespan module_stop_timeout) {
   std::vector<std::string> errs;
@@ -165,6 +175,8 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
     m.leader_only = t != nullptr ? t->default_leader_only : true;
     boolean("leader_only", m.leader_only);
     boolean("enabled", m.enabled);
+    str("lease", m.lease, false);
+    str("balance", m.balance, false);
     if (auto it = j.find("settings"); it != j.end())
       m.settings = *it;
     if (auto it = j.find("restart"); it != j.end()) {
@@ -178,8 +190,13 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
     }
     for (auto& kv : j.items())
       if (kv.key() != "type" && kv.key() != "name" && kv.key() != "leader_only"
-          && kv.key() != "enabled" && kv.key() != "settings" && kv.key() != "restart")
+          && kv.key() != "enabled" && kv.key() != "settings" && kv.key() != "restart"
+          && kv.key() != "lease" && kv.key() != "balance")
         errs.push_back(path + "." + kv.key() + ": unknown field");
+    for (auto* key : {"lease", "balance"})
+      if (j.contains(key) && !m.leader_only)
+        errs.push_back(path + "." + key + ": only a leader-only module runs under a lease of "
+                       "its own (leader_only is false)");
     if (auto it = j.find("type"); it != j.end() && it->is_string())
       seen.emplace_back(path, m);   // (a missing type is one error, not two)
     if (ok)

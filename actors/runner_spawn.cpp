@@ -29,6 +29,8 @@ spawn_result spawn_runner(caf::actor_system& sys, runner_options opts) {
   else
     for (auto& e : validate(opts.modules, *opts.registry))
       r.errors.push_back(e);
+  for (auto& e : check_leases(opts.modules, opts.lease.name))
+    r.errors.push_back(e);
   if (!opts.events)
     opts.events = default_event_sink();
   if (r.errors.empty())

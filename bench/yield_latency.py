@@ -35,20 +35,7 @@ from cluster import AGENT, Cluster, Timings, mono_ns, wait_for  # noqa: E402
 
 def health_addr(agent):
     """The health address the agent's "agent started" line names."""
-    def find():
-        try:
-            with open(agent.log_path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        j = json.loads(line)
-                    except ValueError:
-                        continue
-                    if j.get("msg") == "agent started" and j.get("identity") == agent.identity:
-                        return j["health_addr"]
-        except FileNotFoundError:
-            pass
-        return None
-    return wait_for(find, 10, f"{agent.identity} started")
+    return wait_for(agent.health_addr, 10, f"{agent.identity} started")
 
 
 def start_after(agent, t_ns, event="module_started"):

@@ -21,6 +21,7 @@
 #include "cmd/leasehold/event_poster.hpp"
 #include "cmd/leasehold/health_server.hpp"
 #include "cmd/leasehold/journal.hpp"
+#include "cmd/leasehold/lease_set.hpp"
 #include "cmd/leasehold/json_log.hpp"
 #include "cmd/leasehold/metrics.hpp"
 #include "cmd/leasehold/probes.hpp"
@@ -52,13 +53,15 @@ ojson errors_json(const std::vector<std::string>& errs) {
 }
 
 /// Applies a changed config file to the running agent: only `modules` is
-/// live; other changed fields are reported as needing a restart.
+/// live (each lease's runner gets its modules); other changed fields, and
+/// modules moved to other leases or groups, are reported as needing a
+/// restart.
 class config_reloader {
 public:
-  config_reloader(caf::actor_system& sys, runner_actor runner, const module_registry& reg,
+  config_reloader(caf::actor_system& sys, lease_set& leases, const module_registry& reg,
                   const run_options& opts, config_environment env, agent_config running,
                   json_logger& log)
-    : sys_(sys), runner_(std::move(runner)), reg_(reg), opts_(opts), env_(std::move(env)),
+    : sys_(sys), leases_(leases), reg_(reg), opts_(opts), env_(std::move(env)),
       running_(std::move(running)), log_(log) {}
 
   void on_change(const std::string& content) {
@@ -80,14 +83,23 @@ public:
       accepted();
       return;
     }
-    auto result = apply_config(sys_, runner_, next.modules);
-    if (!result.accepted) {
+    if (!running_.leases.same_leases(next.leases)) {
+      log_.log(log_level::error,
+               "config file changes which leases or balance groups the modules run under, which "
+               "takes a restart; the running modules stay",
+               {{"path", opts_.config_path}});
+      rejected_ = true;
+      return;
+    }
+    auto refused = leases_.apply(sys_, next.leases, std::chrono::seconds(5));
+    if (!refused.empty()) {
       log_.log(log_level::error, "config file rejected by the runner, the running config stays",
-               {{"path", opts_.config_path}, {"errors", errors_json(result.errors)}});
+               {{"path", opts_.config_path}, {"errors", errors_json(refused)}});
       rejected_ = true;
       return;
     }
     running_.modules = next.modules;
+    running_.leases = next.leases;
     accepted();
     log_.log(log_level::info, "config file reloaded",
              {{"path", opts_.config_path}, {"modules", running_.modules.modules.size()}});
@@ -103,7 +115,7 @@ private:
   }
 
   caf::actor_system& sys_;
-  runner_actor runner_;
+  lease_set& leases_;
   const module_registry& reg_;
   const run_options& opts_;
   config_environment env_;   // the start's: the default identity stays
@@ -232,8 +244,14 @@ int validate_file(const run_options& opts, std::ostream& out, std::ostream& err)
     err << name << ": " << r.errors.size() << (r.errors.size() == 1 ? " error" : " errors") << '\n';
     return 1;
   }
+  std::string leases;
+  for (auto& p : r.cfg.leases.others)
+    if (p.group.empty())
+      leases += ", lease " + r.cfg.ns + "/" + p.lease;
+  for (auto& [group, names] : r.cfg.leases.groups())
+    leases += ", balance group " + group + " (" + std::to_string(names.size()) + " leases)";
   out << name << ": ok (" << r.cfg.modules.modules.size() << " modules, lease " << r.cfg.ns << "/"
-      << r.cfg.lease_name << ", identity " << r.cfg.identity << ", "
+      << r.cfg.lease_name << leases << ", identity " << r.cfg.identity << ", "
       << (r.cfg.backend == "etcd" ? "etcd " + join_endpoints(r.cfg.etcd.endpoints)
                                   : "server " + r.conn.server)
       << ")\n";
@@ -251,8 +269,11 @@ constexpr std::chrono::milliseconds confirm_margin{200};
 /// of that (a transport stuck in a request), the process exits anyway:
 constexpr std::chrono::milliseconds exit_margin{400};
 
-caf::timespan shutdown_bound(const election_timings& t) {
-  return t.module_stop_timeout + t.release_timeout + confirm_margin;
+/// A balance group first withdraws its announcement (one request), then
+/// its runners stop as above, all leases at once (lease_set::shut_down).
+caf::timespan shutdown_bound(const election_timings& t, bool groups) {
+  return t.module_stop_timeout + t.release_timeout + confirm_margin
+         + (groups ? t.effective_request_timeout() : caf::timespan{0});
 }
 
 /// `leasehold run` from a resolved config to its exit code, one method per
@@ -291,12 +312,14 @@ public:
     sources.leader = [view = modules_.leader](const std::string& path) {
       return view->respond(path);
     };
-    sources.status = [this]() { return status(sys_, runner_, status_timeout); };
+    sources.status = [this]() { return status(sys_, leases_.main(), status_timeout); };
+    sources.leases = [this]() { return leases_.leases(sys_, status_timeout); };
+    sources.groups = [this]() { return leases_.groups(sys_, status_timeout); };
     sources.yield = [this](const std::string& target) {
       auto& t = cfg_.timings;
       auto bound = t.module_stop_timeout + t.release_timeout + t.effective_request_timeout()
                    + yield_window(t, true) + preferred_holder_wait(t) + std::chrono::seconds(1);
-      return yield_leadership(sys_, runner_, target, bound);
+      return yield_leadership(sys_, leases_.main(), target, bound);
     };
     health_ = std::make_unique<health_server>(sources);
     health_port_ = health_->bind(cfg_.health_addr);
@@ -306,7 +329,8 @@ public:
     return false;
   }
 
-  /// The transports, the Kubernetes Event poster and the runner.
+  /// The transports, the Kubernetes Event poster, the runner of each lease
+  /// and each balance group with its membership backend.
   bool spawn_runtime() {
     auto event_conn = conn_;
     event_conn.user_agent = "leasehold-events/" LEASEHOLD_VERSION;
@@ -317,12 +341,6 @@ public:
     // etcd keeps no Events: there is no poster then.
     if (!on_etcd())
       poster_ = spawn_event_poster(sys_, spawn_kube_event_transport(sys_, event_conn), poster_opts);
-    std::vector<event_sink> sinks{log_.sink(), counters_.sink()};
-    if (poster_)
-      sinks.push_back(event_poster_sink(poster_, lease_));
-    sinks.push_back(fatal_on_invalid(log_));
-    if (journal_)
-      sinks.push_back(journal_->sink());
     runner_options ropts;
     ropts.identity = cfg_.identity;
     ropts.lease = lease_;
@@ -334,16 +352,25 @@ public:
       ropts.backend = spawn_http_backend(sys_, bounded_by(conn_, cfg_.timings));
     transport_ = ropts.backend.transport;
     ropts.registry = modules_.registry;
-    ropts.modules = cfg_.modules;
-    ropts.events = fan_out(std::move(sinks));
-    auto spawned = spawn_runner(sys_, ropts);
-    if (!spawned.errors.empty()) {
-      for (auto& e : spawned.errors)
-        log_.log(log_level::error, "invalid config", {{"path", opts_.config_path}, {"error", e}});
-      return false;
-    }
-    runner_ = spawned.runner;
-    return true;
+    lease_set_options lopts;
+    lopts.base = ropts;
+    lopts.events = [this](const lease_key& lease) {
+      std::vector<event_sink> sinks{log_.sink(), counters_.sink()};
+      if (poster_)
+        sinks.push_back(event_poster_sink(poster_, lease));
+      sinks.push_back(fatal_on_invalid(log_));
+      if (journal_)
+        sinks.push_back(journal_->sink());
+      return fan_out(std::move(sinks));
+    };
+    if (!cfg_.leases.groups().empty())
+      membership_ = lopts.membership
+        = on_etcd() ? spawn_etcd_membership(sys_, cfg_.etcd)
+                    : spawn_http_membership(sys_, bounded_by(conn_, cfg_.timings));
+    auto errs = leases_.spawn(sys_, cfg_.leases, std::move(lopts));
+    for (auto& e : errs)
+      log_.log(log_level::error, "invalid config", {{"path", opts_.config_path}, {"error", e}});
+    return errs.empty();
   }
 
   /// Serves probes, says "agent started", follows the config file.
@@ -356,11 +383,13 @@ public:
               {"health_addr", cfg_.health_addr.substr(0, cfg_.health_addr.rfind(':') + 1)
                                 + std::to_string(health_port_)},
               {"modules", cfg_.modules.modules.size()},
+              {"leases", 1 + cfg_.leases.others.size()},
+              {"balance_groups", cfg_.leases.groups().size()},
               {"lease_duration_ms", to_ms(cfg_.timings.lease_duration)},
               {"renew_deadline_ms", to_ms(cfg_.timings.renew_deadline)},
               {"retry_period_ms", to_ms(cfg_.timings.retry_period)},
               {"module_stop_timeout_ms", to_ms(cfg_.timings.module_stop_timeout)}});
-    reloader_ = std::make_unique<config_reloader>(sys_, runner_, *modules_.registry, opts_, env_,
+    reloader_ = std::make_unique<config_reloader>(sys_, leases_, *modules_.registry, opts_, env_,
                                                   cfg_, log_);
     if (auto text = read_text_file(opts_.config_path))
       watcher_ = std::make_unique<config_watcher>(
@@ -375,7 +404,7 @@ public:
   /// After SIGTERM/SIGINT: the runner's graceful stop, the Events flushed,
   /// everything ended; the process exits by the bounds above regardless.
   int shut_down(int sig) {
-    auto bound = shutdown_bound(cfg_.timings);
+    auto bound = shutdown_bound(cfg_.timings, !cfg_.leases.groups().empty());
     auto deadline = bound + event_flush_bound + exit_margin;
     exit_by(std::chrono::steady_clock::now()
               + std::chrono::duration_cast<std::chrono::steady_clock::duration>(deadline),
@@ -383,8 +412,8 @@ public:
     log_.log(log_level::info, "shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
     if (watcher_)
       watcher_->stop();
-    if (!shutdown(sys_, runner_, bound))
-      log_.log(log_level::warn, "the runner did not confirm the shutdown in time",
+    if (!leases_.shut_down(sys_, bound))
+      log_.log(log_level::warn, "the runners did not confirm the shutdown in time",
                {{"bound_ms", to_ms(bound)}});
     if (poster_ && !flush_events(sys_, poster_, event_flush_bound))
       log_.log(log_level::warn, "dropping Kubernetes Events that could not be posted in time");
@@ -399,8 +428,9 @@ public:
       caf::anon_send_exit(poster_, caf::exit_reason::user_shutdown);
     if (transport_)
       caf::anon_send_exit(transport_, caf::exit_reason::user_shutdown);
-    if (runner_)
-      caf::anon_send_exit(runner_, caf::exit_reason::user_shutdown);
+    if (membership_)
+      caf::anon_send_exit(membership_, caf::exit_reason::user_shutdown);
+    leases_.kill_all();
   }
 
 private:
@@ -424,9 +454,10 @@ private:
   caf::actor_system sys_;
   std::unique_ptr<health_server> health_;
   int health_port_ = -1;
-  runner_actor runner_;
+  lease_set leases_;
   caf::actor poster_;
   lease_transport_actor transport_;
+  membership_actor membership_;
   std::unique_ptr<config_reloader> reloader_;
   std::unique_ptr<config_watcher> watcher_;
 };

@@ -101,27 +101,6 @@ void parse_timings(const json& j, const config_overrides& over, election_timings
   }
 }
 
-/// Why `name` is not a name the API accepts ("" when it is): a lowercase
-/// RFC 1123 subdomain (or label: no dots), at most `max` characters. The API
-/// answers 422 to anything else, on every retry.
-std::string dns1123_error(const std::string& name, std::size_t max, bool label = false) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  std::string rule = std::string("must be a lowercase RFC 1123 ") + (label ? "label" : "subdomain")
-                     + " (a-z, 0-9, '-'" + (label ? "" : ", '.'")
-                     + ", starting and ending with a letter or digit, at most "
-                     + std::to_string(max) + " characters)";
-  if (name.empty())
-    return "must not be empty; " + rule;
-  bool ok = name.size() <= max && alnum(name.front()) && alnum(name.back());
-  for (std::size_t i = 0; ok && i < name.size(); ++i) {
-    char c = name[i];
-    bool dot_ok = !label && c == '.' && name[i - 1] != '.' && name[i - 1] != '-'
-                  && alnum(name[i + 1]);
-    ok = alnum(c) || c == '-' || dot_ok;
-  }
-  return ok ? std::string{} : rule + " (is \"" + name + "\")";
-}
-
 /// One string field of the `etcd` object.
 struct etcd_string_field {
   const char* key;
@@ -264,6 +243,24 @@ std::optional<caf::timespan> parse_duration(const std::string& text) {
 
 std::string format_duration(caf::timespan d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
+}
+
+std::string dns1123_error(const std::string& name, std::size_t max, bool label) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  std::string rule = std::string("must be a lowercase RFC 1123 ") + (label ? "label" : "subdomain")
+                     + " (a-z, 0-9, '-'" + (label ? "" : ", '.'")
+                     + ", starting and ending with a letter or digit, at most "
+                     + std::to_string(max) + " characters)";
+  if (name.empty())
+    return "must not be empty; " + rule;
+  bool ok = name.size() <= max && alnum(name.front()) && alnum(name.back());
+  for (std::size_t i = 0; ok && i < name.size(); ++i) {
+    char c = name[i];
+    bool dot_ok = !label && c == '.' && name[i - 1] != '.' && name[i - 1] != '-'
+                  && alnum(name[i + 1]);
+    ok = alnum(c) || c == '-' || dot_ok;
+  }
+  return ok ? std::string{} : rule + " (is \"" + name + "\")";
 }
 
 election_timings agent_default_timings() {
@@ -526,6 +523,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     for (auto& e : module_errs)
       errs.push_back(e);
   }
+  for (auto& e : plan_leases(cfg.modules, cfg.lease_name, cfg.leases))
+    errs.push_back(e);
   if (errs.empty())
     out = std::move(cfg);
   return errs;

@@ -115,6 +115,48 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
   return out;
 }
 
+nlohmann::json leases_json(const std::vector<lease_state>& leases) {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& l : leases) {
+    nlohmann::json j{{"lease", l.lease}, {"group", l.group}};
+    if (!l.status) {
+      j["state"] = "unknown";
+    } else {
+      j.update(nlohmann::json{{"state", to_string(l.status->state)},
+                              {"leading", l.status->state == runner_state::leader},
+                              {"holder", l.status->holder},
+                              {"term", l.status->term},
+                              {"competing", l.status->competing}});
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+nlohmann::json groups_json(const std::vector<group_state>& groups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& g : groups) {
+    nlohmann::json j{{"group", g.group}};
+    if (g.status)
+      j.update(nlohmann::json{{"members", g.status->members},
+                              {"assigned", g.status->assigned},
+                              {"competing", g.status->competing},
+                              {"moves", g.status->moves}});
+    else
+      j["members"] = nullptr;   // the group actor did not answer
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+nlohmann::json leads_json(const std::vector<lease_state>& leases) {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& l : leases)
+    if (l.status && l.status->state == runner_state::leader)
+      out.push_back(l.lease);
+  return out;
+}
+
 std::pair<int, nlohmann::json> yield_reply(
   const std::string& remote_addr, const std::string& body,
   const std::function<std::optional<yield_result>(const std::string&)>& yield) {
@@ -149,16 +191,17 @@ health_server::health_server(health_sources src)
   auto& s = *server_;
   s.new_task_queue = [] { return new httplib::ThreadPool(health_threads); };
   s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, liveness(src_.status(), src_.timings));
+    reply_probe(res, every_lease(liveness));
   });
   s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, health(src_.status(), src_.timings));
+    reply_probe(res, every_lease(health));
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, readiness(src_.status(), src_.timings));
+    reply_probe(res, every_lease(readiness));
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(src_.counters->render(src_.status()), metrics::content_type);
+    res.set_content(src_.counters->render(src_.status(), leases(), groups()),
+                    metrics::content_type);
   });
   s.Get("/debug/state", [this](const httplib::Request&, httplib::Response& res) {
     auto st = src_.status();
@@ -166,6 +209,8 @@ health_server::health_server(health_sources src)
       reply_json(res, 503, {{"error", "runner did not answer"}});
     } else {
       auto state = status_json(*st, src_.timings.lease_duration);
+      state["leases"] = leases_json(leases());
+      state["groups"] = groups_json(groups());
       state["transport"] = transport_state_json();
       reply_json(res, 200, state);
     }
@@ -191,6 +236,7 @@ health_server::health_server(health_sources src)
       view["term"] = st->term;
       view["creation_hold"] = hold_json(*st);
     }
+    view["leads"] = leads_json(leases());
     view["observed_at"] = holder["holder_observed_at"];
     view["age_ms"] = holder["holder_age_ms"];
     if (holder.contains("holder_unknown_reason")) {
@@ -199,6 +245,30 @@ health_server::health_server(health_sources src)
     }
     reply_json(res, 200, view);
   });
+}
+
+probe_result health_server::every_lease(
+  probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const {
+  auto all = leases();
+  if (all.size() <= 1)   // the agent's lease alone: its runner's word, as always
+    return probe(src_.status(), src_.timings);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    auto r = probe(all[i].status, src_.timings);
+    if (r.ok)
+      continue;
+    if (i > 0)   // a module's lease: say which
+      r.body["reason"] = "lease " + all[i].lease + ": " + r.body.value("reason", "");
+    return r;
+  }
+  return probe(all.front().status, src_.timings);
+}
+
+std::vector<lease_state> health_server::leases() const {
+  return src_.leases ? src_.leases() : std::vector<lease_state>{};
+}
+
+std::vector<group_state> health_server::groups() const {
+  return src_.groups ? src_.groups() : std::vector<group_state>{};
 }
 
 health_server::~health_server() {

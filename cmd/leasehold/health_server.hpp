@@ -1,14 +1,18 @@
 // The observability HTTP server (httplib, its own threads) on --health-addr:
-//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp)
+//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp);
+//                 /livez, /healthz and /readyz judge every lease of the agent
 //   /readyz       200 once electing (or idle) and the API has answered; else 503
 //   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
-//   /debug/state  the runner's status as JSON (holder with observed_at, age)
+//   /debug/state  the runner's status as JSON (holder with observed_at, age),
+//                 with "leases" (every lease of the agent: holder, term,
+//                 leading) and "groups" (each balance group: members, assigned)
 //   POST /yield   {"to": IDENTITY} (optional): hand leadership over; only from
 //                 loopback (403 otherwise); 200 handed over, 409 any other
 //                 outcome, with {"status", "successor", "reason"}; 504 no answer
 //   /leader       the leader_endpoint module's view (at the module's
 //                 configured path) with observed_at and age_ms, "leader":
-//                 "unknown" when stale (holder_json); 404 when no such module runs
+//                 "unknown" when stale (holder_json), "leads": the leases this
+//                 replica leads; 404 when no such module runs
 // Handlers ask the runner for its status with a blocking request: fine on
 // these threads, which are not CAF scheduler threads.
 #pragma once
@@ -39,6 +43,9 @@ struct health_sources {
   std::function<std::optional<std::string>(const std::string& path)> leader;
   /// Hands leadership over (yield_leadership); nullopt when the runner did not answer.
   std::function<std::optional<yield_result>(const std::string& target)> yield;
+  /// Every lease of the agent (its own first) and every balance group.
+  std::function<std::vector<lease_state>()> leases;
+  std::function<std::vector<group_state>()> groups;
   const metrics* counters = nullptr;
   election_timings timings;
 };
@@ -59,6 +66,13 @@ std::pair<int, nlohmann::json> yield_reply(
   const std::function<std::optional<yield_result>(const std::string&)>& yield);
 /// /debug/state: the runner's status with holder_json's fields.
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
+/// /debug/state's "leases": per lease {lease, group, state, leading, holder,
+/// term, competing} ("state": "unknown" when its runner did not answer).
+nlohmann::json leases_json(const std::vector<lease_state>& leases);
+/// /debug/state's "groups": per group {group, members, assigned, competing, moves}.
+nlohmann::json groups_json(const std::vector<group_state>& groups);
+/// /leader's "leads": the names of the leases this replica leads.
+nlohmann::json leads_json(const std::vector<lease_state>& leases);
 
 class health_server {
 public:
@@ -76,6 +90,13 @@ public:
   const std::string& error() const { return error_; }
 
 private:
+  /// A probe over every lease of the agent (its own first): the first that
+  /// fails, its reason prefixed "lease NAME: " for a module's lease.
+  probe_result every_lease(
+    probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const;
+  std::vector<lease_state> leases() const;
+  std::vector<group_state> groups() const;
+
   health_sources src_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

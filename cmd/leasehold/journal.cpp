@@ -45,6 +45,8 @@ void journal::on_event(const runtime_event& e) {
   j["wall"] = format_log_time(e.wall);
   j["identity"] = identity_;
   j["event"] = *name;
+  if (!e.lease.empty())
+    j["lease"] = e.lease;   // ns/name: an agent with leases of its modules runs several
   j["term"] = e.term;
   if (!e.module.empty()) {
     j["module"] = e.module;

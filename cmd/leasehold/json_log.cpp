@@ -195,9 +195,13 @@ void json_logger::on_event(const runtime_event& e) {
       summarize(kv.second, std::chrono::steady_clock::now());
     seen_.clear();
   }
-  if (auto r = describe(e))
+  if (auto r = describe(e)) {
+    // The event's own lease where it is not the agent's (a module's lease).
+    if (!e.lease.empty() && e.lease != lease_)
+      r->fields["lease"] = e.lease;
     // Module output is content, not status: identical lines are kept.
     write(r->level, r->msg, r->fields, e.type != event_type::module_output);
+  }
 }
 
 void json_logger::write(log_level level, const std::string& msg, const ojson& fields,

@@ -79,7 +79,9 @@ void metrics::set_build_info(std::string version, std::string backend) {
   backend_ = std::move(backend);
 }
 
-std::string metrics::render(const std::optional<runner_status>& st) const {
+std::string metrics::render(const std::optional<runner_status>& st,
+                            const std::vector<lease_state>& leases,
+                            const std::vector<group_state>& groups) const {
   std::lock_guard<std::mutex> guard(mtx_);
   std::ostringstream out;
   header(out, "leasehold_build_info", "gauge", "Always 1; the labels say which build runs.");
@@ -152,17 +154,60 @@ std::string metrics::render(const std::optional<runner_status>& st) const {
          "Leader-only child process groups the fence keeper killed at the fence's deadline.");
   out << "leasehold_fence_kills_total " << fence_kills_ << '\n';
 
-  header(out, "leasehold_module_restarts_total", "counter", "Restarts of each module.");
-  if (st)
+  // Every lease's modules (the agent's lease alone without `leases`).
+  std::vector<const module_status*> modules;
+  if (leases.empty() && st)
     for (auto& m : st->modules)
-      out << "leasehold_module_restarts_total{module=\"" << escape_label(m.name) << "\"} "
-          << m.restarts << '\n';
+      modules.push_back(&m);
+  for (auto& l : leases)
+    if (l.status)
+      for (auto& m : l.status->modules)
+        modules.push_back(&m);
+  header(out, "leasehold_module_restarts_total", "counter", "Restarts of each module.");
+  for (auto* m : modules)
+    out << "leasehold_module_restarts_total{module=\"" << escape_label(m->name) << "\"} "
+        << m->restarts << '\n';
 
   header(out, "leasehold_module_running", "gauge", "1 when the module is running, else 0.");
-  if (st)
-    for (auto& m : st->modules)
-      out << "leasehold_module_running{module=\"" << escape_label(m.name) << "\"} "
-          << (m.state == module_state::running ? 1 : 0) << '\n';
+  for (auto* m : modules)
+    out << "leasehold_module_running{module=\"" << escape_label(m->name) << "\"} "
+        << (m->state == module_state::running ? 1 : 0) << '\n';
+
+  header(out, "leasehold_lease_leader", "gauge",
+         "Per lease of this agent (its own and each module's): 1 when this replica leads it.");
+  for (auto& l : leases)
+    out << "leasehold_lease_leader{lease=\"" << escape_label(l.lease) << "\",group=\""
+        << escape_label(l.group) << "\"} "
+        << (l.status && l.status->state == runner_state::leader ? 1 : 0) << '\n';
+  header(out, "leasehold_lease_term", "gauge",
+         "Per lease: the term this replica knows (as leasehold_term); -1 none.");
+  for (auto& l : leases)
+    if (l.status)
+      out << "leasehold_lease_term{lease=\"" << escape_label(l.lease) << "\",group=\""
+          << escape_label(l.group) << "\"} " << l.status->term << '\n';
+  struct group_series {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::size_t (*value)(const balance_status&);
+  };
+  static const group_series per_group[] = {
+    {"leasehold_balance_members", "gauge", "Per balance group: the settled members this replica counts.",
+     [](const balance_status& b) { return b.members.size(); }},
+    {"leasehold_balance_assigned", "gauge",
+     "Per balance group: the leases the assignment gives this replica.",
+     [](const balance_status& b) { return b.assigned.size(); }},
+    {"leasehold_balance_moves_total", "counter",
+     "Per balance group: leases this replica led and was told to hand over.",
+     [](const balance_status& b) { return static_cast<std::size_t>(b.moves); }},
+  };
+  for (auto& series : per_group) {
+    header(out, series.name, series.type, series.help);
+    for (auto& g : groups)
+      if (g.status)
+        out << series.name << "{group=\"" << escape_label(g.group) << "\"} "
+            << series.value(*g.status) << '\n';
+  }
   if (auto p = sample_process())
     out << render_process_metrics(*p);
   return out.str();

@@ -20,6 +20,11 @@
 //   leasehold_module_running{module}            gauge
 //   leasehold_fence_kills_total                 counter (exec children the fence keeper
 //                                               killed at the fence's deadline)
+//   leasehold_lease_leader{lease,group}         gauge (per lease of the agent: 1 leading)
+//   leasehold_lease_term{lease,group}           gauge (per lease: the term it knows)
+//   leasehold_balance_members{group}            gauge (settled members it counts)
+//   leasehold_balance_assigned{group}           gauge (leases assigned to it)
+//   leasehold_balance_moves_total{group}        counter (leases it was told to hand over)
 //   process_*                                   process_metrics.hpp
 #pragma once
 
@@ -32,6 +37,7 @@
 
 #include "actors/observer.hpp"
 #include "actors/runner.hpp"
+#include "cmd/leasehold/lease_set.hpp"
 
 namespace leasehold::agent {
 
@@ -45,7 +51,12 @@ public:
 
   /// The exposition text. `st` is the runner's status (nullopt when the
   /// runner did not answer: the status-based series are left out).
-  std::string render(const std::optional<runner_status>& st) const;
+  /// `leases`/`groups`: every lease's and group's state (lease_set), for
+  /// the per-lease and per-group series; the module series then cover
+  /// every lease's modules.
+  std::string render(const std::optional<runner_status>& st,
+                     const std::vector<lease_state>& leases = {},
+                     const std::vector<group_state>& groups = {}) const;
 
   static constexpr const char* content_type = "text/plain; version=0.0.4; charset=utf-8";
 

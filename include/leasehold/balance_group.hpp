@@ -20,6 +20,7 @@
 //   leasehold::leave_group(sys, group);   // withdraw, then shut the runners down
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,13 @@ caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opt
 /// answered within `timeout`.
 bool leave_group(caf::actor_system& sys, const caf::actor& group,
                  caf::timespan timeout = std::chrono::seconds(30));
+
+struct balance_status;
+
+/// The group's status (get_status_atom); nullopt when it did not answer
+/// within `timeout`. Blocking: never call it from an actor's handler.
+std::optional<balance_status> group_status(caf::actor_system& sys, const caf::actor& group,
+                                           caf::timespan timeout = std::chrono::seconds(5));
 
 /// What the group actor answers to get_status_atom.
 struct balance_status {

@@ -86,10 +86,20 @@ struct module_spec {
   /// `restart: {max_restarts, within_ms}`; unset: the runner's default
   /// (runner_options::supervision).
   std::optional<restart_policy> restart;
+  /// Placement of a leader-only module, read by `leasehold run` (a runner
+  /// runs the modules it is given under its own lease and ignores these):
+  /// `lease`, the lease this module runs under ("": the agent's lease;
+  /// spawn_runner refuses a module naming another lease than the runner's,
+  /// see check_leases); `balance`, the balance group its lease is spread over
+  /// ("": none; docs/balance.md). An embedding program spawns one runner
+  /// per lease, and a balance group over a group's runners.
+  std::string lease;
+  std::string balance;
 
   bool operator==(const module_spec& o) const {
     return name == o.name && type == o.type && leader_only == o.leader_only
-           && enabled == o.enabled && settings == o.settings && restart == o.restart;
+           && enabled == o.enabled && settings == o.settings && restart == o.restart
+           && lease == o.lease && balance == o.balance;
   }
 };
 
@@ -102,6 +112,11 @@ struct module_config {
 /// empty names, module settings errors. Each error names its path, e.g.
 /// `modules[1].type: unknown module type "tickr" (known: exec, ticker)`.
 std::vector<std::string> validate(const module_config& cfg, const module_registry& reg);
+
+/// Errors for every module that names a lease other than `lease_name` (a
+/// runner runs the modules of its own lease: one runner per lease), e.g.
+/// `modules[2].lease: "reports" is not this runner's lease "main"`.
+std::vector<std::string> check_leases(const module_config& cfg, const std::string& lease_name);
 
 /// Errors for every module whose stop_time is not below `module_stop_timeout`
 /// (the limit named in the message), e.g. "modules[0].settings.grace_ms:

@@ -783,3 +783,81 @@ modules:
   apply_environment(pod, getenv);
   CHECK(pod.identity == std::optional<std::string>("pod-name"));
 }
+
+TEST_CASE("modules' own leases and balance groups: layout, YAML, every error in one pass "
+          "(issue 20, item 1)") {
+  auto yaml = R"(
+lease_name: main
+modules:
+  - {type: ticker, name: tick}
+  - {type: leader_endpoint}
+  - {type: ticker, name: report, lease: reports}
+  - {type: ticker, name: w0, balance: workers}
+  - {type: ticker, name: w1, balance: workers, lease: workers-one}
+  - {type: ticker, name: w1-side, balance: workers, lease: workers-one}
+  - {type: ticker, name: own-main, lease: main}
+)";
+  auto mods = make_builtin_modules();
+  agent_config cfg;
+  auto errs = parse_config(yaml, *mods.registry, {}, test_env(), cfg);
+  REQUIRE_MESSAGE(errs.empty(), joined(errs));
+  CHECK(cfg.leases.main.lease == "main");
+  std::vector<std::string> main_modules;
+  for (auto& m : cfg.leases.main.modules.modules)
+    main_modules.push_back(m.name);
+  CHECK(main_modules == std::vector<std::string>{"tick", "leader_endpoint", "own-main"});
+  REQUIRE(cfg.leases.others.size() == 3);
+  CHECK(cfg.leases.others[0].lease == "reports");
+  CHECK(cfg.leases.others[0].group == "");
+  CHECK(cfg.leases.others[1].lease == "w0");   // a balanced module's lease: its name
+  CHECK(cfg.leases.others[1].group == "workers");
+  CHECK(cfg.leases.others[2].lease == "workers-one");
+  CHECK(cfg.leases.others[2].modules.modules.size() == 2);
+  auto groups = cfg.leases.groups();
+  REQUIRE(groups.size() == 1);
+  CHECK(groups[0].first == "workers");
+  CHECK(groups[0].second == std::vector<std::string>{"w0", "workers-one"});
+
+  // Each lease's runner gets its modules with their lease resolved; a runner
+  // (the embedding API) refuses a module of another lease.
+  CHECK(cfg.leases.others[1].modules.modules[0].lease == "w0");
+  CHECK(check_leases(cfg.leases.others[1].modules, "w0").empty());
+  CHECK(check_leases(cfg.leases.main.modules, "main").empty());
+  auto refused = check_leases(cfg.leases.others[0].modules, "main");
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0] == "modules[0].lease: \"reports\" is not this runner's lease \"main\" (one "
+                      "runner per lease: give the module to its lease's runner)");
+
+  // A reload may change settings, not which lease or group a module runs under.
+  agent_config moved;
+  auto other = std::string(yaml);
+  other.replace(other.find("lease: reports"), 14, "lease: report2");
+  REQUIRE(parse_config(other, *mods.registry, {}, test_env(), moved).empty());
+  CHECK_FALSE(cfg.leases.same_leases(moved.leases));
+  agent_config retuned;
+  other = std::string(yaml);
+  other.replace(other.find("name: w0"), 8, "name: w0, settings: {interval_ms: 50}");
+  REQUIRE(parse_config(other, *mods.registry, {}, test_env(), retuned).empty());
+  CHECK(cfg.leases.same_leases(retuned.leases));
+
+  // Every error, each naming its field.
+  json doc = {{"lease_name", "main"},
+              {"modules",
+               {{{"type", "leader_endpoint"}, {"balance", "g"}},              // 0: not leader-only
+                {{"type", "ticker"}, {"name", "Bad_Name"}, {"balance", "g"}}, // 1: default lease
+                {{"type", "ticker"}, {"name", "t2"}, {"balance", "G!"}},       // 2: group name
+                {{"type", "ticker"}, {"name", "t3"}, {"balance", "g"}, {"lease", "main"}},
+                {{"type", "ticker"}, {"name", "t4"}, {"lease", "shared"}},
+                {{"type", "ticker"}, {"name", "t5"}, {"lease", "shared"}, {"balance", "g"}},
+                {{"type", "ticker"}, {"name", "t6"}, {"lease", 7}}}}};
+  errs = parse(doc, cfg);
+  CAPTURE(joined(errs));
+  CHECK(has(errs, "modules[0].balance: only a leader-only module runs under a lease of its own"));
+  CHECK(has(errs, "modules[1].name: must be a lowercase RFC 1123 subdomain"));
+  CHECK(has(errs, "(a balanced module's lease is its name unless it sets lease)"));
+  CHECK(has(errs, "modules[2].balance: must be a lowercase RFC 1123 label"));
+  CHECK(has(errs, "modules[3].lease: \"main\" is the agent's own lease"));
+  CHECK(has(errs, "modules[5].balance: lease \"shared\" is not balanced at modules[4]"));
+  CHECK(has(errs, "modules[6].lease: must be a string"));
+  CHECK(errs.size() == 6);
+}

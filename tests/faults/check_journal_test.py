@@ -52,6 +52,23 @@ class CheckJournal(unittest.TestCase):
         self.assertIn(r.returncode, (0, 1), r.stderr)
         return r.returncode, json.loads(r.stdout)
 
+    def test_per_lease_judges_each_lease_apart(self):
+        """Agents of a balance group lead different leases at once: not an overlap
+        with --per-lease (without it, it is); one lease led by two is one."""
+        def on(lease, events):
+            return [dict(e, lease=lease) for e in events]
+        journals = {"a": on("default/w-0", lead("a", 10, 20)),
+                    "b": on("default/w-1", lead("b", 10, 20, term=2))}
+        rc, rep = self.run_checker(journals, "--per-lease")
+        self.assertEqual(rc, 0, rep)
+        self.assertEqual(sorted(rep["replicas"]), ["a default/w-0", "b default/w-1"])
+        rc, rep = self.run_checker(journals)
+        self.assertEqual(rc, 1)
+        journals["b"] += on("default/w-0", lead("b", 15, 18, term=3))
+        rc, rep = self.run_checker(journals, "--per-lease")
+        self.assertEqual(rc, 1)
+        self.assertEqual(rep["overlaps"][0]["replicas"], ["a default/w-0", "b default/w-0"])
+
     def test_overlapping_pair_is_caught(self):
         rc, rep = self.run_checker({"a": lead("a", 10, 14), "b": lead("b", 13, 16, term=2)})
         self.assertEqual(rc, 1)

@@ -369,6 +369,29 @@ class Agent:
             pass
         return out
 
+    def log_lines(self, msg):
+        """This agent's JSON log lines whose msg is `msg` (its incarnation's
+        and earlier ones': the log file is appended to)."""
+        out = []
+        try:
+            with open(self.log_path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        j = json.loads(line)
+                    except ValueError:
+                        continue
+                    if j.get("msg") == msg:
+                        out.append(j)
+        except FileNotFoundError:
+            pass
+        return out
+
+    def health_addr(self):
+        """host:port of this incarnation's health server (its "agent started"
+        line), or None before that line."""
+        lines = [j for j in self.log_lines("agent started") if j.get("identity") == self.identity]
+        return lines[-1]["health_addr"] if lines else None
+
     def leading_since(self):
         """mono_ns of the module_started of this agent's running leader-only module, or None."""
         running = {}
@@ -481,8 +504,9 @@ class Cluster:
     def journals(self):
         return [p for p in self.journal_paths if os.path.exists(p)]
 
-    def check(self, bound=None, stop=True):
-        """Stops the agents (unless stop=False) and runs the checker. Returns
+    def check(self, bound=None, stop=True, per_lease=False):
+        """Stops the agents (unless stop=False) and runs the checker (with
+        per_lease: each lease apart, for agents with balance groups). Returns
         its JSON report; raises AssertionError with its table on a violation."""
         if stop:
             self.stop_agents()
@@ -490,7 +514,7 @@ class Cluster:
         with open(heals_file, "w") as f:
             json.dump(self.heals, f)
         args = [PYTHON, CHECKER, "--bound", str(bound or self.timings.bound()),
-                "--heals", heals_file]
+                "--heals", heals_file] + (["--per-lease"] if per_lease else [])
         for identity, t in self.ended.items():
             args += ["--ended", f"{identity}={t}"]
         args += self.journals()

@@ -102,24 +102,10 @@ class FencedAgent(Agent):
         return live[-1] if live else None
 
     def metric(self, name):
-        with open(self.log_path) as f:
-            m = re.findall(r'"health_addr":"([^"]+)"', f.read())
-        with urllib.request.urlopen(f"http://{m[-1]}/metrics", timeout=5) as r:
+        with urllib.request.urlopen(f"http://{self.health_addr()}/metrics", timeout=5) as r:
             text = r.read().decode()
         found = re.search(rf"^{name} (\S+)$", text, re.M)
         return float(found.group(1)) if found else None
-
-    def log_lines(self, msg):
-        out = []
-        with open(self.log_path) as f:
-            for line in f:
-                try:
-                    j = json.loads(line)
-                except ValueError:
-                    continue
-                if j.get("msg") == msg:
-                    out.append(j)
-        return out
 
 
 def heartbeat_intervals(cluster):

@@ -120,6 +120,52 @@ TEST_CASE("LeaseCandidate lists that are not what the API defines name the field
   CHECK(bad_time.error == "items[0].metadata.creationTimestamp: expected an RFC 3339 time");
 }
 
+TEST_CASE("a crashed member's leftover LeaseCandidate is not counted by a replica that never "
+          "saw it renew") {
+  // A SIGKILLed replica leaves its LeaseCandidate behind. A replica started
+  // later counted it live for a ttl from its first sight (its own clock),
+  // so the dead member got a quota nobody took for a lease duration.
+  local_api_server server;
+  REQUIRE(server.start().error.empty());
+  auto t = short_timings();
+  candidate ghost{"default", "workers", "ghost", t.lease_duration};
+  auto hour_ago = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now()
+                                                                          - std::chrono::hours(1));
+  httplib::Client http("127.0.0.1", server.port());
+  auto posted = http.Post(lease_candidates_path("default"),
+                          lease_candidate_object(ghost, hour_ago).dump(), "application/json");
+  REQUIRE(posted);
+  REQUIRE(posted->status == 201);
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto membership = spawn_http_membership(sys, bounded_by(conn_to(server), t));
+  balance_group_options g;
+  g.identity = "solo";
+  g.ns = "default";
+  g.group = "workers";
+  g.timings = t;
+  g.settle = 200ms;
+  g.membership = membership;
+  auto group = spawn_balance_group(sys, std::move(g));
+  kill_on_exit cleanup;
+  cleanup.add(group);
+  cleanup.add(membership);
+  // Well within the ghost's ttl by a first sight (2 s): never counted.
+  bool ghost_counted = false, solo = false;
+  for (auto end = steady::now() + 1500ms; steady::now() < end;) {
+    auto st = group_status(sys, group, 1s);
+    REQUIRE(st);
+    ghost_counted = ghost_counted
+                    || std::find(st->members.begin(), st->members.end(), "ghost") != st->members.end();
+    solo = solo || st->members == std::vector<std::string>{"solo"};
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK_FALSE(ghost_counted);
+  CHECK(solo);
+  CHECK(leave_group(sys, group, 5s));
+  caf::anon_send_exit(membership, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves cleanly") {
   local_api_server server;
   REQUIRE(server.start().error.empty());

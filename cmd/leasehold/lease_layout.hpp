@@ -1,0 +1,43 @@
+// Which lease each module of an agent's config runs under (docs/balance.md,
+// "Balance groups in leasehold run"): the agent's own lease (`lease_name`)
+// for every module that names none and for every module that is not
+// leader-only; a lease of its own for a leader-only module with `lease`; and
+// a balance group's lease for one with `balance` (its lease defaults to the
+// module's name). `leasehold run` spawns one runner per lease, and a
+// balance group (spawn_balance_group) per group over the runners of its
+// leases.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "leasehold/modules.hpp"
+
+namespace leasehold::agent {
+
+struct lease_plan {
+  std::string lease;     // the Lease's name (namespace: the agent's)
+  std::string group;     // "" for a lease that is not balanced
+  module_config modules; // the modules that run under it
+};
+
+struct lease_layout {
+  lease_plan main;                 // the agent's lease: always there
+  std::vector<lease_plan> others;  // in the order of their first module in the config
+
+  /// The groups, each with its leases (in config order).
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups() const;
+  /// True when both have the same leases, each in the same group (what a
+  /// config reload can apply without a restart).
+  bool same_leases(const lease_layout& o) const;
+};
+
+/// The layout of `modules` under the agent's lease `main_lease`; errors name
+/// the module's JSON path (`modules[3].balance: ...`): lease and group names
+/// that the API would refuse, a lease claimed by two groups or by a group
+/// and by modules outside it, a balanced lease that is the agent's own.
+/// Every error is reported, in one pass.
+std::vector<std::string> plan_leases(const module_config& modules, const std::string& main_lease,
+                                     lease_layout& out);
+
+} // namespace leasehold::agent

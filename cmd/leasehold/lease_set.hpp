@@ -1,0 +1,79 @@
+// The runners of an agent's leases (cmd/leasehold/lease_layout.hpp): one
+// per lease, and a balance group (include/leasehold/balance_group.hpp) over
+// the runners of each group's leases. `leasehold run` owns one; the health
+// server reads its per-lease state, a config reload applies each lease's
+// modules, SIGTERM leaves every group (withdraw, so peers take over at
+// once) and shuts every runner down.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cmd/leasehold/lease_layout.hpp"
+#include "leasehold/balance_group.hpp"
+#include "leasehold/runtime.hpp"
+
+namespace leasehold::agent {
+
+/// One lease as this replica sees it.
+struct lease_state {
+  std::string lease;                  // name (the agent's namespace)
+  std::string group;                  // "" when not balanced
+  std::optional<runner_status> status;   // nullopt: its runner did not answer
+};
+
+/// One balance group as this replica sees it.
+struct group_state {
+  std::string group;
+  std::optional<balance_status> status;
+};
+
+struct lease_set_options {
+  /// Every field but lease, modules, events and compete: the same for each
+  /// lease's runner (identity, timings, transport, backend, registry, watch).
+  runner_options base;
+  /// The sink of one lease's runner.
+  std::function<event_sink(const lease_key&)> events;
+  /// The group's membership backend (needed when the layout has a group).
+  membership_actor membership;
+  caf::timespan settle{std::chrono::seconds(1)};
+};
+
+class lease_set {
+public:
+  /// Spawns a runner per lease (the agent's first) and a group per balance
+  /// group. Errors: the runners' (invalid modules), nothing spawned then.
+  std::vector<std::string> spawn(caf::actor_system& sys, const lease_layout& layout,
+                                 lease_set_options opts);
+  /// The agent's own lease's runner.
+  const runner_actor& main() const { return runners_.front().runner; }
+  /// Every lease's (group's) status, asked one after the other within
+  /// `timeout` in all (a runner that does not answer in what is left is
+  /// reported without a status).
+  std::vector<lease_state> leases(caf::actor_system& sys, caf::timespan timeout) const;
+  std::vector<group_state> groups(caf::actor_system& sys, caf::timespan timeout) const;
+  /// Applies each lease's modules of `next` (its leases as the running
+  /// layout's: lease_layout::same_leases). The errors of every runner that
+  /// rejected its part.
+  std::vector<std::string> apply(caf::actor_system& sys, const lease_layout& next,
+                                 caf::timespan timeout);
+  /// Every group leaves (withdraws, then shuts its runners down) and every
+  /// other runner shuts down, all at once; true when all confirmed within
+  /// `bound`.
+  bool shut_down(caf::actor_system& sys, caf::timespan bound);
+  /// Ends every actor left (the process is exiting).
+  void kill_all();
+
+private:
+  struct entry {
+    std::string lease;
+    std::string group;
+    runner_actor runner;
+  };
+  std::vector<entry> runners_;   // the agent's lease first
+  std::vector<std::pair<std::string, caf::actor>> groups_;
+};
+
+} // namespace leasehold::agent
