@@ -24,6 +24,9 @@ namespace {
 
 using time_point = caf::actor_clock::time_point;
 
+/// The renewal time of an announcement never seen to change.
+constexpr time_point never_renewed{};
+
 struct seen_member {
   member_record record;
   time_point present_since;
@@ -135,27 +138,35 @@ private:
     std::map<std::string, seen_member> next;
     for (auto& rec : listed) {
       auto old = seen_.find(rec.identity);
-      seen_member m{rec, now, now};
+      // A member first seen counts only once its announcement is seen to
+      // change: a killed replica's LeaseCandidate stays listed with a
+      // renewTime that never changes again (never_renewed: its ttl is over).
+      seen_member m{rec, now, rec.renewed.empty() ? now : never_renewed};
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
-        m.present_since = old->second.present_since;
-        m.renewed_at = old->second.record.renewed == rec.renewed ? old->second.renewed_at : now;
+        bool changed = old->second.record.renewed != rec.renewed;
+        m.renewed_at = changed ? now : old->second.renewed_at;
+        // One that had stopped announcing and announces again (a killed
+        // replica restarted under its name) starts its settle time over.
+        m.present_since = changed && !live(old->second, now) ? now : old->second.present_since;
       }
       next[rec.identity] = m;
     }
     seen_ = std::move(next);
   }
 
+  /// A member whose store does not expire it counts while its announcement
+  /// changes within its ttl by our clock.
+  bool live(const seen_member& m, time_point now) const {
+    return m.record.renewed.empty() || now - m.renewed_at < opt_.timings.lease_duration;
+  }
+
   std::vector<balance_member> members() const {
     auto now = clock().now();
-    std::vector<observed_member> live;
-    for (auto& [id, m] : seen_) {
-      // A member whose store does not expire it counts while its
-      // announcement changes within its ttl by our clock.
-      if (!m.record.renewed.empty() && now - m.renewed_at >= opt_.timings.lease_duration)
-        continue;
-      live.push_back({{id, m.record.joined}, m.present_since});
-    }
-    return settled_members(live, now, opt_.settle);   // the actor clock is a steady_clock
+    std::vector<observed_member> present;
+    for (auto& [id, m] : seen_)
+      if (live(m, now))
+        present.push_back({{id, m.record.joined}, m.present_since});
+    return settled_members(present, now, opt_.settle);   // the actor clock is a steady_clock
   }
 
   void decide() {
