@@ -55,6 +55,10 @@ public:
   caf::behavior make_behavior() override {
     for (auto& [name, runner] : opt_.leases) {
       leases_[name].runner = runner;
+      // No holder known yet: free until a runner reports one, so a lease no
+      // runner ever reports held still becomes everyone's after a lease
+      // duration (the views of a restarted member and the others may differ).
+      leases_[name].free_since = clock().now();
       runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
       send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
     }

@@ -182,6 +182,20 @@ static world groups_of(std::size_t leases, std::size_t replicas) {
   return w;
 }
 
+TEST_CASE("groups: a lease no runner reports held becomes every member's after a lease duration "
+          "(seed 105: a restarted member and the others disagreed on its holder)") {
+  // A crashed member came back under its name: the others still read the
+  // expired record naming it, it knew it held nothing. Its group had never
+  // seen the lease change hands, so the lease was never "free since" and
+  // the orphan rule never applied: nobody competed for it for ever.
+  for (auto backend : {backend_kind::kubernetes, backend_kind::etcd}) {
+    CAPTURE(to_string(backend));
+    auto rep = run_seed(105, backend, false, groups_of(12, 0));
+    CHECK_MESSAGE(rep.result.ok, format_failure(rep));
+    CHECK(rep.result.group_judgements > 0);
+  }
+}
+
 TEST_CASE("groups: a module whose term ended between its spawn and its first run is stale, not a "
           "start on an invalid fence (seeds 1, 24)") {
   // A runner told to stand by right after it acquired steps down at once:
