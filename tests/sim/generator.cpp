@@ -160,6 +160,7 @@ scenario generate(std::uint64_t seed, const world& w) {
   draw many{std::mt19937_64{seed * 0xBF58476D1CE4E5B9ULL + 11}};
   draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
   draw grp{std::mt19937_64{seed * 0x94D049BB133111EBULL + 13}};      // balance groups: their own
+  draw flaps{std::mt19937_64{seed * 0x94D049BB133111EBULL + 17}};    // quiet windows' flappers
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -210,6 +211,20 @@ scenario generate(std::uint64_t seed, const world& w) {
         g.at = begin + bound + j * phase;
         g.replica = static_cast<std::size_t>(grp.range(0, 6));
         sc.ops.push_back(g);
+        // Once the change is judged balanced, in one case in two, a replica
+        // out of the group flaps for less than the settle time and ends
+        // before the next change: the hysteresis must keep every lease where
+        // it is (the no-churn rule judges it).
+        if (flaps.unit() < 0.5) {
+          op f;
+          f.kind = op_kind::flap;
+          f.at = g.at + group_bound(sc.timings, backend_kind::etcd, sc.settle) + 100ms;
+          f.replica = static_cast<std::size_t>(flaps.range(0, 6));
+          f.param = flaps.range(2, 4);
+          auto most = std::min<caf::timespan>(sc.settle / 2, ld / (2 * f.param + 1));
+          f.duration = flaps.span(std::min<caf::timespan>(50ms, most), most);
+          sc.ops.push_back(f);
+        }
       }
     }
     sc.quiet.emplace_back(begin, begin + quiet_len);

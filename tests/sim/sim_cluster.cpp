@@ -1052,18 +1052,23 @@ private:
           group_changed(*j, false, before);
         }
         break;
-      case op_kind::flap:   // joins and leaves `param` times, `duration` apart
-        for (int n = 0; n < o.param; ++n) {
-          later(2 * n * o.duration, [this, i] {
-            if (procs_[i].out)
-              join_group(i);
+      case op_kind::flap: {   // joins and leaves `param` times, `duration` apart
+        // In a quiet window a replica out of the group flaps (none: no
+        // flap): no membership change for the judge, whose no-churn rule
+        // then says the hysteresis held.
+        auto j = in_quiet_ ? pick_slot(i, true) : std::optional<std::size_t>(i);
+        for (int n = 0; j && n < o.param; ++n) {
+          later(2 * n * o.duration, [this, j = *j] {
+            if (procs_[j].out)
+              join_group(j, false);
           });
-          later((2 * n + 1) * o.duration, [this, i] {
-            if (procs_[i].alive && !procs_[i].out && !procs_[i].paused)
-              leave_group(i);
+          later((2 * n + 1) * o.duration, [this, j = *j] {
+            if (procs_[j].alive && !procs_[j].out && !procs_[j].paused)
+              leave_group(j, false);
           });
         }
         break;
+      }
       case op_kind::prefer: {
         auto k = ks.front();
         std::string to = o.param < 0   ? std::string()
@@ -1170,8 +1175,9 @@ private:
       judge_.change(now_, who, join, before);
   }
 
-  /// Replica i joins: a new process (its group announces it).
-  void join_group(std::size_t i) {
+  /// Replica i joins: a new process (its group announces it). `change`:
+  /// the judge weighs it as a membership change (a flap is not one).
+  void join_group(std::size_t i, bool change = true) {
     auto before = group_members().size();
     auto& p = procs_[i];
     p.out = false;
@@ -1179,12 +1185,13 @@ private:
       kill_proc(i, "exit after leaving the group");
     note(p.identity + " joins the group");
     start_proc(i);
-    group_changed(i, true, before);
+    if (change)
+      group_changed(i, true, before);
   }
 
   /// Replica i leaves cleanly (leave_group: withdraw, then every runner
   /// releases), then its process exits and stays out until a join.
-  void leave_group(std::size_t i) {
+  void leave_group(std::size_t i, bool change = true) {
     auto before = group_members().size();
     auto& p = procs_[i];
     p.out = true;
@@ -1196,7 +1203,8 @@ private:
       if (procs_[i].out && procs_[i].incarnation == inc)
         kill_proc(i, "exit after leaving the group");
     });
-    group_changed(i, false, before);
+    if (change)
+      group_changed(i, false, before);
   }
 
   // -- events and liveness ----------------------------------------------------------
