@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "actors/balance.hpp"
 #include "actors/messages.hpp"
@@ -24,13 +25,12 @@ namespace {
 
 using time_point = caf::actor_clock::time_point;
 
-/// The renewal time of an announcement never seen to change.
-constexpr time_point never_renewed{};
-
 struct seen_member {
   member_record record;
   time_point present_since;
-  time_point renewed_at;   // when `record.renewed` last changed, by our clock
+  /// When `record.renewed` last changed, by our clock (nullopt: never seen
+  /// to change since this replica first listed it).
+  std::optional<time_point> renewed_at;
 };
 
 struct lease_view {
@@ -144,8 +144,8 @@ private:
       auto old = seen_.find(rec.identity);
       // A member first seen counts only once its announcement is seen to
       // change: a killed replica's LeaseCandidate stays listed with a
-      // renewTime that never changes again (never_renewed: its ttl is over).
-      seen_member m{rec, now, rec.renewed.empty() ? now : never_renewed};
+      // renewTime that never changes again.
+      seen_member m{rec, now, std::nullopt};
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
         bool changed = old->second.record.renewed != rec.renewed;
         m.renewed_at = changed ? now : old->second.renewed_at;
@@ -161,7 +161,8 @@ private:
   /// A member whose store does not expire it counts while its announcement
   /// changes within its ttl by our clock.
   bool live(const seen_member& m, time_point now) const {
-    return m.record.renewed.empty() || now - m.renewed_at < opt_.timings.lease_duration;
+    return m.record.renewed.empty()
+           || (m.renewed_at && now - *m.renewed_at < opt_.timings.lease_duration);
   }
 
   std::vector<balance_member> members() const {
