@@ -106,11 +106,27 @@ op_kind draw_kind(draw& d) {
   return op_kind::api_down;
 }
 
+/// A follower's longest gap between two reads of a lease: a retry period
+/// with its jitter and two request timeouts.
+caf::timespan poll_gap(const election_timings& t) {
+  return std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2)
+         + 2 * t.effective_request_timeout();
+}
+
+/// How long the store keeps a lease: etcd's TTL is the lease duration
+/// rounded up to whole seconds (at least 1).
+caf::timespan store_lease(const election_timings& t, backend_kind backend) {
+  if (backend != backend_kind::etcd)
+    return t.lease_duration;
+  auto secs = std::chrono::duration<double>(t.lease_duration).count();
+  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
+  return std::max(t.lease_duration, ttl);
+}
+
 } // namespace
 
 caf::timespan liveness_bound(const election_timings& t) {
-  auto rt = t.effective_request_timeout();
-  auto poll = std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2) + 2 * rt;
+  auto poll = poll_gap(t);
   // A stale record expiring by a follower's clock, an absent lease waited
   // out, a stop (or a fatal exit of a replica whose module hangs), the
   // respawn backoff cap, and a few polls.
@@ -119,23 +135,15 @@ caf::timespan liveness_bound(const election_timings& t) {
 }
 
 caf::timespan liveness_bound(const election_timings& t, backend_kind backend) {
-  if (backend != backend_kind::etcd)
-    return liveness_bound(t);
-  // etcd's TTL: the lease duration rounded up to whole seconds (at least 1).
-  auto secs = std::chrono::duration<double>(t.lease_duration).count();
-  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
   auto longer = t;
-  longer.lease_duration = std::max(t.lease_duration, ttl);
+  longer.lease_duration = store_lease(t, backend);
   return liveness_bound(longer);
 }
 
 caf::timespan group_slack(const election_timings& t, backend_kind backend, caf::timespan settle) {
-  auto rt = t.effective_request_timeout();
-  auto poll = std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2) + 2 * rt;
-  // The longest lease a store keeps (etcd: whole seconds), less the lease
-  // duration the bound already counts.
-  auto longest = liveness_bound(t, backend) - liveness_bound(t) + t.lease_duration;
-  // A member's absence is seen a lease duration (its announcement's ttl)
+  auto longest = store_lease(t, backend);
+  // What the store adds to the lease duration the bound counts (etcd's
+  // rounding up); a member's absence is seen a lease duration (its announcement's ttl)
   // after its last announcement, its lease expires a lease duration after its
   // last renew; then the settle time of a newcomer, a module stop and a
   // release of a lease over quota, three group rounds and three polls. On
@@ -143,7 +151,7 @@ caf::timespan group_slack(const election_timings& t, backend_kind backend, caf::
   // holds the key it creates for one more lease duration (docs/balance.md,
   // "Costs").
   return (longest - t.lease_duration) + (backend == backend_kind::etcd ? longest : caf::timespan{0})
-         + settle + t.module_stop_timeout + t.release_timeout + 3 * t.retry_period + 3 * poll;
+         + settle + t.module_stop_timeout + t.release_timeout + 3 * t.retry_period + 3 * poll_gap(t);
 }
 
 caf::timespan group_bound(const election_timings& t, backend_kind backend, caf::timespan settle) {
