@@ -8,7 +8,6 @@
 
 #include "actors/handover.hpp"
 #include "actors/outside_writes.hpp"
-#include "transport/kube_client.hpp"
 
 namespace leasehold {
 
@@ -129,9 +128,11 @@ private:
   // -- requests ----------------------------------------------------------------
 
   /// One request to the transport; a transport error or timeout arrives as
-  /// a failed lease_reply naming the request, like any API error.
+  /// a failed lease_reply naming the request (as the backend names it), like
+  /// any API error.
   template <class Atom, class Arg, class F>
-  void call(const char* verb, std::string path, Atom atom, Arg arg, F on_reply) {
+  void call(const char* verb, Atom atom, Arg arg, F on_reply) {
+    auto path = opt_.backend.path_of(verb, opt_.lease);
     request(opt_.transport, timeout(), atom, std::move(arg))
       .then([=](lease_reply& r) { on_reply(r); },
             [=](caf::error& e) {
@@ -169,7 +170,7 @@ private:
   /// "Every timing relation the code enforces").
   void get_then_decide() {
     auto started = clock().now();
-    call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+    call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       if (r.ok()) {
         answered();
         mem_.confirmed_at = clock().now();
@@ -266,18 +267,21 @@ private:
     // or revoke of a live term, so it holds what it creates, as on Kubernetes.
     bool hold = create_new
                 && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create
-                    || store_revision == 0 || store_revision != mem_.vanish_revision);
-    auto next_revision = std::to_string(store_revision + 1);
+                    || mem_.vanish_revision == 0);
+    // etcd: the store says whether the key's history shows another write
+    // since the read that judged it gone: a term that came and went unseen
+    // in between (say an operator's delete of another replica's fresh key)
+    // is held for. Other keys' writes in between do not matter.
+    bool ask_history = create_new && opt_.backend.server_expiry && !hold;
+    if (ask_history)
+      l.absent_at_revision = mem_.vanish_revision;
     auto started = clock().now();
-    call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
+    call("POST", create_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
              // etcd: counted from the answer, by when any term whose key
              // was gone before the create had sent its last renew.
-             // etcd: a key that is not the very next write after the read
-             // that judged the vanish may follow a term that came and went
-             // unseen: hold it too.
-             if (hold || (opt_.backend.server_expiry && r.value->resource_version != next_revision))
+             if (hold || (ask_history && !r.value->unwritten_since_read))
                mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
              observe(*r.value);
              succeeded(r.value->spec, started);
@@ -291,7 +295,7 @@ private:
     auto started = clock().now();
     auto term = l.spec.lease_transitions;
     remember_write(l.spec);
-    call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+    call("PUT", update_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            if (r.ok()) {
              observe(*r.value);
@@ -469,7 +473,7 @@ private:
     api_error e;
     e.kind = error_kind::timeout;
     e.verb = "PUT";
-    e.path = lease_path(opt_.lease);
+    e.path = opt_.backend.path_of("PUT", opt_.lease);
     e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
     return e;
   }
@@ -647,7 +651,7 @@ private:
     lease l = *mem_.record;
     l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
     in_flight_ = true;
-    call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+    call("PUT", update_lease_atom::value, std::move(l),
          [=](lease_reply& r) {
            in_flight_ = false;
            if (r.ok()) {
@@ -668,7 +672,7 @@ private:
 
   void reread_then_release(int tries) {
     in_flight_ = true;
-    call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+    call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
       in_flight_ = false;
       if (!r.ok()) {
         finish_release(false);
@@ -771,7 +775,7 @@ private:
     }
     if (opt_.backend.server_expiry && mem_.record && !mem_.outside_wait_until
         && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record)))
-      d = next_ttl_read(mem_, now, d);
+      d = next_ttl_read(mem_, opt_.timings, now, d);
     if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
       d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
     if (auto until = hold_back(mem_.record ? &*mem_.record : nullptr))
