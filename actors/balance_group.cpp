@@ -28,7 +28,9 @@ using time_point = caf::actor_clock::time_point;
 struct seen_member {
   member_record record;
   time_point present_since;
-  time_point renewed_at;   // when `record.renewed` last changed, by our clock
+  /// When `record.renewed` last changed, by our clock (nullopt: never seen
+  /// to change since this replica first listed it).
+  std::optional<time_point> renewed_at;
 };
 
 struct lease_view {
@@ -53,6 +55,10 @@ public:
   caf::behavior make_behavior() override {
     for (auto& [name, runner] : opt_.leases) {
       leases_[name].runner = runner;
+      // No holder known yet: free until a runner reports one, so a lease no
+      // runner ever reports held still becomes everyone's after a lease
+      // duration (the views of a restarted member and the others may differ).
+      leases_[name].free_since = clock().now();
       runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
       send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
     }
@@ -146,36 +152,54 @@ private:
     std::map<std::string, seen_member> next;
     for (auto& rec : listed) {
       auto old = seen_.find(rec.identity);
-      seen_member m{rec, first_seen, now};
+      // A member first seen counts only once its announcement is seen to
+      // change: a killed replica's LeaseCandidate stays listed with a
+      // renewTime that never changes again.
+      seen_member m{rec, first_seen, std::nullopt};
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
-        m.present_since = old->second.present_since;
-        m.renewed_at = old->second.record.renewed == rec.renewed ? old->second.renewed_at : now;
-      } else if (rec.renewed_wall
-                 && wall_clock::now() - *rec.renewed_wall >= opt_.timings.lease_duration) {
-        // First seen, and already stale by the writer's own timestamp: a
-        // crashed member's leftover. Counted once it renews.
-        m.renewed_at = now - opt_.timings.lease_duration;
+        bool changed = old->second.record.renewed != rec.renewed;
+        m.renewed_at = changed ? now : old->second.renewed_at;
+        // One that had stopped announcing and announces again (a killed
+        // replica restarted under its name) starts its settle time over.
+        m.present_since = changed && !live(old->second, now) ? now : old->second.present_since;
       }
       next[rec.identity] = m;
     }
     seen_ = std::move(next);
   }
 
+  /// A member whose store does not expire it counts while its announcement
+  /// changes within its ttl by our clock.
+  bool live(const seen_member& m, time_point now) const {
+    return m.record.renewed.empty()
+           || (m.renewed_at && now - *m.renewed_at < opt_.timings.lease_duration);
+  }
+
   std::vector<balance_member> members() const {
     auto now = clock().now();
-    std::vector<observed_member> live;
-    for (auto& [id, m] : seen_) {
-      // A member whose store does not expire it counts while its
-      // announcement changes within its ttl by our clock.
-      if (!m.record.renewed.empty() && now - m.renewed_at >= opt_.timings.lease_duration)
-        continue;
-      live.push_back({{id, m.record.joined}, m.present_since});
-    }
-    return settled_members(live, now, opt_.settle);   // the actor clock is a steady_clock
+    std::vector<observed_member> present;
+    for (auto& [id, m] : seen_)
+      if (live(m, now))
+        present.push_back({{id, m.record.joined}, m.present_since});
+    return settled_members(present, now, opt_.settle);   // the actor clock is a steady_clock
+  }
+
+  /// Where members are counted only once seen to renew (a store that keeps
+  /// a dead member's announcement), a replica that starts sees the others
+  /// renew only a round or two after it first listed them: it decides
+  /// nothing before, so that replicas that start together also settle
+  /// together (each lease taken once, by its assignee).
+  bool still_starting(time_point now) const {
+    bool renewals_tell = std::any_of(seen_.begin(), seen_.end(),
+                                     [](auto& m) { return !m.second.record.renewed.empty(); });
+    return renewals_tell && first_listed_
+           && now < *first_listed_ + opt_.settle + 2 * opt_.timings.retry_period;
   }
 
   void decide() {
     auto now = clock().now();
+    if (still_starting(now))
+      return;
     std::vector<std::string> names;
     std::map<std::string, std::string> holders;
     for (auto& [name, v] : leases_) {

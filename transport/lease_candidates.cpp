@@ -99,8 +99,7 @@ parse_result<std::vector<member_record>> parse_lease_candidates(const std::strin
       return out;
     }
     auto since_epoch = std::chrono::duration_cast<std::chrono::seconds>(joined->time_since_epoch());
-    members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>(),
-                       parse_micro_time(renew.get<std::string>())});
+    members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>()});
   }
   out.value = std::move(members);
   return out;

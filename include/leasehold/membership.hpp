@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,13 +39,6 @@ struct member_record {
   /// itself): a reader counts a member live while it sees this change
   /// within the member's ttl by its own clock.
   std::string renewed;
-  /// The announcement's time by the writer's clock (a LeaseCandidate's
-  /// renewTime; nullopt where the store expires members itself). A reader
-  /// that first sees a member whose announcement is already older than its
-  /// ttl by the reader's wall clock does not count it until it renews: a
-  /// crashed member's leftover is not given work. (A reader's clock ahead
-  /// by more than the ttl only delays counting a live member by one round.)
-  std::optional<wall_time> renewed_wall;
 };
 
 using members_reply = api_result<std::vector<member_record>>;

@@ -218,6 +218,18 @@ bool sim_world::leave_group(std::size_t i) {
   return answer->value_or(false);
 }
 
+std::vector<std::string> sim_world::group_members(std::size_t i) {
+  auto answer = std::make_shared<balance_status>();
+  auto group = rep(i).group;
+  REQUIRE(group);
+  sys_->spawn([answer, group](caf::event_based_actor* self) {
+    self->request(group, caf::infinite, get_status_atom::value)
+      .then([=](balance_status& st) { *answer = std::move(st); }, [](caf::error&) {});
+  });
+  settle();
+  return answer->members;
+}
+
 void sim_world::kill_replica(std::size_t i) {
   auto& r = rep(i);
   if (r.group)

@@ -154,6 +154,9 @@ public:
   /// With `balance`: replica i's process dies (SIGKILL): its runners and its
   /// group actor are killed; its leader-only modules die with it.
   void kill_replica(std::size_t i);
+  /// With `balance`: the members replica i's group counts now (settled, in
+  /// join order), as its get_status_atom answers; time does not move.
+  std::vector<std::string> group_members(std::size_t i);
   sim_members& members() { return *members_; }
   void check_safety();
 

@@ -106,11 +106,27 @@ op_kind draw_kind(draw& d) {
   return op_kind::api_down;
 }
 
+/// A follower's longest gap between two reads of a lease: a retry period
+/// with its jitter and two request timeouts.
+caf::timespan poll_gap(const election_timings& t) {
+  return std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2)
+         + 2 * t.effective_request_timeout();
+}
+
+/// How long the store keeps a lease: etcd's TTL is the lease duration
+/// rounded up to whole seconds (at least 1).
+caf::timespan store_lease(const election_timings& t, backend_kind backend) {
+  if (backend != backend_kind::etcd)
+    return t.lease_duration;
+  auto secs = std::chrono::duration<double>(t.lease_duration).count();
+  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
+  return std::max(t.lease_duration, ttl);
+}
+
 } // namespace
 
 caf::timespan liveness_bound(const election_timings& t) {
-  auto rt = t.effective_request_timeout();
-  auto poll = std::chrono::duration_cast<caf::timespan>(t.retry_period * 1.2) + 2 * rt;
+  auto poll = poll_gap(t);
   // A stale record expiring by a follower's clock, an absent lease waited
   // out, a stop (or a fatal exit of a replica whose module hangs), the
   // respawn backoff cap, and a few polls.
@@ -119,14 +135,27 @@ caf::timespan liveness_bound(const election_timings& t) {
 }
 
 caf::timespan liveness_bound(const election_timings& t, backend_kind backend) {
-  if (backend != backend_kind::etcd)
-    return liveness_bound(t);
-  // etcd's TTL: the lease duration rounded up to whole seconds (at least 1).
-  auto secs = std::chrono::duration<double>(t.lease_duration).count();
-  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
   auto longer = t;
-  longer.lease_duration = std::max(t.lease_duration, ttl);
+  longer.lease_duration = store_lease(t, backend);
   return liveness_bound(longer);
+}
+
+caf::timespan group_slack(const election_timings& t, backend_kind backend, caf::timespan settle) {
+  auto longest = store_lease(t, backend);
+  // What the store adds to the lease duration the bound counts (etcd's
+  // rounding up); a member's absence is seen a lease duration (its announcement's ttl)
+  // after its last announcement, its lease expires a lease duration after its
+  // last renew; then the settle time of a newcomer, a module stop and a
+  // release of a lease over quota, three group rounds and three polls. On
+  // etcd a standby that judged the vanished key while it was not competing
+  // holds the key it creates for one more lease duration (docs/balance.md,
+  // "Costs").
+  return (longest - t.lease_duration) + (backend == backend_kind::etcd ? longest : caf::timespan{0})
+         + settle + t.module_stop_timeout + t.release_timeout + 3 * t.retry_period + 3 * poll_gap(t);
+}
+
+caf::timespan group_bound(const election_timings& t, backend_kind backend, caf::timespan settle) {
+  return t.lease_duration + group_slack(t, backend, settle);
 }
 
 scenario generate(std::uint64_t seed, const world& w) {
@@ -138,6 +167,8 @@ scenario generate(std::uint64_t seed, const world& w) {
   // the shared stream's faults): a single-lease seed draws none of them.
   draw many{std::mt19937_64{seed * 0xBF58476D1CE4E5B9ULL + 11}};
   draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
+  draw grp{std::mt19937_64{seed * 0x94D049BB133111EBULL + 13}};      // balance groups: their own
+  draw flaps{std::mt19937_64{seed * 0x94D049BB133111EBULL + 17}};    // quiet windows' flappers
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -158,15 +189,57 @@ scenario generate(std::uint64_t seed, const world& w) {
   sc.watch = ((seed * 0x9E3779B97F4A7C15ULL) >> 62) != 0;
   auto ld = sc.timings.lease_duration;
   auto bound = liveness_bound(sc.timings);
+  // Balance groups: the settle time, who is out of the group at the start,
+  // and in each quiet window 1-3 membership changes (a join, a clean leave,
+  // a kill), each a group bound and a lease duration after the last, so the
+  // group is judged balanced before the next one.
+  sc.groups = w.groups && w.many();
+  caf::timespan phase{0};
+  int changes = 0;
+  if (sc.groups) {
+    sc.settle = grp.pick<caf::timespan>({500ms, 1s, 2s});
+    sc.out_at_start.assign(sc.replicas, false);
+    int out = grp.range(0, static_cast<int>(std::min<std::size_t>(2, sc.replicas - 1)));
+    for (int i = 0; i < out; ++i)
+      sc.out_at_start[static_cast<std::size_t>(grp.range(0, static_cast<int>(sc.replicas) - 1))] = true;
+    // Judged on the slower store, so a seed draws one scenario for both.
+    phase = group_bound(sc.timings, backend_kind::etcd, sc.settle) + ld;
+  }
 
   // Quiet windows (a leader within the bound, then no term lost) alternate
   // with chaos windows; the run starts and ends quiet.
   auto quiet_len = bound + 4 * ld;
   auto add_quiet = [&](caf::timespan begin) {
+    if (sc.groups) {
+      changes = grp.range(1, 3);
+      quiet_len = bound + (changes + 1) * phase;
+      for (int j = 1; j <= changes; ++j) {
+        op g;
+        g.kind = grp.pick<op_kind>({op_kind::join, op_kind::leave, op_kind::kill});
+        g.at = begin + bound + j * phase;
+        g.replica = static_cast<std::size_t>(grp.range(0, 6));
+        sc.ops.push_back(g);
+        // Once the change is judged balanced, in one case in two, a replica
+        // out of the group flaps for less than the settle time and ends
+        // before the next change: the hysteresis must keep every lease where
+        // it is (the no-churn rule judges it).
+        if (flaps.unit() < 0.5) {
+          op f;
+          f.kind = op_kind::flap;
+          f.at = g.at + group_bound(sc.timings, backend_kind::etcd, sc.settle) + 100ms;
+          f.replica = static_cast<std::size_t>(flaps.range(0, 6));
+          f.param = flaps.range(2, 4);
+          auto most = std::min<caf::timespan>(sc.settle / 2, ld / (2 * f.param + 1));
+          f.duration = flaps.span(std::min<caf::timespan>(50ms, most), most);
+          sc.ops.push_back(f);
+        }
+      }
+    }
     sc.quiet.emplace_back(begin, begin + quiet_len);
     // In some quiet windows the stable leader is shut down gracefully: the
     // released lease must be taken within a poll, not after its expiry.
-    if (d.unit() < 0.5) {
+    // (In the group world a clean leave is a membership change of its own.)
+    if (d.unit() < 0.5 && !sc.groups) {
       op g;
       g.kind = op_kind::graceful_shutdown;
       g.at = begin + bound + 2 * ld;
@@ -262,6 +335,26 @@ scenario generate(std::uint64_t seed, const world& w) {
       if (w.many())   // which lease's leader yields
         y.lease = many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(y);
+    }
+    // Balance groups: joins, clean leaves, kills, flapping replicas and
+    // preferredHolder writes under the window's faults.
+    if (sc.groups) {
+      int n_group = grp.range(1, 5);
+      for (int i = 0; i < n_group; ++i) {
+        op g;
+        g.kind = grp.pick<op_kind>({op_kind::join, op_kind::leave, op_kind::kill, op_kind::flap,
+                                    op_kind::prefer});
+        g.at = chaos_begin + grp.span(0ms, chaos_len);
+        g.replica = static_cast<std::size_t>(grp.range(0, 6));
+        if (g.kind == op_kind::flap) {
+          g.param = grp.range(2, 6);                          // joins (each followed by a leave)
+          g.duration = grp.span(100ms, 2 * sc.settle);        // apart
+        } else if (g.kind == op_kind::prefer) {
+          g.param = grp.range(-1, 7);
+          g.lease = grp.range(0, static_cast<int>(sc.leases) - 1);
+        }
+        sc.ops.push_back(g);
+      }
     }
     op heal;
     heal.kind = op_kind::heal;

@@ -6,6 +6,10 @@
 #include <set>
 #include <sstream>
 
+#include "leasehold/balance_group.hpp"
+#include "sim_groups.hpp"
+#include "tests/support/sim_membership.hpp"
+
 namespace leasehold::sim {
 
 using namespace std::chrono_literals;
@@ -59,6 +63,11 @@ const char* to_string(op_kind k) {
     case op_kind::stream_replay: return "stream_replay";
     case op_kind::stream_delay: return "stream_delay";
     case op_kind::yield: return "yield";
+    case op_kind::join: return "join";
+    case op_kind::leave: return "leave";
+    case op_kind::kill: return "kill";
+    case op_kind::flap: return "flap";
+    case op_kind::prefer: return "prefer";
   }
   return "?";
 }
@@ -80,7 +89,9 @@ std::string op::describe() const {
 void checker::started(probe_instance inst) {
   auto t = now();
   if (inst.leader_only) {
-    if (!inst.fence.valid(t))
+    if (!inst.fence.valid(t) && inst.valid_at_spawn)
+      inst.stale_since = t;   // its term ended between its spawn and its first run
+    else if (!inst.fence.valid(t))
       violations.push_back(inst.identity + "/" + inst.module + " started on an invalid fence (term "
                            + std::to_string(inst.term) + ")");
     if (server_expiry && inst.fence.valid(t)) {
@@ -259,7 +270,9 @@ module_config make_config(const knobs_by_module& k) {
 
 class cluster {
 public:
-  explicit cluster(const scenario& sc) : sc_(sc), rng_(sc.seed ^ 0xA5A5A5A5DEADBEEFULL) {
+  explicit cluster(const scenario& sc)
+    : sc_(sc), rng_(sc.seed ^ 0xA5A5A5A5DEADBEEFULL),
+      judge_(std::max<std::size_t>(1, sc.leases), group_bound(sc.timings, sc.backend, sc.settle)) {
     now_ = time_point{} + std::chrono::hours(1);
     start_ = now_;
     if (sc_.backend == backend_kind::etcd) {
@@ -290,12 +303,19 @@ public:
     if (sc_.precreated_lease && kube_)
       for (auto& l : leases_)
         kube_->create_released(l);
+    // Balance groups: one membership store (etcd's forgets a member whose
+    // key's ttl ran out; a LeaseCandidate's readers stop counting it).
+    members_ = std::make_shared<sim_members>([this] { return now_; }, sc_.backend == backend_kind::etcd);
     procs_.resize(sc_.replicas);
     for (std::size_t i = 0; i < procs_.size(); ++i) {
       procs_[i].index = i;
       procs_[i].identity = "replica-" + std::to_string(i);
       procs_[i].knobs.resize(n);
-      start_proc(i);
+      procs_[i].out = sc_.groups && i < sc_.out_at_start.size() && sc_.out_at_start[i];
+      if (procs_[i].out)
+        note(procs_[i].identity + " is out of the group at the start");
+      else
+        start_proc(i);
     }
   }
 
@@ -329,6 +349,8 @@ public:
         next = std::min(next, start_ + sc_.ops[next_op].at);
       if (!timed_.empty())
         next = std::min(next, timed_.begin()->first);
+      if (auto g = judge_.next_deadline())
+        next = std::min(next, *g);
       for (auto& p : procs_)
         if (p.alive && !p.paused && !p.sched->clock().schedule().empty())
           next = std::min(next, p.sched->clock().schedule().begin()->first);
@@ -353,6 +375,11 @@ public:
     r.steps = steps_;
     r.simulated = now_ - start_;
     r.requests = api_->request_count();
+    r.group_max_unowned = judge_.max_unowned;
+    r.group_max_to_balance = judge_.max_to_balance;
+    r.group_max_moves = judge_.max_moves;
+    r.group_judgements = judge_.balanced_judgements;
+    r.group_bound = group_bound(sc_.timings, sc_.backend, sc_.settle);
     return r;
   }
 
@@ -369,10 +396,12 @@ private:
     bool alive = false;
     bool paused = false;
     std::vector<knobs_by_module> knobs;  // per lease
+    caf::actor group;                    // its balance group actor (world::groups)
+    bool out = false;                    // out of the group: no process until a join
   };
 
   bool ok() const {
-    return errors_.empty()
+    return errors_.empty() && judge_.violations.empty()
            && std::all_of(chk_.begin(), chk_.end(), [](const checker& c) { return c.ok(); });
   }
 
@@ -384,6 +413,8 @@ private:
   std::string first_violation() const {
     if (!errors_.empty())
       return errors_.front();
+    if (!judge_.violations.empty())
+      return judge_.violations.front();
     for (std::size_t k = 0; k < chk_.size(); ++k)
       if (!chk_[k].ok())
         return chk_[k].violations.front() + at_lease(k);
@@ -416,7 +447,10 @@ private:
     mt.default_leader_only = true;
     mt.factory = [this, replica, lease, incarnation](caf::actor_system& sys,
                                                      const module_context& ctx) -> caf::actor {
-      auto fn = [this, replica, lease, incarnation, ctx](caf::event_based_actor* self) -> caf::behavior {
+      // The runtime spawns it now; its first run may come steps later.
+      bool valid_at_spawn = !ctx.leader_only || ctx.fence.valid(now_);
+      auto fn = [this, replica, lease, incarnation, ctx,
+                 valid_at_spawn](caf::event_based_actor* self) -> caf::behavior {
         if (!procs_[replica].alive || procs_[replica].incarnation != incarnation) {
           // The process is being torn down (kill_proc drains its mailboxes
           // after it died): in a real process no code runs any more.
@@ -433,6 +467,7 @@ private:
         inst.fence = ctx.fence;
         inst.settings = ctx.settings;
         inst.actor = self->id();
+        inst.valid_at_spawn = valid_at_spawn;
         auto& chk = chk_[lease];
         chk.started(inst);
         auto index = chk.instances.size() - 1;
@@ -498,6 +533,7 @@ private:
       o.modules = make_config(p.knobs[k]);
       o.seed = rng_();
       o.watch = sc_.watch;
+      o.compete = !sc_.groups;   // in a group, the group decides
       o.events = [this, i, k](const runtime_event& ev) { on_event(i, k, ev); };
       // The process ends at this instant: its work (every lease's) with it.
       // The teardown of its actor system follows once the current step has
@@ -513,6 +549,18 @@ private:
         return;
       }
       p.runners.push_back(res.runner);
+    }
+    if (sc_.groups) {
+      balance_group_options g;
+      g.identity = p.identity;
+      g.ns = leases_.front().ns;
+      g.group = "sim-group";
+      for (std::size_t k = 0; k < leases_.size(); ++k)
+        g.leases.emplace_back(leases_[k].name, p.runners[k]);
+      g.membership = spawn_sim_membership(*p.sys, members_, p.identity);
+      g.timings = sc_.timings;
+      g.settle = sc_.settle;
+      p.group = spawn_balance_group(*p.sys, std::move(g));
     }
     p.alive = true;
     p.paused = false;
@@ -530,7 +578,7 @@ private:
   /// Replica i comes back as a new process after `d` (unless it already has).
   void restart_later(std::size_t i, caf::timespan d) {
     later(d, [this, i] {
-      if (!procs_[i].alive)
+      if (!procs_[i].alive && !procs_[i].out)
         start_proc(i);
     });
   }
@@ -545,11 +593,14 @@ private:
       note(p.identity + " process dies: " + why);
     p.alive = false;
     p.paused = false;
+    if (p.group)
+      caf::anon_send_exit(p.group, caf::exit_reason::kill);
     for (auto& r : p.runners)
       caf::anon_send_exit(r, caf::exit_reason::kill);
     caf::anon_send_exit(p.transport, caf::exit_reason::kill);
     p.sched->run();
     p.runners.clear();
+    p.group = nullptr;
     p.transport = nullptr;
     p.sys->await_actors_before_shutdown(false);
     p.sys.reset();
@@ -812,7 +863,11 @@ private:
                         : o.kind == op_kind::api_hang ? sim_fault::hang
                                                       : sim_fault::error,
                         {}, o.param == 0 ? 503 : o.param);
-        later(o.duration, [this] { api_->set_fault(sim_fault::none, {}); });
+        members_->partition("", true);   // the group's announcements go to the same store
+        later(o.duration, [this] {
+          api_->set_fault(sim_fault::none, {});
+          members_->partition("", false);
+        });
         break;
       case op_kind::api_latency:
         api_->set_latency(std::chrono::milliseconds(o.param));
@@ -822,7 +877,11 @@ private:
       case op_kind::partition_hang: {
         auto who = p.identity;
         api_->set_fault(o.kind == op_kind::partition ? sim_fault::down : sim_fault::hang, who);
-        later(o.duration, [this, who] { api_->set_fault(sim_fault::none, who); });
+        members_->partition(who, true);
+        later(o.duration, [this, who] {
+          api_->set_fault(sim_fault::none, who);
+          members_->partition(who, false);
+        });
         break;
       }
       case op_kind::wipe:
@@ -948,8 +1007,11 @@ private:
         if (!t.alive || t.paused)
           break;
         note(t.identity + " shuts down gracefully");
-        for (auto& r : t.runners)   // every lease it holds
-          caf::anon_send(r, shutdown_atom::value);
+        if (t.group)   // leave_group: withdraw, then every runner releases
+          caf::anon_send(t.group, shutdown_atom::value);
+        else
+          for (auto& r : t.runners)   // every lease it holds
+            caf::anon_send(r, shutdown_atom::value);
         // The process exits once its runner is done (or at this bound), then
         // comes back as a new incarnation.
         later(o.duration, [this, target] {
@@ -971,6 +1033,58 @@ private:
                                         : procs_[static_cast<std::size_t>(o.param) % procs_.size()].identity;
         note(procs_[*l].identity + " yields to " + (to.empty() ? "anyone" : to) + at_lease(k));
         caf::anon_send(procs_[*l].runners[k], yield_atom::value, to);
+        break;
+      }
+      case op_kind::join:
+        if (auto j = pick_slot(i, true))
+          join_group(*j);
+        break;
+      case op_kind::leave:
+        if (auto j = pick_slot(i, false))
+          leave_group(*j);
+        break;
+      case op_kind::kill:
+        if (auto j = pick_slot(i, false)) {
+          auto before = group_members().size();
+          kill_proc(*j, "killed (it leaves the group unannounced)");
+          procs_[*j].out = true;
+          group_changed(*j, false, before);
+        }
+        break;
+      case op_kind::flap: {   // joins and leaves `param` times, `duration` apart
+        // In a quiet window a replica out of the group flaps (none: no
+        // flap): no membership change for the judge, whose no-churn rule
+        // then says the hysteresis held.
+        auto j = in_quiet_ ? pick_slot(i, true) : std::optional<std::size_t>(i);
+        for (int n = 0; j && n < o.param; ++n) {
+          later(2 * n * o.duration, [this, j = *j] {
+            if (procs_[j].out)
+              join_group(j, false);
+          });
+          later((2 * n + 1) * o.duration, [this, j = *j] {
+            if (procs_[j].alive && !procs_[j].out && !procs_[j].paused)
+              leave_group(j, false);
+          });
+        }
+        break;
+      }
+      case op_kind::prefer: {
+        auto k = ks.front();
+        std::string to = o.param < 0   ? std::string()
+                         : o.param == 7 ? std::string("replica-gone")
+                                        : procs_[static_cast<std::size_t>(o.param) % procs_.size()].identity;
+        if (kube_) {   // kubectl patch: preferredHolder (and a strategy, as the API asks)
+          auto rec = kube_->peek(leases_[k]);
+          if (!rec)
+            break;
+          rec->spec.preferred_holder = to;
+          rec->spec.strategy = to.empty() ? std::string() : "OldestEmulationVersion";
+          note("preferredHolder := " + (to.empty() ? std::string("(none)") : to) + at_lease(k));
+          kube_->update("kubectl", *rec);
+        } else if (auto l = current_leader(k); l && !to.empty() && !procs_[*l].paused) {
+          note(procs_[*l].identity + " yields to " + to + at_lease(k) + " (preferredHolder on etcd)");
+          caf::anon_send(procs_[*l].runners[k], yield_atom::value, to);
+        }
         break;
       }
       case op_kind::outside_write:
@@ -1009,11 +1123,16 @@ private:
 
   void heal() {
     api_->clear_faults();
+    members_->heal();
     api_->set_latency_jitter(sc_.base_latency, sc_.seed + steps_);
     hung_.clear();
     timed_.clear();
     for (auto& p : procs_) {
       std::fill(p.knobs.begin(), p.knobs.end(), knobs_by_module{});
+      if (p.out) {   // left the group: its process has exited (or does now)
+        kill_proc(p.index, "exit after leaving the group");
+        continue;
+      }
       if (!p.alive) {
         start_proc(p.index);
         continue;
@@ -1024,6 +1143,67 @@ private:
       if (sc_.shared_watch)   // (only the multi-lease world draws stream faults)
         inject_stream_fault(p.transport, sim_stream_fault::none);
     }
+  }
+
+  // -- balance groups ---------------------------------------------------------------
+
+  /// The live members of the group: processes running, in it, not paused.
+  std::set<std::size_t> group_members() const {
+    std::set<std::size_t> out;
+    for (auto& p : procs_)
+      if (p.alive && !p.out && !p.paused && p.group)
+        out.insert(p.index);
+    return out;
+  }
+
+  /// From replica `from` on (cyclically), the first one out of the group
+  /// (`out`) or the first live member (!`out`).
+  std::optional<std::size_t> pick_slot(std::size_t from, bool out) const {
+    for (std::size_t n = 0; n < procs_.size(); ++n) {
+      auto& p = procs_[(from + n) % procs_.size()];
+      if (out ? p.out : (p.alive && !p.out && !p.paused))
+        return p.index;
+    }
+    return std::nullopt;
+  }
+
+  /// A membership change: the judge weighs the moves it causes (quiet
+  /// windows only).
+  void group_changed(std::size_t who, bool join, std::size_t before) {
+    if (in_quiet_)
+      judge_.change(now_, who, join, before);
+  }
+
+  /// Replica i joins: a new process (its group announces it). `change`:
+  /// the judge weighs it as a membership change (a flap is not one).
+  void join_group(std::size_t i, bool change = true) {
+    auto before = group_members().size();
+    auto& p = procs_[i];
+    p.out = false;
+    if (p.alive)   // still exiting after a leave
+      kill_proc(i, "exit after leaving the group");
+    note(p.identity + " joins the group");
+    start_proc(i);
+    if (change)
+      group_changed(i, true, before);
+  }
+
+  /// Replica i leaves cleanly (leave_group: withdraw, then every runner
+  /// releases), then its process exits and stays out until a join.
+  void leave_group(std::size_t i, bool change = true) {
+    auto before = group_members().size();
+    auto& p = procs_[i];
+    p.out = true;
+    note(p.identity + " leaves the group");
+    caf::anon_send(p.group, shutdown_atom::value);
+    auto& t = sc_.timings;
+    auto bound = t.module_stop_timeout + t.release_timeout + 2 * t.effective_request_timeout() + 1s;
+    later(bound, [this, i, inc = p.incarnation] {
+      if (procs_[i].out && procs_[i].incarnation == inc)
+        kill_proc(i, "exit after leaving the group");
+    });
+    if (change)
+      group_changed(i, false, before);
   }
 
   // -- events and liveness ----------------------------------------------------------
@@ -1067,6 +1247,8 @@ private:
     auto [b, e] = sc_.quiet[q];
     if (!in_quiet_)
       return start_ + b;
+    if (sc_.groups)   // the group judge keeps its own deadlines
+      return start_ + e;
     auto next = time_point::max();
     for (auto& l : live_) {
       if (!l.quiet_leader_at)
@@ -1098,9 +1280,17 @@ private:
       in_quiet_ = true;
       quiet_requests_ = api_->request_count();
       std::fill(live_.begin(), live_.end(), lease_liveness{});
+      if (sc_.groups)   // what the chaos left behind is judged by the liveness bound
+        judge_.begin(start_ + b + liveness_bound(sc_.timings, sc_.backend));
     }
     auto bound = liveness_bound(sc_.timings, sc_.backend);
-    for (std::size_t k = 0; k < live_.size(); ++k) {
+    if (sc_.groups) {   // the group's rules replace the single leader's (sim_groups.hpp)
+      std::vector<std::optional<std::size_t>> leaders;
+      for (std::size_t k = 0; k < live_.size(); ++k)
+        leaders.push_back(current_leader(k));
+      judge_.observe(now_, leaders, group_members());
+    }
+    for (std::size_t k = 0; k < live_.size() && !sc_.groups; ++k) {
       auto& l = live_[k];
       if (l.quiet_leader_at && !l.released_at && l.lost_in_quiet.empty())
         continue;   // led, and nothing to judge
@@ -1131,8 +1321,9 @@ private:
       }
     }
     if (now_ >= start_ + e) {
+      judge_.end();
       for (auto& p : procs_)
-        for (std::size_t k = 0; k < leases_.size(); ++k) {
+        for (std::size_t k = 0; k < leases_.size() && !p.out; ++k) {
           auto st = status(p.index, k);
           auto& kn = p.knobs[k];
           bool wanted = kn.leader_only_enabled && !(kn.work_off && kn.side_off);
@@ -1175,6 +1366,8 @@ private:
   std::shared_ptr<sim_store> api_;    // the store, whichever backend
   std::shared_ptr<sim_api> kube_;     // set on Kubernetes
   std::shared_ptr<sim_etcd> etcd_;    // set on etcd
+  std::shared_ptr<sim_members> members_;   // balance groups' membership
+  group_judge judge_;                 // balance groups' invariants (quiet windows)
   std::vector<proc> procs_;
   std::vector<checker> chk_;          // per lease
   std::vector<lease_liveness> live_;  // per lease
@@ -1247,10 +1440,13 @@ std::string format_failure(const seed_report& r) {
      << (r.minimal.leases > 1 ? " LEASEHOLD_SIM_LEASES=" + std::to_string(r.minimal.leases)
                                   + " LEASEHOLD_SIM_REPLICAS=" + std::to_string(r.minimal.replicas)
                               : std::string{})
+     << (r.minimal.groups ? " LEASEHOLD_SIM_GROUPS=1" : "")
      << " build/tests/sim/sim-test\n"
      << "  replicas " << r.minimal.replicas
      << (r.minimal.leases > 1 ? " x " + std::to_string(r.minimal.leases) + " leases (one watch stream each)"
                               : std::string{})
+     << (r.minimal.groups ? ", one balance group (settle " + std::to_string(ms(r.minimal.settle)) + "ms)"
+                          : std::string{})
      << ", lease " << ms(t.lease_duration) << "ms, renew deadline "
      << ms(t.renew_deadline) << "ms, retry " << ms(t.retry_period) << "ms, stop timeout "
      << ms(t.module_stop_timeout) << "ms, request timeout " << ms(t.effective_request_timeout())

@@ -75,6 +75,12 @@ struct probe_instance {
   /// The latest end its fence was seen to have (the cell reads 0 once the
   /// term ended): the last renew sent + renew_deadline.
   std::int64_t last_valid_until = 0;
+  /// Its fence was valid when the runtime spawned it. An actor first runs
+  /// some steps after its spawn: a term that ended in between (its runner
+  /// stepped down and voided the fence) leaves an instance that starts on a
+  /// void fence and with its stop already in its mailbox. It does no work
+  /// (the fence says so) and is judged as stale from its start.
+  bool valid_at_spawn = true;
 };
 
 /// The per-module knobs the generator turns (probe settings).
@@ -162,6 +168,15 @@ enum class op_kind {
   /// The leader is asked to yield (yield_atom): param -1 to anyone, 7 to a
   /// replica that does not exist, else to replica param (modulo the count).
   yield,
+  /// Balance groups (world::groups): a replica out of the group joins (a
+  /// new process), a member leaves cleanly (leave_group, then the process
+  /// exits and stays out), a member is killed and stays out, a replica
+  /// flaps (joins and leaves `param` times, `duration` apart), and
+  /// preferredHolder is written on the op's lease naming replica param (as
+  /// yield: -1 clears it, 7 names one that does not exist; on etcd, which
+  /// has no such field to write from outside, the leader is asked to yield
+  /// to that replica).
+  join, leave, kill, flap, prefer,
 };
 const char* to_string(op_kind k);
 
@@ -187,6 +202,13 @@ struct world {
   /// per namespace (sim_watch_sharing::per_namespace, as the HTTP
   /// transport's), and the generator adds that stream's faults.
   bool many() const { return leases > 1; }
+  /// The balance-group world (multi-lease): every replica's runners stand
+  /// by and one balance group per replica decides which leases it competes
+  /// for (actors/balance.hpp), with membership in a simulated store
+  /// (tests/support/sim_membership.hpp); the generator adds joins, leaves,
+  /// kills, flaps and preferredHolder writes, and the group invariants
+  /// (sim_groups.hpp) are checked in every quiet window.
+  bool groups = false;
 };
 
 struct scenario {
@@ -201,6 +223,11 @@ struct scenario {
   bool watch = true;                  // followers watch the lease (false: they poll)
   /// Not drawn: the same seed runs on either backend (run_seed's argument).
   backend_kind backend = backend_kind::kubernetes;
+  /// Balance groups (world::groups): the group's settle time, and which
+  /// replicas are out of the group at the start (no process until a join).
+  bool groups = false;
+  caf::timespan settle{std::chrono::seconds(1)};
+  std::vector<bool> out_at_start;
   std::vector<op> ops;                // sorted by `at`
   /// Quiet windows [begin, end): no fault active; liveness is checked there.
   std::vector<std::pair<caf::timespan, caf::timespan>> quiet;
@@ -221,6 +248,13 @@ caf::timespan liveness_bound(const election_timings& t);
 /// whole seconds, and a key outlives its leader by that TTL.
 caf::timespan liveness_bound(const election_timings& t, backend_kind backend);
 
+/// Balance groups: how long a lease may stay unowned, and how long after a
+/// membership change (or after liveness_bound into a quiet window) the
+/// group must be balanced, while a member is live and the store reachable:
+/// lease_duration + group_slack (docs/balance.md, "The simulator's bounds").
+caf::timespan group_slack(const election_timings& t, backend_kind backend, caf::timespan settle);
+caf::timespan group_bound(const election_timings& t, backend_kind backend, caf::timespan settle);
+
 struct run_result {
   bool ok = true;
   std::string violation;
@@ -228,6 +262,14 @@ struct run_result {
   std::uint64_t steps = 0;
   caf::timespan simulated{0};
   std::size_t requests = 0;           // requests the store saw (faulted ones too)
+  /// Balance groups (sim_groups.hpp): the longest a lease ran nowhere while
+  /// judged, the longest a membership change took to balance, the most
+  /// leases one change moved, and how many balanced states were judged.
+  caf::timespan group_max_unowned{0};
+  caf::timespan group_max_to_balance{0};
+  std::size_t group_max_moves = 0;
+  std::size_t group_judgements = 0;
+  caf::timespan group_bound{0};       // the bound both rules use (group_bound())
 };
 
 /// Runs a scenario; stops at the first violation.

@@ -45,6 +45,7 @@ world env_world() {
   world w;
   w.leases = std::max<std::uint64_t>(1, env_u64("LEASEHOLD_SIM_LEASES", 1));
   w.replicas = env_u64("LEASEHOLD_SIM_REPLICAS", 0);
+  w.groups = env_u64("LEASEHOLD_SIM_GROUPS", 0) != 0;
   return w;
 }
 
@@ -154,6 +155,11 @@ TEST_CASE("simulation: every kept multi-lease regression seed passes (an open on
       words >> token;
     auto seed = std::strtoull(token.c_str(), nullptr, 10);
     words >> w.leases >> w.replicas >> backend_name;
+    std::string world_name;
+    words >> world_name;   // optional: "groups", the balance-group world
+    REQUIRE_MESSAGE((world_name.empty() || world_name == "groups"),
+                    "regression_seeds_many.txt: the fifth word, when there is one, must be groups");
+    w.groups = world_name == "groups";
     auto backend = parse_backend(backend_name);
     REQUIRE_MESSAGE(backend, "regression_seeds_many.txt: backend must be kubernetes or etcd");
     REQUIRE(w.leases > 1);
@@ -163,6 +169,42 @@ TEST_CASE("simulation: every kept multi-lease regression seed passes (an open on
                                             << ") passes now: its defect is fixed? drop \"open\" from its line");
     else
       CHECK_MESSAGE(rep.result.ok, format_failure(rep));
+  }
+}
+
+// The balance-group world (world::groups): defects it found, each replayed
+// from its seed (also kept in regression_seeds_many.txt).
+static world groups_of(std::size_t leases, std::size_t replicas) {
+  world w;
+  w.leases = leases;
+  w.replicas = replicas;
+  w.groups = true;
+  return w;
+}
+
+TEST_CASE("groups: a lease no runner reports held becomes every member's after a lease duration "
+          "(seed 105: a restarted member and the others disagreed on its holder)") {
+  // A crashed member came back under its name: the others still read the
+  // expired record naming it, it knew it held nothing. Its group had never
+  // seen the lease change hands, so the lease was never "free since" and
+  // the orphan rule never applied: nobody competed for it for ever.
+  for (auto backend : {backend_kind::kubernetes, backend_kind::etcd}) {
+    CAPTURE(to_string(backend));
+    auto rep = run_seed(105, backend, false, groups_of(12, 0));
+    CHECK_MESSAGE(rep.result.ok, format_failure(rep));
+    CHECK(rep.result.group_judgements > 0);
+  }
+}
+
+TEST_CASE("groups: a module whose term ended between its spawn and its first run is stale, not a "
+          "start on an invalid fence (seeds 1, 24)") {
+  // A runner told to stand by right after it acquired steps down at once:
+  // its modules, spawned on the valid fence, first run after the fence was
+  // voided, with their stop already queued. The checker judged that a start
+  // on an invalid fence (a simulator defect).
+  for (auto [seed, replicas] : {std::pair<std::uint64_t, std::size_t>{1, 0}, {24, 5}}) {
+    auto rep = run_seed(seed, backend_kind::kubernetes, false, groups_of(12, replicas));
+    CHECK_MESSAGE(rep.result.ok, format_failure(rep));
   }
 }
 

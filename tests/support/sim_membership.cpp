@@ -11,7 +11,7 @@ api_error refused(const std::string& verb, const candidate& c) {
 } // namespace
 
 members_reply sim_members::announce(const std::string& client, const candidate& c) {
-  if (cut_.count(client))
+  if (cut_.count(client) || cut_.count(""))
     return members_reply::failure(refused("ANNOUNCE", c));
   ++announcements_;
   auto& group = groups_[c.ns + "/" + c.group];
@@ -32,7 +32,7 @@ members_reply sim_members::announce(const std::string& client, const candidate& 
 }
 
 withdraw_reply sim_members::withdraw(const std::string& client, const candidate& c) {
-  if (cut_.count(client))
+  if (cut_.count(client) || cut_.count(""))
     return withdraw_reply::failure(refused("WITHDRAW", c));
   return withdraw_reply::success(groups_[c.ns + "/" + c.group].erase(c.identity) > 0);
 }

@@ -4,7 +4,8 @@
 // readers expire a member that stops announcing, as with Kubernetes
 // LeaseCandidates (set `store_expires` for etcd's way: the store forgets a
 // member after its ttl and lists no marker). A partitioned client's
-// requests fail with connection_refused.
+// requests fail with connection_refused; so do everyone's while the store
+// is down (`partition("", true)`).
 #pragma once
 
 #include <functional>
@@ -25,8 +26,11 @@ public:
     : now_(std::move(now)), store_expires_(store_expires) {}
   members_reply announce(const std::string& client, const candidate& c);
   withdraw_reply withdraw(const std::string& client, const candidate& c);
-  /// Requests of `client` fail (true) or work again (false).
+  /// Requests of `client` ("": every client, the store is down) fail
+  /// (true) or work again (false).
   void partition(const std::string& client, bool cut);
+  /// Every partition ends.
+  void heal() { cut_.clear(); }
   /// Announcements so far (all clients).
   std::size_t announcements() const { return announcements_; }
 
