@@ -60,9 +60,17 @@ caf::behavior elector_actor::make_behavior() {
         attempt();
     },
     [=](lease_watch_event& ev) { on_watch(ev); },
-    [=](deadline_atom, std::uint64_t seq) {
-      if (state_ == elector_state::leading && seq == renew_seq_)
-        lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
+    [=](deadline_atom) {
+      // One deadline timer per term, not one per renew: it wakes at the
+      // valid_until it was set for; renewed since, it sleeps on to the new one.
+      deadline_armed_ = false;
+      if (state_ != elector_state::leading)
+        return;
+      if (clock().now() < valid_until_) {
+        arm_deadline();
+        return;
+      }
+      lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
              + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
              + (last_error_.kind != error_kind::none ? "; last error: " + last_error_.describe()
                                                      : std::string{}));
@@ -109,6 +117,11 @@ bool elector_actor::set_state(elector_state to) {
   }
   state_ = to;
   return true;
+}
+
+void elector_actor::arm_deadline() {
+  deadline_armed_ = true;
+  delayed_send(this, valid_until_ - clock().now(), deadline_atom::value);
 }
 
 void elector_actor::drop_hold() {
@@ -158,9 +171,9 @@ void elector_actor::get_then_decide() {
       mem_.confirmed_at = clock().now();
       mem_.outside_wait_until.reset();   // the key is there (again)
       mem_.hold_next_create = false;
-      observe(*r.value);
+      observe(*r.value, /*report*/ false);
       note_ttl(*r.value, started);
-      report_memory();   // confirmed_at, the TTL reading
+      report_memory();   // the record, confirmed_at, the TTL reading: one report
       decide(*r.value);
     } else if (r.kind() == error_kind::not_found) {
       answered();
@@ -267,8 +280,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
            // unseen: hold it too.
            if (hold || (opt_.backend.server_expiry && r.value->resource_version != next_revision))
              mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
-           observe(*r.value);
-           succeeded(r.value->spec, started);
+           succeeded(*r.value, started);
          } else {
            failed(r.error);
          }
@@ -285,8 +297,7 @@ void elector_actor::put(lease l, bool fallback) {
   call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
-           observe(*r.value);
-           succeeded(r.value->spec, started);
+           succeeded(*r.value, started);
            return;
          }
          if (r.kind() == error_kind::conflict && !has_term() && term > mem_.max_term) {
@@ -321,17 +332,19 @@ bool elector_actor::held_by_other(const lease& rec) const {
 
 // -- the replies (R1-R3) ------------------------------------------------------
 
-/// R1. A write (PUT or POST) was accepted: `written` is our term's record.
+/// R1. A write (PUT or POST) was accepted: `rec` holds our term's record.
 /// R1a release asked: release it; R1b answered past the renew deadline: no
 /// term; R1c in the creation hold: keep holding; R1d the term starts (or
 /// R1e goes on). Then the renew deadline and the next renew are scheduled.
-void elector_actor::succeeded(const lease_spec& written, time_point started) {
+void elector_actor::succeeded(const lease& rec, time_point started) {
+  const auto& written = rec.spec;
   in_flight_ = false;
   answered();
   last_error_ = api_error{};
   held_ = written;
   mem_.own_term = written;
-  report_memory();
+  observe(rec, /*report*/ false);
+  report_memory();   // the record and our term: one report per write
   auto now = clock().now();
   if (release_asked()) {
     if (!has_term() && in_created_hold(started)) {
@@ -394,8 +407,9 @@ void elector_actor::succeeded(const lease_spec& written, time_point started) {
     ev.valid_until_ns = vu;
     ev.value = std::chrono::duration<double, std::milli>(now - started).count();
   });
-  ++renew_seq_;
-  delayed_send(this, valid_until - now, deadline_atom::value, renew_seq_);
+  valid_until_ = valid_until;
+  if (!deadline_armed_)
+    arm_deadline();
   schedule_renew(started, now);
 }
 

@@ -44,6 +44,8 @@ private:
   }
   /// The term it wrote is somebody else's now (holding -> following).
   void drop_hold();
+  /// The renew deadline's timer, at valid_until_ (one pending at a time).
+  void arm_deadline();
 
   // -- one attempt and its replies (elector.cpp) -----------------------------------
   void attempt();
@@ -53,7 +55,7 @@ private:
   void absent(time_point seen_by, std::int64_t store_revision = 0);
   void put(lease l, bool fallback);
   bool held_by_other(const lease& rec) const;
-  void succeeded(const lease_spec& written, time_point started);
+  void succeeded(const lease& rec, time_point started);
   bool in_created_hold(time_point sent) const;
   void schedule_renew(time_point sent, time_point now);
   void schedule_tick(caf::timespan delay);
@@ -80,7 +82,7 @@ private:
   void on_watch(lease_watch_event& ev);
   void on_watched(const lease& rec);
   void act_now();
-  void observe(const lease& rec);
+  void observe(const lease& rec, bool report = true);
   void report_memory() { send(opt_.runner, lease_observed{mem_}); }
   bool expired(const lease& rec) const { return expires_at(rec) <= clock().now(); }
   time_point expires_at(const lease& rec) const;
@@ -114,7 +116,8 @@ private:
   std::optional<lease_spec> held_;       // what this elector last wrote for its term
   time_point attempt_started_{};
   time_point release_deadline_{};
-  std::uint64_t renew_seq_ = 0;
+  time_point valid_until_{};             // the term ends here unless renewed (leading)
+  bool deadline_armed_ = false;           // a deadline_atom is pending
   std::int64_t term_ = -1;
   fencing_token fence_;
   // The request bookkeeping, orthogonal to the state:

@@ -104,7 +104,7 @@ void elector_actor::act_now() {
 
 // -- the record in memory ------------------------------------------------------
 
-void elector_actor::observe(const lease& rec) {
+void elector_actor::observe(const lease& rec, bool report) {
   bool changed = !mem_.record
                  || mem_.record->resource_version != rec.resource_version
                  || mem_.record->spec != rec.spec;
@@ -119,7 +119,8 @@ void elector_actor::observe(const lease& rec) {
   mem_.outside_wait_until.reset();
   mem_.hold_next_create = false;
   mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
-  report_memory();
+  if (report)
+    report_memory();   // else the caller reports once it has noted the rest
   if (holder_changed && rec.spec.holder_identity.empty() && !released_record(rec.spec))
     emit(event_type::outside_write, [&](runtime_event& ev) {
       ev.term = rec.spec.lease_transitions;
