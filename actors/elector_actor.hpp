@@ -109,7 +109,7 @@ private:
   void finish_release(bool released);
 
   elector_options opt_;
-  std::mt19937_64 rng_;
+  std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   event_emitter emit;
   lease_memory mem_;
   elector_state state_ = elector_state::following;
