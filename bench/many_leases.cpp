@@ -7,16 +7,27 @@
 //               [--scheduler stealing|sharing] [--scheduler-threads 2]
 //   many_leases --backend etcd --server http://127.0.0.1:2379[,http://...] ...
 //   many_leases --etcd http://127.0.0.1:2379 ...      (the same)
+//   many_leases ... --identity A --stay 1    (after the report, hold on until
+//                                             SIGTERM/SIGINT, then release all)
+//   many_leases ... --identity B --follow 5  (a second process: 3 s to settle, then
+//                                             5 s as a follower, reported; then it
+//                                             waits to lead)
 //
 // Reports, as one JSON line on stdout: leaders reached, the time until all
 // leases were led, RSS before the runners and after every lease is led, RSS
 // per election, and over the --hold seconds while holding every lease: CPU
 // seconds, terms lost, renewals, CPU per renewal, transport requests per
-// second; the process's threads at the end of the hold.
+// second; the process's threads at the end of the hold; the wall-clock time
+// (ms since the epoch) at which the last lease was led, to measure a
+// takeover against the moment another process was killed or stopped.
+// --follow S prints one line before: what the process sent and led while
+// following for S seconds.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -31,6 +42,9 @@
 
 using namespace std::chrono_literals;
 
+/// --follow: the first reads and the watch's start are not the steady state.
+constexpr auto follow_settle = 3s;
+
 namespace {
 
 struct options {
@@ -41,6 +55,9 @@ struct options {
   int workers = 4;
   int timeout_s = 60;
   int hold_s = 5;
+  int follow_s = 0;     // > 0: report this long as a follower before leading
+  bool stay = false;    // after the report, hold every lease until a signal
+  std::string identity = "many-leases";
   bool watch = true;
   std::string scheduler = "stealing";   // CAF's default; "sharing": tune_for_idle()
   int scheduler_threads = 2;
@@ -89,6 +106,9 @@ bool parse(int argc, char** argv, options& o) {
     else if (k == "--scheduler-threads") o.scheduler_threads = std::stoi(v);
     else if (k == "--timeout") o.timeout_s = std::stoi(v);
     else if (k == "--hold") o.hold_s = std::stoi(v);
+    else if (k == "--follow") o.follow_s = std::stoi(v);
+    else if (k == "--stay") o.stay = v != "0";
+    else if (k == "--identity") o.identity = v;
     else return false;
   }
   return !o.server.empty() && o.leases > 0 && o.transports > 0 && o.workers > 0
@@ -103,9 +123,17 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, opt)) {
     std::cerr << "usage: many_leases --server URL[,URL...] [--backend kubernetes|etcd]"
                  " [--leases N] [--transports K] [--workers W] [--timeout S] [--hold S]"
-                 " [--watch 0|1] [--scheduler stealing|sharing] [--scheduler-threads N]\n";
+                 " [--watch 0|1] [--scheduler stealing|sharing] [--scheduler-threads N]"
+                 " [--identity NAME] [--follow S] [--stay 0|1]\n";
     return 2;
   }
+  // SIGTERM and SIGINT are taken by sigwait (--stay), in every thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  if (opt.stay)
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   caf::actor_system_config cfg;
   if (opt.scheduler == "sharing")
     leasehold::tune_for_idle(cfg, static_cast<std::size_t>(opt.scheduler_threads));
@@ -138,7 +166,14 @@ int main(int argc, char** argv) {
 
   std::atomic<int> leading{0}, lost{0};
   std::atomic<long> renewals{0};
+  // LEASEHOLD_BENCH_TRACE=1: every event but renewals on stderr (why a lease was slow).
+  const bool trace = std::getenv("LEASEHOLD_BENCH_TRACE") != nullptr;
+  auto t0 = std::chrono::steady_clock::now();
   leasehold::event_sink sink = [&](const leasehold::runtime_event& e) {
+    if (trace && e.type != leasehold::event_type::renewed)
+      std::fprintf(stderr, "%.3f %s %s %s %s\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   e.lease.c_str(), leasehold::to_string(e.type), e.holder.c_str(), e.reason.c_str());
     if (e.type == leasehold::event_type::term_acquired)
       ++leading;
     else if (e.type == leasehold::event_type::term_lost) {
@@ -158,7 +193,7 @@ int main(int argc, char** argv) {
   std::vector<leasehold::runner_actor> runners;
   for (int i = 0; i < opt.leases; ++i) {
     leasehold::runner_options o;
-    o.identity = "many-leases";
+    o.identity = opt.identity;
     o.lease = {"default", "bench-lease-" + std::to_string(i)};
     o.timings = timings;
     o.transport = pool[static_cast<size_t>(i % opt.transports)];
@@ -178,11 +213,28 @@ int main(int argc, char** argv) {
     runners.push_back(spawned.runner);
   }
 
+  if (opt.follow_s > 0) {
+    // Steady state: after each elector's first read and the watch's start.
+    std::this_thread::sleep_for(follow_settle);
+    auto requests = leasehold::current_transport_census().requests;
+    double cpu = cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::seconds(opt.follow_s));
+    auto census = leasehold::current_transport_census();
+    std::printf("{\"phase\":\"following\",\"follow_s\":%d,\"leading\":%d,"
+                "\"requests_per_s\":%.2f,\"cpu_s\":%.3f,\"threads\":%ld,\"watch_streams\":%lld}\n",
+                opt.follow_s, leading.load(),
+                static_cast<double>(census.requests - requests) / opt.follow_s, cpu_seconds() - cpu,
+                proc_status("Threads:"), static_cast<long long>(census.watch_streams));
+    std::fflush(stdout);
+    start = std::chrono::steady_clock::now();
+  }
   auto deadline = start + std::chrono::seconds(opt.timeout_s);
   while (leading.load() < opt.leases && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   auto all_led_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - start).count();
+  auto all_led_epoch_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
   int reached = leading.load();
   long rss_after = rss_kib();
 
@@ -198,6 +250,29 @@ int main(int argc, char** argv) {
   auto census = leasehold::current_transport_census();
   double requests_per_s = static_cast<double>(census.requests - requests0) / opt.hold_s;
   long threads = proc_status("Threads:");
+  auto report = [&](int confirmed) {
+    std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
+                "\"leaders_reached\":%d,\"all_led_ms\":%lld,\"all_led_epoch_ms\":%lld,"
+                "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
+                "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
+                "\"hold_cpu_s\":%.3f,\"renewals_in_hold\":%ld,\"cpu_ms_per_renewal\":%.4f,"
+                "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
+                "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"released\":%d}\n",
+                opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers,
+                reached, static_cast<long long>(all_led_ms), static_cast<long long>(all_led_epoch_ms),
+                held, hold_lost, rss_before, rss_after,
+                static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,
+                hold_renewals, hold_renewals > 0 ? hold_cpu * 1000.0 / hold_renewals : 0.0,
+                requests_per_s, threads, static_cast<long long>(census.workers),
+                static_cast<long long>(census.watch_streams),
+                static_cast<unsigned long long>(census.expired), confirmed);
+    std::fflush(stdout);
+  };
+  if (opt.stay) {   // report now (released: -1), hold on until told to stop
+    report(-1);
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+  }
 
   // Graceful stop of every runner at once, bounded.
   caf::scoped_actor self{sys};
@@ -213,20 +288,11 @@ int main(int argc, char** argv) {
   for (auto& r : runners)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 
-  std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
-              "\"leaders_reached\":%d,\"all_led_ms\":%lld,"
-              "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
-              "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
-              "\"hold_cpu_s\":%.3f,\"renewals_in_hold\":%ld,\"cpu_ms_per_renewal\":%.4f,"
-              "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
-              "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"released\":%d}\n",
-              opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers, reached,
-              static_cast<long long>(all_led_ms), held, hold_lost, rss_before, rss_after,
-              static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,
-              hold_renewals, hold_renewals > 0 ? hold_cpu * 1000.0 / hold_renewals : 0.0,
-              requests_per_s, threads, static_cast<long long>(census.workers),
-              static_cast<long long>(census.watch_streams),
-              static_cast<unsigned long long>(census.expired), confirmed);
-  std::fflush(stdout);
+  if (opt.stay) {   // how many releases were confirmed, after the signal
+    std::printf("{\"phase\":\"stopped\",\"released\":%d}\n", confirmed);
+    std::fflush(stdout);
+  } else {
+    report(confirmed);
+  }
   return reached == opt.leases ? 0 : 1;
 }

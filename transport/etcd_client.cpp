@@ -410,19 +410,38 @@ api_result<T> guarded(const char* what, F&& f) {
   }
 }
 
-api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns) {
+api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std::size_t page) {
   return guarded<etcd_scope_state>("/v3/kv/range", [&] {
     const std::string path = "/v3/kv/range";
     auto scope = this->scope(ns);
-    auto r = impl_->call(path, {{"key", encode_base64(scope.dir())},
-                                {"range_end", encode_base64(scope.range_end())}});
-    if (!r.ok())
-      return api_result<etcd_scope_state>::failure(r.error);
-    auto st = parse_scope_range(*r.value, scope);
-    if (!st.ok())
-      return api_result<etcd_scope_state>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, st.error});
-    return api_result<etcd_scope_state>::success(std::move(*st.value));
+    etcd_scope_state all;
+    std::string from = scope.dir();
+    // Page after page at the first page's revision: one consistent snapshot
+    // of the namespace, however many keys it holds. Each page moves `from`
+    // forward, so the pages are at most (keys / page) + 1.
+    for (std::size_t pages = 1;; ++pages) {
+      json body = {{"key", encode_base64(from)},
+                   {"range_end", encode_base64(scope.range_end())},
+                   {"limit", std::to_string(std::max<std::size_t>(page, 1))}};
+      if (all.revision > 0)
+        body["revision"] = std::to_string(all.revision);
+      auto r = impl_->call(path, body);
+      if (!r.ok())
+        return api_result<etcd_scope_state>::failure(r.error);
+      auto st = parse_scope_range(*r.value, scope);
+      if (st.ok() && !st.value->next_key.empty() && st.value->next_key <= from)
+        st.error = "more: the next page would not move past key " + from;
+      if (!st.ok())
+        return api_result<etcd_scope_state>::failure(
+          api_error{error_kind::malformed_body, 200, "POST",
+                    path + " (page " + std::to_string(pages) + ")", st.error});
+      if (all.revision == 0)
+        all.revision = st.value->revision;
+      all.records.merge(st.value->records);
+      if (st.value->next_key.empty())
+        return api_result<etcd_scope_state>::success(std::move(all));
+      from = std::move(st.value->next_key);
+    }
   });
 }
 

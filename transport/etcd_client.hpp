@@ -34,10 +34,12 @@ public:
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);
 
-  /// Every lease record of namespace `ns` (one range over its scope) and
-  /// the store revision it was read at: a watch from revision + 1 misses
-  /// no change after this read.
-  api_result<etcd_scope_state> read_scope(const std::string& ns);
+  /// Every lease record of namespace `ns` and the store revision it was
+  /// read at: a watch from revision + 1 misses no change after this read.
+  /// Read in ranges of at most `page` keys, every page at the first one's
+  /// revision (one snapshot); a revision compacted meanwhile fails the read
+  /// (the watch then reads again).
+  api_result<etcd_scope_state> read_scope(const std::string& ns, std::size_t page = 1000);
   /// A streaming POST of `body` to `path` (a watch, see kube_client::stream)
   /// on the current endpoint; a failure after which another endpoint may
   /// answer (not a quiet stream's idle timeout) moves to the next endpoint.

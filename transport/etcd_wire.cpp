@@ -168,37 +168,6 @@ std::optional<std::string> etcd_scope::name_of(const std::string& key) const {
   return key.substr(d.size());
 }
 
-parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope) {
-  parse_result<etcd_scope_state> out;
-  etcd_scope_state st;
-  st.revision = header_revision(reply);
-  if (st.revision <= 0) {
-    out.error = "header.revision: missing";
-    return out;
-  }
-  auto it = reply.find("kvs");
-  if (it != reply.end() && !it->is_array()) {
-    out.error = "kvs: expected an array of objects";
-    return out;
-  }
-  for (std::size_t i = 0; it != reply.end() && i < it->size(); ++i) {
-    auto where = "kvs[" + std::to_string(i) + "]";
-    auto kv = parse_kv((*it)[i], where);
-    if (!kv.ok()) {
-      out.error = kv.error;
-      return out;
-    }
-    auto name = scope.name_of(kv.value->key);
-    if (!name)
-      continue;
-    auto rec = to_lease({scope.ns, *name}, *kv.value, where);
-    if (rec.ok())
-      st.records.emplace(std::move(*name), std::move(*rec.value));
-  }
-  out.value = std::move(st);
-  return out;
-}
-
 namespace {
 
 /// An int field of the gateway's error object; 0 when absent or not an int.
@@ -226,6 +195,50 @@ bool bool_field(const json& j, const char* name, bool& ok) {
 
 
 } // namespace
+
+parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope) {
+  parse_result<etcd_scope_state> out;
+  etcd_scope_state st;
+  st.revision = header_revision(reply);
+  if (st.revision <= 0) {
+    out.error = "header.revision: missing";
+    return out;
+  }
+  auto it = reply.find("kvs");
+  if (it != reply.end() && !it->is_array()) {
+    out.error = "kvs: expected an array of objects";
+    return out;
+  }
+  bool ok = true;
+  bool more = bool_field(reply, "more", ok);
+  if (!ok) {
+    out.error = "more: expected a boolean";
+    return out;
+  }
+  if (more && (it == reply.end() || it->empty())) {
+    out.error = "more: true with no kvs to continue after";
+    return out;
+  }
+  for (std::size_t i = 0; it != reply.end() && i < it->size(); ++i) {
+    auto where = "kvs[" + std::to_string(i) + "]";
+    auto kv = parse_kv((*it)[i], where);
+    if (!kv.ok()) {
+      out.error = kv.error;
+      return out;
+    }
+    if (i + 1 == it->size() && more)
+      st.next_key = kv.value->key + '\0';   // the first key after this one
+    auto name = scope.name_of(kv.value->key);
+    if (!name)
+      continue;
+    auto rec = to_lease({scope.ns, *name}, *kv.value, where);
+    if (rec.ok())
+      st.records.emplace(std::move(*name), std::move(*rec.value));
+  }
+  out.value = std::move(st);
+  return out;
+}
+
 
 parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
                                                        const etcd_scope& scope) {

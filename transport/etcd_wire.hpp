@@ -63,6 +63,9 @@ std::int64_t header_revision(const nlohmann::json& reply);
 struct etcd_scope_state {
   std::map<std::string, lease> records;   // by lease name
   std::int64_t revision = 0;              // the store's revision at the read
+  /// A page of a read with a limit that left keys out (the reply's `more`):
+  /// the next page starts at this key; empty when the range is complete.
+  std::string next_key;
 };
 /// A range reply over `scope`: the records by name (a key whose value is
 /// no lease record, or with a name outside the scope, is left out: it is

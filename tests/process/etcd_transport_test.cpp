@@ -277,6 +277,22 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     CHECK(a.update_lease(stale).kind() == error_kind::conflict);
   }
 
+  SUBCASE("a namespace is read in pages, all at the first page's revision") {
+    for (const char* name : {"p1", "p2", "p3", "p4", "p5"})
+      REQUIRE(a.create_lease(record(name, std::string("H-") + name)).ok());
+    auto whole = a.read_scope("ns1");
+    REQUIRE_MESSAGE(whole.ok(), whole.error.describe());
+    auto paged = b.read_scope("ns1", 2);   // pages of 2, 2 and 1 keys
+    REQUIRE_MESSAGE(paged.ok(), paged.error.describe());
+    CHECK(paged.value->revision == whole.value->revision);
+    REQUIRE(paged.value->records.size() == 5);
+    CHECK(paged.value->records["p5"].spec.holder_identity == "H-p5");
+    CHECK(paged.value->next_key.empty());
+    auto exact = b.read_scope("ns1", 5);   // one full page: etcd says no more
+    REQUIRE(exact.ok());
+    CHECK(exact.value->records.size() == 5);
+  }
+
   SUBCASE("failover: a dead endpoint first, then the live one") {
     etcd_client c(config({"http://127.0.0.1:1", etcd.endpoint()}));
     CHECK(c.get_lease(key).kind() == error_kind::not_found);

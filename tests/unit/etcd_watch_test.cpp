@@ -285,6 +285,19 @@ TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease nam
                           scope)
           .error
         == "kvs[0].create_revision: expected a positive int64");
+
+  // A page of a read with a limit: `more` names where the next page starts
+  // (the first key after the page's last one, junk or not).
+  auto page = json::parse(range(30, {kv(10, 10, "A", "a"), kv(11, 12, "B", "b")}));
+  CHECK(parse_scope_range(page, scope).value->next_key.empty());
+  page["more"] = true;
+  auto first = parse_scope_range(page, scope);
+  REQUIRE_MESSAGE(first.ok(), first.error);
+  CHECK(first.value->next_key == std::string("/lh/ns1/b") + '\0');
+  page["more"] = "yes";
+  CHECK(parse_scope_range(page, scope).error == "more: expected a boolean");
+  CHECK(parse_scope_range(json::parse(R"({"header":{"revision":"3"},"more":true})"), scope).error
+        == "more: true with no kvs to continue after");
 }
 
 TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and survives every stream fault") {
