@@ -4,7 +4,6 @@
 
 #include "actors/handover.hpp"
 #include "actors/outside_writes.hpp"
-#include "transport/kube_client.hpp"
 
 // The decision path, one attempt (a tick), as client-go's tryAcquireOrRenew:
 //   1. attempt()          a term of ours in memory: renew it (2); else read (3)
@@ -165,7 +164,7 @@ void elector_actor::renew(const lease& rec, bool fallback) {
 /// "Every timing relation the code enforces").
 void elector_actor::get_then_decide() {
   auto started = clock().now();
-  call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+  call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
     if (r.ok()) {
       answered();
       mem_.confirmed_at = clock().now();
@@ -267,18 +266,21 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   // or revoke of a live term, so it holds what it creates, as on Kubernetes.
   bool hold = create_new
               && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create
-                  || store_revision == 0 || store_revision != mem_.vanish_revision);
-  auto next_revision = std::to_string(store_revision + 1);
+                  || mem_.vanish_revision == 0);
+  // etcd: the store says whether the key's history shows another write
+  // since the read that judged it gone: a term that came and went unseen
+  // in between (say an operator's delete of another replica's fresh key)
+  // is held for. Other keys' writes in between do not matter.
+  bool ask_history = create_new && opt_.backend.server_expiry && !hold;
+  if (ask_history)
+    l.absent_at_revision = mem_.vanish_revision;
   auto started = clock().now();
-  call("POST", leases_path(opt_.lease.ns), create_lease_atom::value, std::move(l),
+  call("POST", create_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
            // etcd: counted from the answer, by when any term whose key
            // was gone before the create had sent its last renew.
-           // etcd: a key that is not the very next write after the read
-           // that judged the vanish may follow a term that came and went
-           // unseen: hold it too.
-           if (hold || (opt_.backend.server_expiry && r.value->resource_version != next_revision))
+           if (hold || (ask_history && !r.value->unwritten_since_read))
              mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
            succeeded(*r.value, started);
          } else {
@@ -294,7 +296,7 @@ void elector_actor::put(lease l, bool fallback) {
   auto started = clock().now();
   auto term = l.spec.lease_transitions;
   remember_write(l.spec);
-  call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+  call("PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
            succeeded(*r.value, started);
@@ -458,7 +460,7 @@ api_error elector_actor::late_reply(caf::timespan took) const {
   api_error e;
   e.kind = error_kind::timeout;
   e.verb = "PUT";
-  e.path = lease_path(opt_.lease);
+  e.path = opt_.backend.path_of("PUT", opt_.lease);
   e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
   return e;
 }

@@ -66,6 +66,7 @@
 #include "actors/elector_rules.hpp"
 #include "actors/messages.hpp"
 #include "actors/observer.hpp"
+#include "actors/runner.hpp"
 #include "leasehold/timings.hpp"
 #include "leasehold/lease_transport.hpp"
 
@@ -76,7 +77,10 @@ struct elector_options {
   lease_key lease;
   election_timings timings;
   lease_transport_actor transport;
-  caf::actor runner;   // receives leadership_acquired / lost, lease_renewed, lease_observed, leader_observed
+  /// Receives leadership_acquired / lost, lease_renewed, lease_observed,
+  /// leader_observed: typed, so every report the elector sends is checked
+  /// against the runner's interface when compiled.
+  runner_internal_actor runner;
   event_sink events;
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw

@@ -65,9 +65,11 @@ private:
   api_error request_error(const char* verb, std::string path, const caf::error& e);
 
   /// One request to the transport; a transport error or timeout arrives as
-  /// a failed lease_reply naming the request, like any API error.
+  /// a failed lease_reply naming the request (as the backend names it), like
+  /// any API error.
   template <class Atom, class Arg, class F>
-  void call(const char* verb, std::string path, Atom atom, Arg arg, F on_reply) {
+  void call(const char* verb, Atom atom, Arg arg, F on_reply) {
+    auto path = opt_.backend.path_of(verb, opt_.lease);
     request(opt_.transport, timeout(), atom, std::move(arg))
       .then([=](lease_reply& r) { on_reply(r); },
             [=](caf::error& e) {

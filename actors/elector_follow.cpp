@@ -180,7 +180,7 @@ caf::timespan elector_actor::next_delay() {
   }
   if (opt_.backend.server_expiry && mem_.record && !mem_.outside_wait_until
       && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record)))
-    d = next_ttl_read(mem_, now, d);
+    d = next_ttl_read(mem_, opt_.timings, now, d);
   if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
     d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
   if (auto until = hold_back(mem_.record ? &*mem_.record : nullptr))

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "actors/handover.hpp"
-#include "transport/kube_client.hpp"
 
 // How an elector's term ends: lost (its deadline, a rewrite, the store's
 // delete), given up on an identity conflict, or released when asked
@@ -84,7 +83,7 @@ void elector_actor::release_step(int tries) {
   lease l = *mem_.record;
   l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
   in_flight_ = true;
-  call("PUT", lease_path(opt_.lease), update_lease_atom::value, std::move(l),
+  call("PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          in_flight_ = false;
          if (r.ok()) {
@@ -105,7 +104,7 @@ void elector_actor::release_step(int tries) {
 
 void elector_actor::reread_then_release(int tries) {
   in_flight_ = true;
-  call("GET", lease_path(opt_.lease), get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+  call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
     in_flight_ = false;
     if (!r.ok()) {
       finish_release(false);

@@ -30,7 +30,7 @@ restart_policy module_supervisor::policy(const slot& s) const {
   return restart_policy{opt_.policy.intensity, opt_.policy.period};
 }
 
-module_supervisor::module_supervisor(caf::event_based_actor* self, supervisor_options opt,
+module_supervisor::module_supervisor(runner_internal_actor::pointer self, supervisor_options opt,
                                      event_emitter emit, hooks h)
   : self_(self), opt_(std::move(opt)), emit_(std::move(emit)), hooks_(std::move(h)) {
 }
@@ -55,7 +55,7 @@ void module_supervisor::configure(const module_config& cfg) {
         s.state = module_state::disabled;
       s.restart_times.clear();
     } else if (s.actor && s.spec.settings != spec.settings) {
-      self_->send(s.actor, module_settings{spec.name, spec.settings});
+      caf::unsafe_send_as(self_, s.actor, module_settings{spec.name, spec.settings});
     }
     if (spec.enabled && s.state == module_state::disabled)
       s.state = module_state::stopped;

@@ -26,9 +26,10 @@
 
 #include "actors/messages.hpp"
 #include "actors/observer.hpp"
+#include "actors/runner.hpp"
 #include "leasehold/modules.hpp"
 #include "leasehold/supervision.hpp"
-#include "transport/backoff.hpp"
+#include "transport/common/backoff.hpp"
 
 namespace leasehold {
 
@@ -59,7 +60,7 @@ public:
     std::function<void(const std::string& module)> kill_unconfirmed;
   };
 
-  module_supervisor(caf::event_based_actor* self, supervisor_options opt, event_emitter emit,
+  module_supervisor(runner_internal_actor::pointer self, supervisor_options opt, event_emitter emit,
                     hooks h);
 
   /// Takes a new (validated) configuration: stops removed, disabled or
@@ -126,7 +127,7 @@ private:
   /// `reason` in words; `code` the raw exit code, if any.
   void crashed(slot& s, const std::string& reason, const std::string& code = {});
 
-  caf::event_based_actor* self_;
+  runner_internal_actor::pointer self_;
   supervisor_options opt_;
   event_emitter emit_;
   hooks hooks_;

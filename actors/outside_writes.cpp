@@ -40,12 +40,21 @@ vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_
   return {seen_by, true};
 }
 
-caf::timespan next_ttl_read(const lease_memory& m, caf::actor_clock::time_point now,
-                            caf::timespan otherwise) {
+caf::timespan next_ttl_read(const lease_memory& m, const election_timings& t,
+                            caf::actor_clock::time_point now, caf::timespan otherwise) {
   if (!m.ttl_read_at)
     return otherwise;
-  caf::timespan after = m.ttl_left == 0 ? caf::timespan{100ms}
-                                        : std::max<caf::timespan>(500ms, std::chrono::seconds(m.ttl_left) / 2);
+  // A reading of n whole seconds (truncated) leaves [n, n + 1) s: read when
+  // half a second of it would be left without a keepalive, so one read lands
+  // in the key's last second, where it says 0. A live holder's keepalives
+  // keep n high, so this costs nothing while the holder lives. After a 0:
+  // every half request timeout (100 ms to 1 s) until the key goes, so the
+  // read that finds it gone follows a reading by less than request_timeout
+  // + 100 ms (judge_vanished_key's freshness).
+  caf::timespan after =
+    m.ttl_left == 0
+      ? std::clamp<caf::timespan>(t.effective_request_timeout() / 2, 100ms, 1s)
+      : std::max<caf::timespan>(100ms, std::chrono::seconds(m.ttl_left) - 500ms);
   return std::min(otherwise, std::max(caf::timespan{0}, *m.ttl_read_at + after - now));
 }
 

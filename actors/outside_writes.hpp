@@ -57,9 +57,10 @@ vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_
                                   std::int64_t store_revision);
 
 /// etcd: when a follower of a held key reads it next (when ttl_tells_expiry):
-/// 100 ms after a read of 0, else half the remaining TTL (at least 500 ms),
-/// never later than `otherwise` (the usual next read).
-caf::timespan next_ttl_read(const lease_memory& m, caf::actor_clock::time_point now,
-                            caf::timespan otherwise);
+/// after a reading of n > 0 s, when n - 0.5 s have passed (the key's last
+/// second, if no keepalive came); after a 0, every half request timeout
+/// (100 ms to 1 s); never later than `otherwise` (the usual next read).
+caf::timespan next_ttl_read(const lease_memory& m, const election_timings& t,
+                            caf::actor_clock::time_point now, caf::timespan otherwise);
 
 } // namespace leasehold

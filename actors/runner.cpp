@@ -1,636 +1,438 @@
-#include "actors/runner.hpp"
+// The runner's diagram machinery: its behavior, configuration, electors,
+// step-down, settle, shutdown and status (actors/runner_impl.hpp says how
+// the runner is split; actors/runner_handover.cpp has the reasons a leader
+// gives up a term it holds).
+#include "actors/runner_impl.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <map>
-#include <random>
 #include <utility>
 
 #include "actors/elector.hpp"
-#include "actors/handover.hpp"
 #include "actors/runner_view.hpp"
-#include "actors/module_supervisor.hpp"
-#include "transport/backoff.hpp"
 
 namespace leasehold {
 
-namespace {
+runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
+  : runner_internal_actor::base(cfg),
+    opt_(std::move(opts)),
+    rng_(opt_.seed != 0 ? opt_.seed : std::random_device{}()),
+    backoff_(opt_.timings.backoff_min, opt_.timings.backoff_max, opt_.timings.backoff_jitter),
+    handover_backoff_(opt_.timings.handover_backoff_min, opt_.timings.handover_backoff_max,
+                      opt_.timings.backoff_jitter),
+    emit(opt_.events, opt_.identity, opt_.lease.to_string()),
+    modules_(this,
+             {opt_.identity, opt_.lease, opt_.registry, opt_.events,
+              opt_.timings.module_stop_timeout, opt_.supervision},
+             emit,
+             {[this] { on_module_stopped(); },
+              [this](const std::string& name) { on_leader_only_failed(name); },
+              [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
+  if (!opt_.on_fatal)
+    opt_.on_fatal = default_fatal_handler;
+}
 
-using time_point = caf::actor_clock::time_point;
-
-/// Why a runner told to stand by (compete_atom) hands its term over.
-const char* const standing_by = "standing by: the lease is assigned to another replica";
-
-class runner_impl : public caf::event_based_actor {
-public:
-  runner_impl(caf::actor_config& cfg, runner_options opts)
-    : caf::event_based_actor(cfg),
-      opt_(std::move(opts)),
-      rng_(opt_.seed != 0 ? opt_.seed : std::random_device{}()),
-      backoff_(opt_.timings.backoff_min, opt_.timings.backoff_max, opt_.timings.backoff_jitter),
-      handover_backoff_(opt_.timings.handover_backoff_min, opt_.timings.handover_backoff_max,
-                        opt_.timings.backoff_jitter),
-      emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-      modules_(this,
-               {opt_.identity, opt_.lease, opt_.registry, opt_.events,
-                opt_.timings.module_stop_timeout, opt_.supervision},
-               emit,
-               {[this] { on_module_stopped(); },
-                [this](const std::string& name) { on_leader_only_failed(name); },
-                [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
-    if (!opt_.on_fatal)
-      opt_.on_fatal = default_fatal_handler;
-  }
-
-  const char* name() const override { return "leasehold.runner"; }
-
-  caf::behavior make_behavior() override {
-    set_down_handler([=](caf::down_msg& dm) { on_down(dm); });
-    apply(opt_.modules);
-    return {
-      [=](leadership_acquired& a) {
-        if (current_sender() == elector_.address())
-          on_acquired(std::move(a.fence));
-      },
-      [=](leadership_lost& l) {
-        if (current_sender() == elector_.address())
-          elector_gone(l.reason);
-      },
-      [=](lease_renewed& r) {
-        if (current_sender() == elector_.address()) {
-          last_renew_ = clock().now();
-          last_valid_until_ = r.valid_until;
-        }
-      },
-      [=](lease_observed& o) {
-        remember(o.memory);
-        note_hold(o.memory);
-        note_preference(o.memory);
-      },
-      [=](fatal_atom, int phase) { on_fatal_check(phase); },
-      [=](leader_observed& o) {
-        if (current_sender() != elector_.address() || o.holder == holder_)
-          return;
-        holder_ = o.holder;
-        yield_.on_holder(o.holder, opt_.identity, clock().now(), opt_.timings);
-        // Our own name shows up just before leadership_acquired: announce that instead.
-        if (state_ != runner_state::leader && o.holder != opt_.identity) {
-          term_ = o.term;
-          notify(leadership_changed{false, holder_, term_, {}});
-        }
-      },
-      [=](stop_timeout_atom, std::uint64_t id) { modules_.on_stop_timeout(id); },
-      [=](restart_atom, const std::string& name, std::uint64_t generation) {
-        modules_.on_restart(name, generation, fence_);
-      },
-      [=](compete_atom, bool on) { set_competing(on); },
-      [=](respawn_atom, std::uint64_t seq) {
-        if (seq == respawn_seq_ && !elector_ && releases_ == 0 && should_elect())
-          start_elector();
-      },
-      [=](module_config& cfg) -> config_result {
-        auto errs = validate(cfg, *opt_.registry);
-        if (!errs.empty()) {
-          std::string all;
-          for (auto& e : errs)
-            all += (all.empty() ? "" : "; ") + e;
-          emit(event_type::config_rejected, [&](runtime_event& ev) { ev.detail = all; });
-          return config_result{false, std::move(errs)};
-        }
-        apply(cfg);
-        return config_result{true, {}};
-      },
-      [=](get_status_atom) { return make_status(); },
-      [=](get_elector_atom) { return elector_; },
-      [=](subscribe_atom, caf::actor& who) {
-        if (!who)
-          return;
-        monitor(who);
-        subscribers_.push_back(who);
-        send(who, current_leadership());
-      },
-      [=](unsubscribe_atom, caf::actor& who) {
-        demonitor(who);
-        subscribers_.erase(std::remove(subscribers_.begin(), subscribers_.end(), who),
-                           subscribers_.end());
-      },
-      [=](yield_atom, std::string& target) {
-        auto rp = make_response_promise();
-        begin_yield(std::move(target), "yield requested", rp);
-        return rp;
-      },
-      [=](yield_timeout_atom, std::uint64_t seq) { yield_.on_timeout(seq); },
-      [=](shutdown_atom) {
-        auto rp = make_response_promise();
-        shutdown_rps_.push_back(rp);
-        begin_shutdown();
-        return rp;
-      },
-    };
-  }
-
-  void on_exit() override {
-    // Whatever way the runner ends, nothing it supervised outlives it.
-    modules_.kill_all();
-    if (elector_)
-      anon_send_exit(elector_, caf::exit_reason::kill);
-    subscribers_.clear();   // a subscriber holding this runner would keep both alive
-  }
-
-private:
-  // -- configuration ---------------------------------------------------------
-
-  void apply(const module_config& cfg) {
-    bool was_backing_off = false;
-    if (!(cfg.modules == cfg_.modules)) {
-      // An operator changed the modules (perhaps fixed the crashing one):
-      // the handover backoff ends; compete again after the usual respawn delay.
-      handover_backoff_.reset();
-      was_backing_off = compete_after_ && *compete_after_ > clock().now();
-      compete_after_.reset();
-    }
-    modules_.configure(cfg);
-    cfg_ = cfg;
-    emit(event_type::config_applied, [&](runtime_event& ev) {
-      ev.detail = std::to_string(cfg.modules.size()) + " modules";
-    });
-    modules_.start_wanted(fence_);
-    if (should_elect()) {
-      // While an old elector still releases, nothing new may compete: it
-      // could otherwise acquire before the release and lose what it won.
-      if (state_ == runner_state::idle && !elector_ && releases_ == 0)
+runner_impl::behavior_type runner_impl::make_behavior() {
+  set_down_handler([=](caf::down_msg& dm) { on_down(dm); });
+  apply(opt_.modules);
+  return {
+    [=](leadership_acquired& a) {
+      if (current_sender() == elector_.address())
+        on_acquired(std::move(a.fence));
+    },
+    [=](leadership_lost& l) {
+      if (current_sender() == elector_.address())
+        elector_gone(l.reason);
+    },
+    [=](lease_renewed& r) {
+      if (current_sender() == elector_.address()) {
+        last_renew_ = clock().now();
+        last_valid_until_ = r.valid_until;
+      }
+    },
+    [=](lease_observed& o) {
+      remember(o.memory);
+      note_hold(o.memory);
+      note_preference(o.memory);
+    },
+    [=](fatal_atom, int phase) { on_fatal_check(phase); },
+    [=](leader_observed& o) {
+      if (current_sender() != elector_.address() || o.holder == holder_)
+        return;
+      holder_ = o.holder;
+      yield_.on_holder(o.holder, opt_.identity, clock().now(), opt_.timings);
+      // Our own name shows up just before leadership_acquired: announce that instead.
+      if (state_ != runner_state::leader && o.holder != opt_.identity) {
+        term_ = o.term;
+        notify(leadership_changed{false, holder_, term_, {}});
+      }
+    },
+    [=](stop_timeout_atom, std::uint64_t id) { modules_.on_stop_timeout(id); },
+    [=](restart_atom, const std::string& name, std::uint64_t generation) {
+      modules_.on_restart(name, generation, fence_);
+    },
+    [=](compete_atom, bool on) { set_competing(on); },
+    [=](respawn_atom, std::uint64_t seq) {
+      if (seq == respawn_seq_ && !elector_ && releases_ == 0 && should_elect())
         start_elector();
-      else if (was_backing_off && state_ == runner_state::follower && !elector_ && releases_ == 0)
-        schedule_respawn();   // replaces the pending respawn at the handover's end
-    } else {
-      stop_electing();
-    }
-  }
+    },
+    [=](module_config& cfg) -> config_result {
+      auto errs = validate(cfg, *opt_.registry);
+      if (!errs.empty()) {
+        std::string all;
+        for (auto& e : errs)
+          all += (all.empty() ? "" : "; ") + e;
+        emit(event_type::config_rejected, [&](runtime_event& ev) { ev.detail = all; });
+        return config_result{false, std::move(errs)};
+      }
+      apply(cfg);
+      return config_result{true, {}};
+    },
+    [=](get_status_atom) { return make_status(); },
+    [=](get_elector_atom) { return elector_; },
+    [=](subscribe_atom, caf::actor& who) {
+      if (!who)
+        return;
+      monitor(who);
+      subscribers_.push_back(who);
+      caf::unsafe_send_as(this, who, current_leadership());   // untyped subscriber
+    },
+    [=](unsubscribe_atom, caf::actor& who) {
+      demonitor(who);
+      subscribers_.erase(std::remove(subscribers_.begin(), subscribers_.end(), who),
+                         subscribers_.end());
+    },
+    [=](yield_atom, std::string& target) {
+      auto rp = make_response_promise<yield_result>();
+      begin_yield(std::move(target), "yield requested", static_cast<caf::response_promise&>(rp));
+      return rp;
+    },
+    [=](yield_timeout_atom, std::uint64_t seq) { yield_.on_timeout(seq); },
+    [=](shutdown_atom) {
+      auto rp = make_response_promise<bool>();
+      shutdown_rps_.push_back(rp);
+      begin_shutdown();
+      return rp;
+    },
+  };
+}
 
-  bool should_elect() const { return !shutting_down() && cfg_.any_leader_only_enabled(); }
-  bool shutting_down() const { return shutdown_ != shutdown_phase::none; }
-
-  // -- election ----------------------------------------------------------------
-
-  void start_elector() {
-    elector_options eo;
-    eo.identity = opt_.identity;
-    eo.lease = opt_.lease;
-    eo.timings = opt_.timings;
-    eo.transport = opt_.transport;
-    eo.backend = opt_.backend;
-    eo.runner = caf::actor_cast<caf::actor>(this);
-    eo.events = opt_.events;
-    eo.seed = rng_();
-    eo.memory = memory_;
-    eo.watch = opt_.watch;
-    eo.compete = opt_.compete;
-    eo.compete_after = yield_out_until_;
-    eo.on_fatal = opt_.on_fatal;
-    elector_ = spawn_elector(this, std::move(eo));
-    monitor(elector_);
-    ++electors_started_;
-    set_state(runner_state::follower);
-    emit(event_type::elector_started, [&](runtime_event& ev) {
-      ev.value = static_cast<double>(electors_started_);
-    });
-  }
-
-  void remember(const lease_memory& m) {
-    if (merge_memory(memory_, m))
-      api_failing_since_ = clock().now();
-  }
-
-  /// The current elector holds a lease it created, its term not started: every
-  /// view names this replica and that term, and says so (docs/operations.md).
-  void note_hold(const lease_memory& m) {
-    auto hold = creation_hold(m, opt_.identity, opt_.timings.lease_duration, clock().now());
-    if (!hold || state_ == runner_state::leader || current_sender() != elector_.address())
-      return;
-    if (!m.api_error_outstanding)
-      hold_confirmed_at_ = clock().now();
-    if (std::exchange(announced_hold_, hold->term) == hold->term)
-      return;
-    term_ = hold->term;
-    holder_ = opt_.identity;
-    emit(event_type::creation_hold, [&](runtime_event& ev) { describe_hold(ev, *hold); });
-    notify(leadership_changed{false, holder_, term_, hold_words(*hold)});
-  }
-
-  void on_acquired(fencing_token fence) {
-    last_valid_until_ = fence.valid_until->load();
-    fence_ = fence;
-    term_ = fence.term;
-    holder_ = opt_.identity;
-    last_renew_ = clock().now();
-    term_started_ = last_renew_;
-    module_failed_this_term_ = false;
+void runner_impl::apply(const module_config& cfg) {
+  bool was_backing_off = false;
+  if (!(cfg.modules == cfg_.modules)) {
+    // An operator changed the modules (perhaps fixed the crashing one):
+    // the handover backoff ends; compete again after the usual respawn delay.
+    handover_backoff_.reset();
+    was_backing_off = compete_after_ && *compete_after_ > clock().now();
     compete_after_.reset();
-    ++terms_won_;
-    yield_.on_holder(opt_.identity, opt_.identity, last_renew_, opt_.timings);   // took it back
-    set_state(runner_state::leader);
-    emit(event_type::term_acquired, [&](runtime_event& ev) {
-      ev.term = term_;
-      ev.holder = holder_;
-      ev.valid_until_ns = fence.valid_until->load();
-    });
-    notify(current_leadership());
-    note_preference(memory_);         // written during a creation hold: yield before any start
-    modules_.forgive_leader_only();   // a new term forgives last term's crash loops
-    if (!opt_.compete)   // won a creation hold after being told to stand by
-      begin_yield("", standing_by, std::nullopt);   // before any leader-only module starts
-    modules_.start_wanted(fence_);   // nothing leader-only once stepping down
   }
-
-  /// The elector ended (lost term, crash, kill): same thing for the runner.
-  /// `reason` in words; `code` the raw exit code of a crashed elector.
-  void elector_gone(const std::string& reason, const std::string& code = {}) {
-    detach_elector();
-    if (state_ == runner_state::leader) {
-      ++terms_lost_;
-      emit(event_type::term_lost, [&](runtime_event& ev) {
-        ev.term = term_;
-        ev.reason = reason;
-        ev.code = code;
-      });
-      if (clock().now() - term_started_ >= opt_.timings.lease_duration) {
-        backoff_.reset();   // a stable term: the next respawn is quick again
-        if (!module_failed_this_term_)
-          handover_backoff_.reset();
-      }
-      begin_stepdown(reason);
-    } else if (state_ == runner_state::follower) {
-      schedule_respawn();
-    }
-    // stepping_down: the step-down continues; with no elector there is nothing to release.
-  }
-
-  void schedule_respawn() {
-    ++respawn_seq_;
-    if (!should_elect()) {
-      set_state(runner_state::idle);
-      return;
-    }
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    auto delay = backoff_.next(u(rng_));
-    if (compete_after_)   // handed over for a crash-looping module: wait longer
-      delay = std::max(delay, *compete_after_ - clock().now());
-    set_state(runner_state::follower);
-    delayed_send(this, delay, respawn_atom::value, respawn_seq_);
-  }
-
-  /// No leader-only module is enabled (or shutdown): stop competing.
-  void stop_electing() {
-    ++respawn_seq_;   // cancels a pending respawn
-    if (state_ == runner_state::leader) {
-      begin_stepdown(shutting_down() ? "shutdown" : "no leader-only module enabled");
-    } else if (state_ == runner_state::stepping_down) {
-      // The step-down ends in settle(), which no longer elects.
-    } else if (elector_) {
-      release_elector([=](bool) { settle(); });
-    } else {
-      settle();
-    }
-  }
-
-  /// Takes the current elector out of the runner's care (no down message of
-  /// it is handled any more) and returns it.
-  caf::actor detach_elector() {
-    auto e = elector_;
-    demonitor(e);
-    elector_ = nullptr;
-    return e;
-  }
-
-  /// Asks the elector to stop and release the lease if it holds it, then continues.
-  /// Counts releases in flight: while any is, no elector starts and the
-  /// runner does not settle (two overlapping releases both count).
-  /// `target`: the preferredHolder the release names (a yield's).
-  void release_elector(std::function<void(bool released)> then, const std::string& target = {}) {
-    auto e = detach_elector();
-    ++releases_;
-    auto bound = opt_.timings.release_timeout + opt_.timings.effective_request_timeout();
-    request(e, bound, release_atom::value, target)
-      .then(
-        [=](bool released) {
-          --releases_;
-          then(released);
-        },
-        [=](caf::error&) {
-          --releases_;
-          anon_send_exit(e, caf::exit_reason::kill);
-          then(false);
-        });
-  }
-
-  // -- stepping down -----------------------------------------------------------
-
-  /// Stops every leader-only module; once they are down, check_stepdown_done
-  /// releases the lease (if the elector still holds it) and settles.
-  void begin_stepdown(const std::string& reason) {
-    if (fence_)
-      fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
-    fence_.reset();
-    set_state(runner_state::stepping_down);
-    notify(leadership_changed{false, holder_, term_, reason});
-    modules_.stop_leader_only("leadership ended: " + reason);
-    check_stepdown_done();
-  }
-
-  void check_stepdown_done() {
-    if (state_ != runner_state::stepping_down || modules_.stopping_leader_only())
-      return;
-    // Every leader-only module is down: only now may the lease go or a new elector start.
-    if (elector_) {   // still renewing (release requested, or a crash loop): let it go
-      if (yield_.active())
-        release_elector([=](bool released) { yield_released(released); }, yield_.target());
-      else
-        release_elector([=](bool) { settle(); });
-      return;
-    }
-    yield_.fail(yield_status::release_failed, "the term ended before the release");
-    settle();
-  }
-
-  /// Picks the resting state after a step-down, a release or a config change.
-  void settle() {
-    if (shutting_down()) {
-      finish_shutdown();
-      return;
-    }
-    if (elector_ || releases_ > 0)
-      return;   // the release still in flight settles again when it ends
-    if (should_elect())
-      schedule_respawn();
-    else
-      set_state(runner_state::idle);
-  }
-
-  // -- modules -----------------------------------------------------------------
-
-  void on_module_stopped() {
-    check_stepdown_done();
-    if (shutting_down())
-      finish_shutdown();
-  }
-
-  // -- a kill is not a stop ------------------------------------------------------
-
-  /// A leader-only module got its kill at module_stop_timeout. Normally its
-  /// down message follows at once; if not shortly after, it is still running
-  /// (blocked in a handler): the term ends (see on_fatal_check), and unless
-  /// the module goes down before another replica could take the lease, the
-  /// process ends.
-  void on_kill_unconfirmed(const std::string&) {
-    delayed_send(this, unconfirmed_kill_grace(opt_.timings), fatal_atom::value, 1);
-  }
-
-  /// Phase 1 (shortly after an unconfirmed kill): renewing stops, and so
-  /// does the term. The elector is killed, never asked to release (the
-  /// lease must run out: a module may still be working), and a leader
-  /// steps down like after any lost term: its fence ends and every other
-  /// leader-only module is stopped under the same kill/confirm rules. Once
-  /// all are confirmed down the step-down settles and the replica competes
-  /// again. Phase 2 (half the safety room before another replica may take
-  /// the lease): a kill still unconfirmed ends the process.
-  void on_fatal_check(int phase) {
-    auto pending = modules_.unconfirmed_kills();
-    if (pending.empty())
-      return;
-    if (phase == 1) {
-      emit(event_type::module_unconfirmed, [&](runtime_event& ev) {
-        ev.module = pending.front();
-        ev.leader_only = true;
-        ev.reason = "killed at module_stop_timeout but not down";
-      });
-      if (auto e = elector_) {
-        elector_gone("leader-only module " + pending.front()
-                     + " was killed but has not stopped: renewing stops and the lease must run out");
-        anon_send_exit(e, caf::exit_reason::kill);
-      }
-      auto fatal_at = fatal_deadline(opt_.timings, last_valid_until_);
-      delayed_send(this, std::max(caf::timespan{0}, fatal_at - clock().now()), fatal_atom::value, 2);
-      return;
-    }
-    std::string reason = "leader-only module " + pending.front()
-                         + " was killed but has not stopped; another replica may take the lease "
-                           "soon, so this process ends now";
-    emit(event_type::fatal, [&](runtime_event& ev) {
-      ev.module = pending.front();
-      ev.reason = reason;
-    });
-    opt_.on_fatal(reason);
-  }
-
-  /// Compete for the lease or only follow it (compete_atom). The elector
-  /// learns it at once; a leader told to stand by yields (to anyone: the
-  /// voluntary handover, with its event and metric), and its next elector
-  /// follows without competing.
-  void set_competing(bool on) {
-    if (std::exchange(opt_.compete, on) == on)
-      return;
-    if (on)
-      yield_out_until_ = {};   // a group assigned it this lease: its own yield window ends
-    if (elector_)
-      send(elector_, compete_atom::value, on);
-    if (!on)
-      begin_yield("", standing_by, std::nullopt);   // refused unless leading
-  }
-
-  /// A leader-only module crashed more often than its restart policy
-  /// allows: hand leadership over to a healthy replica through the one
-  /// step-down path (modules down, then release) and compete again only
-  /// after the handover backoff.
-  void on_leader_only_failed(const std::string& name) {
-    if (state_ != runner_state::leader)
-      return;
-    module_failed_this_term_ = true;
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    auto delay = handover_backoff_.next(u(rng_));
-    compete_after_ = clock().now() + delay;
-    handover_module_ = name;
-    emit(event_type::leadership_handed_over, [&](runtime_event& ev) {
-      ev.module = name;
-      ev.leader_only = true;
-      ev.term = term_;
-      ev.value = std::chrono::duration<double, std::milli>(delay).count();
-    });
-    begin_stepdown("module " + name + " is crash-looping");
-  }
-
-  // -- voluntary handover (actors/handover.hpp) -----------------------------------
-
-  void begin_yield(std::string target, std::string why, std::optional<caf::response_promise> rp) {
-    if (yield_.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
-                     std::move(why), std::move(rp)))
-      begin_stepdown(yield_.why());
-  }
-
-  /// A leader whose Lease names another preferredHolder yields to it.
-  void note_preference(const lease_memory& m) {
-    auto to = preferred_successor(m, opt_.identity);
-    if (!to.empty() && !yield_.active() && current_sender() == elector_.address())
-      begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
-  }
-
-  /// The yield's release is done: leader-only modules are down and the lease
-  /// is free for the successor; this replica watches (its next elector
-  /// starts now) but acquires nothing within the yield window.
-  void yield_released(bool released) {
-    if (!released || !should_elect()) {
-      yield_.fail(yield_status::release_failed,
-                  released ? "the runner stopped electing" : "the lease could not be released");
-      settle();
-      return;
-    }
-    yield_out_until_ = yield_.on_released(clock().now(), opt_.timings, term_, emit);
-    delayed_send(this, yield_out_until_ - clock().now() + preferred_holder_wait(opt_.timings),
-                 yield_timeout_atom::value, yield_.seq());
-    if (releases_ == 0)
+  modules_.configure(cfg);
+  cfg_ = cfg;
+  emit(event_type::config_applied, [&](runtime_event& ev) {
+    ev.detail = std::to_string(cfg.modules.size()) + " modules";
+  });
+  modules_.start_wanted(fence_);
+  if (should_elect()) {
+    // While an old elector still releases, nothing new may compete: it
+    // could otherwise acquire before the release and lose what it won.
+    if (state_ == runner_state::idle && !elector_ && releases_ == 0)
       start_elector();
-    else
-      settle();
-  }
-
-  void on_down(const caf::down_msg& dm) {
-    if (elector_ && dm.source == elector_.address()) {
-      auto how = describe_exit(dm.reason, system());
-      elector_gone("elector ended: " + how.words, how.code);
-      return;
-    }
-    if (modules_.on_down(dm))
-      return;
-    subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
-                                      [&](const caf::actor& a) { return a.address() == dm.source; }),
-                       subscribers_.end());
-  }
-
-  // -- shutdown ----------------------------------------------------------------
-
-  void begin_shutdown() {
-    if (shutting_down()) {
-      finish_shutdown();
-      return;
-    }
-    shutdown_ = shutdown_phase::leader_only;
+    else if (was_backing_off && state_ == runner_state::follower && !elector_ && releases_ == 0)
+      schedule_respawn();   // replaces the pending respawn at the handover's end
+  } else {
     stop_electing();
   }
+}
 
-  /// Advances the shutdown as far as it can: leader-only modules down and
-  /// the lease released (no elector, no release in flight), then every
-  /// other module down, then stopped.
-  void finish_shutdown() {
-    if (releases_ > 0 || elector_ || modules_.stopping_leader_only())
-      return;
-    if (shutdown_ == shutdown_phase::leader_only) {
-      shutdown_ = shutdown_phase::the_rest;
-      modules_.stop_all("shutdown");
+void runner_impl::start_elector() {
+  elector_options eo;
+  eo.identity = opt_.identity;
+  eo.lease = opt_.lease;
+  eo.timings = opt_.timings;
+  eo.transport = opt_.backend.transport;
+  eo.backend = opt_.backend.traits;
+  eo.runner = caf::actor_cast<runner_internal_actor>(this);
+  eo.events = opt_.events;
+  eo.seed = rng_();
+  eo.memory = memory_;
+  eo.watch = opt_.watch;
+  eo.compete = opt_.compete;
+  eo.compete_after = yield_out_until_;
+  eo.on_fatal = opt_.on_fatal;
+  elector_ = spawn_elector(this, std::move(eo));
+  monitor(elector_);
+  ++electors_started_;
+  set_state(runner_state::follower);
+  emit(event_type::elector_started, [&](runtime_event& ev) {
+    ev.value = static_cast<double>(electors_started_);
+  });
+}
+
+void runner_impl::remember(const lease_memory& m) {
+  if (merge_memory(memory_, m))
+    api_failing_since_ = clock().now();
+}
+
+/// The current elector holds a lease it created, its term not started: every
+/// view names this replica and that term, and says so (docs/operations.md).
+void runner_impl::note_hold(const lease_memory& m) {
+  auto hold = creation_hold(m, opt_.identity, opt_.timings.lease_duration, clock().now());
+  if (!hold || state_ == runner_state::leader || current_sender() != elector_.address())
+    return;
+  if (!m.api_error_outstanding)
+    hold_confirmed_at_ = clock().now();
+  if (std::exchange(announced_hold_, hold->term) == hold->term)
+    return;
+  term_ = hold->term;
+  holder_ = opt_.identity;
+  emit(event_type::creation_hold, [&](runtime_event& ev) { describe_hold(ev, *hold); });
+  notify(leadership_changed{false, holder_, term_, hold_words(*hold)});
+}
+
+void runner_impl::on_acquired(fencing_token fence) {
+  last_valid_until_ = fence.valid_until->load();
+  fence_ = fence;
+  term_ = fence.term;
+  holder_ = opt_.identity;
+  last_renew_ = clock().now();
+  term_started_ = last_renew_;
+  module_failed_this_term_ = false;
+  compete_after_.reset();
+  ++terms_won_;
+  yield_.on_holder(opt_.identity, opt_.identity, last_renew_, opt_.timings);   // took it back
+  set_state(runner_state::leader);
+  emit(event_type::term_acquired, [&](runtime_event& ev) {
+    ev.term = term_;
+    ev.holder = holder_;
+    ev.valid_until_ns = fence.valid_until->load();
+  });
+  notify(current_leadership());
+  note_preference(memory_);         // written during a creation hold: yield before any start
+  modules_.forgive_leader_only();   // a new term forgives last term's crash loops
+  if (!opt_.compete)   // won a creation hold after being told to stand by
+    begin_yield("", standing_by, std::nullopt);   // before any leader-only module starts
+  modules_.start_wanted(fence_);   // nothing leader-only once stepping down
+}
+
+/// The elector ended (lost term, crash, kill): same thing for the runner.
+/// `reason` in words; `code` the raw exit code of a crashed elector.
+void runner_impl::elector_gone(const std::string& reason, const std::string& code) {
+  detach_elector();
+  if (state_ == runner_state::leader) {
+    ++terms_lost_;
+    emit(event_type::term_lost, [&](runtime_event& ev) {
+      ev.term = term_;
+      ev.reason = reason;
+      ev.code = code;
+    });
+    if (clock().now() - term_started_ >= opt_.timings.lease_duration) {
+      backoff_.reset();   // a stable term: the next respawn is quick again
+      if (!module_failed_this_term_)
+        handover_backoff_.reset();
     }
-    if (modules_.stopping_any())
-      return;
-    set_state(runner_state::stopped);
-    for (auto& rp : shutdown_rps_)
-      rp.deliver(true);
-    shutdown_rps_.clear();
-    quit();
+    begin_stepdown(reason);
+  } else if (state_ == runner_state::follower) {
+    schedule_respawn();
   }
+  // stepping_down: the step-down continues; with no elector there is nothing to release.
+}
 
-  // -- reporting ---------------------------------------------------------------
-
-  void set_state(runner_state s) {
-    if (s == state_)
-      return;
-    if (!legal_transition(state_, s)) {
-      // A defect in the runner: its safety argument assumes the diagram.
-      auto reason = std::string("runner: illegal state transition ") + to_string(state_) + " -> "
-                    + to_string(s);
-      emit(event_type::fatal, [&](runtime_event& ev) { ev.reason = reason; });
-      opt_.on_fatal(reason);
-      return;
-    }
-    state_ = s;
-    emit(event_type::state_changed, [&](runtime_event& ev) { ev.detail = to_string(s); });
+void runner_impl::schedule_respawn() {
+  ++respawn_seq_;
+  if (!should_elect()) {
+    set_state(runner_state::idle);
+    return;
   }
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto delay = backoff_.next(u(rng_));
+  if (compete_after_)   // handed over for a crash-looping module: wait longer
+    delay = std::max(delay, *compete_after_ - clock().now());
+  set_state(runner_state::follower);
+  delayed_send(this, delay, respawn_atom::value, respawn_seq_);
+}
 
-  leadership_changed current_leadership() const {
-    return leadership_changed{state_ == runner_state::leader, holder_, term_, {}};
+/// No leader-only module is enabled (or shutdown): stop competing.
+void runner_impl::stop_electing() {
+  ++respawn_seq_;   // cancels a pending respawn
+  if (state_ == runner_state::leader) {
+    begin_stepdown(shutting_down() ? "shutdown" : "no leader-only module enabled");
+  } else if (state_ == runner_state::stepping_down) {
+    // The step-down ends in settle(), which no longer elects.
+  } else if (elector_) {
+    release_elector([=](bool) { settle(); });
+  } else {
+    settle();
   }
+}
 
-  void notify(const leadership_changed& lc) {
-    for (auto& s : subscribers_)
-      send(s, lc);
+/// Takes the current elector out of the runner's care (no down message of
+/// it is handled any more) and returns it.
+caf::actor runner_impl::detach_elector() {
+  auto e = elector_;
+  demonitor(e);
+  elector_ = nullptr;
+  return e;
+}
+
+/// Asks the elector to stop and release the lease if it holds it, then continues.
+/// Counts releases in flight: while any is, no elector starts and the
+/// runner does not settle (two overlapping releases both count).
+/// `target`: the preferredHolder the release names (a yield's).
+void runner_impl::release_elector(std::function<void(bool released)> then,
+                                  const std::string& target) {
+  auto e = detach_elector();
+  ++releases_;
+  auto bound = opt_.timings.release_timeout + opt_.timings.effective_request_timeout();
+  request(e, bound, release_atom::value, target)
+    .then(
+      [=](bool released) {
+        --releases_;
+        then(released);
+      },
+      [=](caf::error&) {
+        --releases_;
+        anon_send_exit(e, caf::exit_reason::kill);
+        then(false);
+      });
+}
+
+/// Stops every leader-only module; once they are down, check_stepdown_done
+/// releases the lease (if the elector still holds it) and settles.
+void runner_impl::begin_stepdown(const std::string& reason) {
+  if (fence_)
+    fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
+  fence_.reset();
+  set_state(runner_state::stepping_down);
+  notify(leadership_changed{false, holder_, term_, reason});
+  modules_.stop_leader_only("leadership ended: " + reason);
+  check_stepdown_done();
+}
+
+void runner_impl::check_stepdown_done() {
+  if (state_ != runner_state::stepping_down || modules_.stopping_leader_only())
+    return;
+  // Every leader-only module is down: only now may the lease go or a new elector start.
+  if (elector_) {   // still renewing (release requested, or a crash loop): let it go
+    if (yield_.active())
+      release_elector([=](bool released) { yield_released(released); }, yield_.target());
+    else
+      release_elector([=](bool) { settle(); });
+    return;
   }
+  yield_.fail(yield_status::release_failed, "the term ended before the release");
+  settle();
+}
 
-  runner_status make_status() {
-    runner_status st;
-    st.state = state_;
-    st.identity = opt_.identity;
-    st.lease = opt_.lease;
-    st.holder = holder_;
-    st.term = term_;
-    describe_lease(st, {memory_, opt_.identity, opt_.timings.lease_duration,
-                        state_ == runner_state::leader, static_cast<bool>(elector_), clock().now(),
-                        last_renew_, hold_confirmed_at_, api_failing_since_});
-    st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
-    st.terms_won = terms_won_;
-    st.terms_lost = terms_lost_;
-    if (state_ == runner_state::leader)
-      st.ms_since_renew
-        = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew_).count();
-    st.modules = modules_.status();
-    st.healthy = modules_.healthy();
-    st.competing = opt_.compete;
-    if (compete_after_ && *compete_after_ > clock().now()) {
-      st.handover_backoff = *compete_after_ - clock().now();
-      st.handover_module = handover_module_;
-    }
-    st.yielding = yield_.active();
-    st.yield_to = yield_.target();
-    return st;
+/// Picks the resting state after a step-down, a release or a config change.
+void runner_impl::settle() {
+  if (shutting_down()) {
+    finish_shutdown();
+    return;
   }
+  if (elector_ || releases_ > 0)
+    return;   // the release still in flight settles again when it ends
+  if (should_elect())
+    schedule_respawn();
+  else
+    set_state(runner_state::idle);
+}
 
-  runner_options opt_;
-  std::mt19937_64 rng_;
-  backoff backoff_;
-  backoff handover_backoff_;                // after handing over for a crash-looping module
-  std::optional<time_point> compete_after_; // no elector before this (handover backoff)
-  std::string handover_module_;
-  bool module_failed_this_term_ = false;
-  yield_handover yield_;                    // a voluntary handover under way
-  time_point yield_out_until_{};            // after a yield: no acquisition before this
-  event_emitter emit;
-  module_supervisor modules_;
-  module_config cfg_;
-  runner_state state_ = runner_state::idle;
-  caf::actor elector_;
-  std::uint64_t respawn_seq_ = 0;
-  std::int64_t electors_started_ = 0;
-  std::optional<fencing_token> fence_;
-  std::string holder_;
-  std::int64_t term_ = -1;
-  time_point last_renew_{};
-  time_point term_started_{};
-  std::int64_t terms_won_ = 0;
-  std::int64_t terms_lost_ = 0;
-  std::vector<caf::actor> subscribers_;
-  /// Shutdown runs in two phases: leader-only modules down and the lease
-  /// released, then the other modules down.
-  enum class shutdown_phase { none, leader_only, the_rest } shutdown_ = shutdown_phase::none;
-  int releases_ = 0;                        // release requests to old electors in flight
-  lease_memory memory_;                     // what electors saw, for the next one
-  time_point api_failing_since_{};          // when memory_.api_error_outstanding began
-  time_point hold_confirmed_at_{};          // the current creation hold's last answer
-  std::int64_t announced_hold_ = -1;        // the creation hold last announced (its term)
-  std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
-  std::vector<caf::response_promise> shutdown_rps_;
-};
+void runner_impl::on_module_stopped() {
+  check_stepdown_done();
+  if (shutting_down())
+    finish_shutdown();
+}
 
-} // namespace
+void runner_impl::on_down(const caf::down_msg& dm) {
+  if (elector_ && dm.source == elector_.address()) {
+    auto how = describe_exit(dm.reason, system());
+    elector_gone("elector ended: " + how.words, how.code);
+    return;
+  }
+  if (modules_.on_down(dm))
+    return;
+  subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
+                                    [&](const caf::actor& a) { return a.address() == dm.source; }),
+                     subscribers_.end());
+}
+
+void runner_impl::begin_shutdown() {
+  if (shutting_down()) {
+    finish_shutdown();
+    return;
+  }
+  shutdown_ = shutdown_phase::leader_only;
+  stop_electing();
+}
+
+/// Advances the shutdown as far as it can: leader-only modules down and
+/// the lease released (no elector, no release in flight), then every
+/// other module down, then stopped.
+void runner_impl::finish_shutdown() {
+  if (releases_ > 0 || elector_ || modules_.stopping_leader_only())
+    return;
+  if (shutdown_ == shutdown_phase::leader_only) {
+    shutdown_ = shutdown_phase::the_rest;
+    modules_.stop_all("shutdown");
+  }
+  if (modules_.stopping_any())
+    return;
+  set_state(runner_state::stopped);
+  for (auto& rp : shutdown_rps_)
+    rp.deliver(true);
+  shutdown_rps_.clear();
+  quit();
+}
+
+void runner_impl::set_state(runner_state s) {
+  if (s == state_)
+    return;
+  if (!legal_transition(state_, s)) {
+    // A defect in the runner: its safety argument assumes the diagram.
+    auto reason = std::string("runner: illegal state transition ") + to_string(state_) + " -> "
+                  + to_string(s);
+    emit(event_type::fatal, [&](runtime_event& ev) { ev.reason = reason; });
+    opt_.on_fatal(reason);
+    return;
+  }
+  state_ = s;
+  emit(event_type::state_changed, [&](runtime_event& ev) { ev.detail = to_string(s); });
+}
+
+void runner_impl::notify(const leadership_changed& lc) {
+  for (auto& s : subscribers_)
+    caf::unsafe_send_as(this, s, lc);
+}
+
+runner_status runner_impl::make_status() {
+  runner_status st;
+  st.state = state_;
+  st.identity = opt_.identity;
+  st.lease = opt_.lease;
+  st.holder = holder_;
+  st.term = term_;
+  describe_lease(st, {memory_, opt_.identity, opt_.timings.lease_duration,
+                      state_ == runner_state::leader, static_cast<bool>(elector_), clock().now(),
+                      last_renew_, hold_confirmed_at_, api_failing_since_});
+  st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
+  st.terms_won = terms_won_;
+  st.terms_lost = terms_lost_;
+  if (state_ == runner_state::leader)
+    st.ms_since_renew
+      = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew_).count();
+  st.modules = modules_.status();
+  st.healthy = modules_.healthy();
+  st.competing = opt_.compete;
+  if (compete_after_ && *compete_after_ > clock().now()) {
+    st.handover_backoff = *compete_after_ - clock().now();
+    st.handover_module = handover_module_;
+  }
+  st.yielding = yield_.active();
+  st.yield_to = yield_.target();
+  return st;
+}
 
 runner_actor spawn_runner_actor(caf::actor_system& sys, runner_options opts) {
-  return caf::actor_cast<runner_actor>(sys.spawn<runner_impl>(std::move(opts)));
+  return sys.spawn<runner_impl>(std::move(opts));
 }
 
 } // namespace leasehold

@@ -22,8 +22,8 @@ spawn_result spawn_runner(caf::actor_system& sys, runner_options opts) {
     r.errors.push_back("lease.name: must not be empty");
   if (opts.lease.ns.empty())
     r.errors.push_back("lease.namespace: must not be empty");
-  if (!opts.transport)
-    r.errors.push_back("transport: no lease transport actor");
+  if (!opts.backend.transport)
+    r.errors.push_back("backend.transport: no lease transport actor");
   if (!opts.registry)
     r.errors.push_back("registry: no module registry");
   else

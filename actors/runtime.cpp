@@ -19,8 +19,7 @@ void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg) {
   cfg.http = bounded_by(std::move(cfg.http), o.timings);
   if (cfg.http.identity.empty())
     cfg.http.identity = o.identity;
-  o.transport = spawn_etcd_transport(sys, std::move(cfg));
-  o.backend.server_expiry = true;
+  o.backend = spawn_etcd_backend(sys, std::move(cfg));
 }
 
 void tune_for_idle(caf::actor_system_config& cfg, size_t threads) {

@@ -152,7 +152,6 @@ int main(int argc, char** argv) {
   conn.server = opt.server;
   conn.workers = static_cast<std::size_t>(opt.workers);
   conn = leasehold::bounded_by(conn, timings);
-  leasehold::backend_traits backend;
   leasehold::etcd_config etcd;
   if (opt.backend == "etcd") {
     for (std::size_t at = 0; at != std::string::npos;) {
@@ -161,7 +160,6 @@ int main(int argc, char** argv) {
       at = comma == std::string::npos ? comma : comma + 1;
     }
     etcd.http = conn;
-    backend.server_expiry = true;   // as use_etcd() sets it
   }
 
   std::atomic<int> leading{0}, lost{0};
@@ -171,9 +169,11 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   leasehold::event_sink sink = [&](const leasehold::runtime_event& e) {
     if (trace && e.type != leasehold::event_type::renewed)
-      std::fprintf(stderr, "%.3f %s %s %s %s\n",
+      std::fprintf(stderr, "%.3f %s %s %s %s %s\n",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   e.lease.c_str(), leasehold::to_string(e.type), e.holder.c_str(), e.reason.c_str());
+                   e.lease.c_str(), leasehold::to_string(e.type), e.holder.c_str(), e.reason.c_str(),
+                   e.error.kind == leasehold::error_kind::none ? e.detail.c_str()
+                                                              : e.error.describe().c_str());
     if (e.type == leasehold::event_type::term_acquired)
       ++leading;
     else if (e.type == leasehold::event_type::term_lost) {
@@ -184,10 +184,10 @@ int main(int argc, char** argv) {
   };
 
   long rss_before = rss_kib();
-  std::vector<leasehold::lease_transport_actor> pool;
+  std::vector<leasehold::lease_backend> pool;   // each with its store's traits
   for (int i = 0; i < opt.transports; ++i)
-    pool.push_back(opt.backend == "etcd" ? leasehold::spawn_etcd_transport(sys, etcd)
-                                         : leasehold::spawn_http_transport(sys, conn));
+    pool.push_back(opt.backend == "etcd" ? leasehold::spawn_etcd_backend(sys, etcd)
+                                         : leasehold::spawn_http_backend(sys, conn));
 
   auto start = std::chrono::steady_clock::now();
   std::vector<leasehold::runner_actor> runners;
@@ -196,8 +196,7 @@ int main(int argc, char** argv) {
     o.identity = opt.identity;
     o.lease = {"default", "bench-lease-" + std::to_string(i)};
     o.timings = timings;
-    o.transport = pool[static_cast<size_t>(i % opt.transports)];
-    o.backend = backend;
+    o.backend = pool[static_cast<size_t>(i % opt.transports)];
     o.watch = opt.watch;
     o.registry = registry;
     leasehold::module_spec m;
@@ -283,8 +282,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < runners.size() && !timed_out; ++i)
     self->receive([&](bool) { ++confirmed; },
                   caf::after(std::chrono::seconds(10)) >> [&] { timed_out = true; });
-  for (auto& t : pool)
-    caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+  for (auto& b : pool)
+    caf::anon_send_exit(b.transport, caf::exit_reason::user_shutdown);
   for (auto& r : runners)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 

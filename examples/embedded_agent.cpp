@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   leasehold::connection_config conn;
   conn.server = server;
   conn.identity = identity;
-  o.transport = leasehold::spawn_http_transport(sys, leasehold::bounded_by(conn, o.timings));
+  o.backend = leasehold::spawn_http_backend(sys, leasehold::bounded_by(conn, o.timings));
   o.registry = registry;
   leasehold::module_spec greet;
   greet.name = "greeter";
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   // ended, and only now, after `shutdown` answered (the release went through
   // it). A transport left running is a detached actor the actor_system's
   // destructor waits for at the end of main, for ever.
-  caf::anon_send_exit(o.transport, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(o.backend.transport, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
   return ok ? 0 : 1;
 }

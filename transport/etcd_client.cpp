@@ -4,15 +4,21 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/etcd_wire.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/http_client.hpp"
 
 namespace leasehold {
 
 namespace {
 
 using json = nlohmann::json;
+
+/// etcd's default limit of operations in one txn (--max-txn-ops).
+constexpr std::int64_t txn_ops = 128;
+/// The most revisions between a read and a create whose history a create
+/// checks (16 requests); beyond it the created key is held.
+constexpr std::int64_t history_revisions = 16 * txn_ops;
 
 /// Errors after which another endpoint may answer.
 bool fail_over_on(error_kind k) {
@@ -48,7 +54,7 @@ std::vector<std::string> validate(const etcd_config& cfg) {
 
 struct etcd_client::impl {
   etcd_config cfg;
-  std::vector<std::unique_ptr<kube_client>> servers;
+  std::vector<std::unique_ptr<http_client>> servers;
   size_t current = 0;
   std::string token;   // auth token ("" without auth or before authenticate)
 
@@ -56,13 +62,13 @@ struct etcd_client::impl {
     for (auto& ep : cfg.endpoints) {
       auto conn = cfg.http;
       conn.server = ep;
-      servers.push_back(std::make_unique<kube_client>(std::move(conn)));
+      servers.push_back(std::make_unique<http_client>(std::move(conn)));
     }
   }
 
   /// One exchange with the current server: the parsed JSON body of a 2xx
   /// reply, or the error (gRPC code mapped) of anything else.
-  api_result<json> exchange(kube_client& server, const std::string& path, const json& body) {
+  api_result<json> exchange(http_client& server, const std::string& path, const json& body) {
     http_headers headers;
     if (!token.empty())
       headers.emplace_back("Authorization", token);
@@ -90,7 +96,7 @@ struct etcd_client::impl {
       api_error{grpc_kind(code, status), status, "POST", path, reason});
   }
 
-  bool authenticate(kube_client& server, api_error& err) {
+  bool authenticate(http_client& server, api_error& err) {
     const std::string path = "/v3/auth/authenticate";
     auto r = exchange(server, path, {{"name", cfg.username}, {"password", cfg.password}});
     if (!r.ok()) {
@@ -257,6 +263,44 @@ struct etcd_client::impl {
     return api_result<lease>::success(std::move(rec));
   }
 
+  /// Whether etcd's history of key `k` holds no write after revision
+  /// `read` (a read that found it absent) and before `created` (this
+  /// replica's own create of it). A key written in between existed at the
+  /// revision of that write: one count-only range of the key at every
+  /// revision in between finds it, up to etcd's 128 operations per txn in
+  /// each request. More than history_revisions in between, a compacted
+  /// revision or a failed request: false (not known; the caller holds).
+  bool unwritten_between(const lease_key& k, std::int64_t read, std::int64_t created) {
+    if (created == read + 1)
+      return true;   // the very next write of the whole store
+    if (created <= read || created - read - 1 > history_revisions)
+      return false;
+    auto key = encode_base64(key_of(k));
+    for (auto from = read + 1; from < created; from += txn_ops) {
+      json ranges = json::array();
+      for (auto rev = from; rev < std::min(created, from + txn_ops); ++rev)
+        ranges.push_back({{"request_range", {{"key", key}, {"revision", std::to_string(rev)},
+                                             {"count_only", true}}}});
+      auto r = call("/v3/kv/txn", {{"success", std::move(ranges)}});
+      if (!r.ok() || !r.value->is_object())
+        return false;
+      auto responses = r.value->find("responses");
+      if (responses == r.value->end() || !responses->is_array())
+        return false;
+      if (responses->size() != static_cast<std::size_t>(std::min(created, from + txn_ops) - from))
+        return false;
+      for (auto& op : *responses) {
+        auto range = op.find("response_range");
+        if (range == op.end() || !range->is_object())
+          return false;
+        std::int64_t count = 0;   // etcd leaves a zero count out
+        if (range->contains("count") && (!int64_field(*range, "count", count) || count != 0))
+          return false;
+      }
+    }
+    return true;
+  }
+
   api_result<lease> create_lease(const lease& l) {
     const std::string grant_path = "/v3/lease/grant";
     int ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
@@ -297,6 +341,8 @@ struct etcd_client::impl {
         return api_result<lease>::failure(
           api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
       }
+      if (l.absent_at_revision > 0)
+        rec.value->unwritten_since_read = unwritten_between(l.key(), l.absent_at_revision, rev);
       return api_result<lease>::success(std::move(*rec.value));
     }
     revoke(id);

@@ -40,7 +40,7 @@ public:
   /// revision (one snapshot); a revision compacted meanwhile fails the read
   /// (the watch then reads again).
   api_result<etcd_scope_state> read_scope(const std::string& ns, std::size_t page = 1000);
-  /// A streaming POST of `body` to `path` (a watch, see kube_client::stream)
+  /// A streaming POST of `body` to `path` (a watch, see http_client::stream)
   /// on the current endpoint; a failure after which another endpoint may
   /// answer (not a quiet stream's idle timeout) moves to the next endpoint.
   api_error stream(const std::string& path, const nlohmann::json& body,

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/membership_actor.hpp"
 
 namespace leasehold {

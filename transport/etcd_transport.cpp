@@ -2,20 +2,23 @@
 
 #include <memory>
 
-#include "transport/kube_client.hpp"
+#include "transport/http_client.hpp"
 #include "transport/transport_pool.hpp"
 
 namespace leasehold {
 
-lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config cfg) {
+lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
+  lease_backend b;
+  b.traits.server_expiry = true;   // the key dies with its etcd lease (docs/safety.md)
+  b.traits.request_path = [scope_prefix = cfg.prefix](const std::string&, const lease_key& k) {
+    return etcd_scope{scope_prefix, k.ns}.key(k.name);
+  };
   transport_pool_options opts;
   opts.workers = cfg.http.workers;
   opts.max_wait = max_request_time(cfg.http);
   opts.thread_name = "lh.etcd";
   opts.make_client = [cfg] { return std::make_unique<lease_client_of<etcd_client>>(cfg); };
-  opts.where = [scope_prefix = cfg.prefix](const lease_key& k) {
-    return etcd_scope{scope_prefix, k.ns}.key(k.name);
-  };
+  opts.where = b.traits.request_path;
   // One watch stream per namespace, shared by every subscriber in it (one
   // thread and one connection however many leases): the keys under
   // <prefix>/<namespace>/, demultiplexed by lease name.
@@ -25,7 +28,8 @@ lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config c
         return make_etcd_watch(cfg, ns, idle, std::move(fanout));
       });
   };
-  return spawn_transport_pool(sys, std::move(opts));
+  b.transport = spawn_transport_pool(sys, std::move(opts));
+  return b;
 }
 
 } // namespace leasehold

@@ -35,8 +35,9 @@
 // The pieces: etcd_wire.hpp (the gateway's answers and watch lines parsed),
 // etcd_client.hpp (endpoints, failover, auth, the mapping above),
 // etcd_watch.hpp (the watch), etcd_transport.cpp (the actor).
-// Expiry is judged by etcd (lease TTL), so electors on this backend run
-// with backend_traits{.server_expiry = true} (docs/safety.md).
+// Expiry is judged by etcd (lease TTL), so spawn_etcd_backend returns the
+// transport with backend_traits{.server_expiry = true} (docs/safety.md),
+// and names requests by their keys.
 #pragma once
 
 #include "leasehold/lease_transport.hpp"

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/etcd_client.hpp"
 #include "transport/etcd_wire.hpp"
 

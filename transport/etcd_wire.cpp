@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 
 namespace leasehold {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "transport/kube_config.hpp"
+#include "transport/common/text_files.hpp"
 
 namespace leasehold {
 

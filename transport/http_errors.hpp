@@ -16,6 +16,21 @@ namespace leasehold {
 
 inline bool is_success(int status) { return status >= 200 && status < 300; }
 
+/// Runs `f` (returning an api_result<T>); an exception it throws (a JSON
+/// dump of invalid UTF-8, say) becomes an error of kind `other` naming the
+/// request, so a client call never throws.
+template <class T, class F>
+api_result<T> never_throw(const std::string& verb, const std::string& path, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return api_result<T>::failure({error_kind::other, 0, verb, path,
+                                   std::string("internal error: ") + e.what(), 0});
+  } catch (...) {
+    return api_result<T>::failure({error_kind::other, 0, verb, path, "internal error", 0});
+  }
+}
+
 /// Seconds of a Retry-After header; 0 when absent or an HTTP-date.
 int parse_retry_after(const std::string& header);
 

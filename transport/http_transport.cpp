@@ -3,18 +3,21 @@
 
 #include <memory>
 
-#include "transport/lease_watch.hpp"
+#include "transport/kube_watch.hpp"
 #include "transport/transport_pool.hpp"
 
 namespace leasehold {
 
-lease_transport_actor spawn_http_transport(caf::actor_system& sys, connection_config cfg) {
+lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg) {
+  lease_backend b;
+  b.traits.server_expiry = false;   // each follower judges expiry by its own clock
+  b.traits.request_path = kube_request_path;
   transport_pool_options opts;
   opts.workers = cfg.workers;
   opts.max_wait = max_request_time(cfg);
   opts.thread_name = "lh.http";
   opts.make_client = [cfg] { return std::make_unique<lease_client_of<kube_client>>(cfg); };
-  opts.where = [](const lease_key& k) { return lease_path(k); };
+  opts.where = b.traits.request_path;
   // One watch stream per namespace, shared by every subscriber in it (one
   // thread and one connection however many leases): the namespace's Lease
   // collection, demultiplexed by lease name.
@@ -27,7 +30,8 @@ lease_transport_actor spawn_http_transport(caf::actor_system& sys, connection_co
         return std::make_unique<lease_watcher>(cfg, std::move(req), std::move(fanout));
       });
   };
-  return spawn_transport_pool(sys, std::move(opts));
+  b.transport = spawn_transport_pool(sys, std::move(opts));
+  return b;
 }
 
 } // namespace leasehold

@@ -1,5 +1,7 @@
 #include "transport/kube_config.hpp"
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
+#include "transport/common/text_files.hpp"
+#include "transport/server_url.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -214,25 +216,6 @@ kube_config_result read_kubeconfig(kubeconfig_reader& rd, const YAML::Node& root
 }
 
 } // namespace
-
-std::optional<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return std::nullopt;
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad())
-    return std::nullopt;
-  return out.str();
-}
-
-std::string trim_whitespace(const std::string& s) {
-  auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos)
-    return {};
-  auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
 
 std::string service_account_namespace(const std::string& sa_dir) {
   auto text = read_text_file(join_path(sa_dir, "namespace"));

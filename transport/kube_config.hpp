@@ -6,7 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "transport/kube_client.hpp"
+#include "leasehold/transports.hpp"
+#include "transport/common/text_files.hpp"
 
 namespace leasehold {
 
@@ -43,12 +44,5 @@ kube_config_result load_connection_config(const std::string& server,
 
 /// The trimmed `namespace` file under `sa_dir`; empty when absent.
 std::string service_account_namespace(const std::string& sa_dir = default_service_account_dir);
-
-// Small helpers shared by the transport sources.
-
-/// Whole file contents; nullopt when it cannot be read.
-std::optional<std::string> read_text_file(const std::string& path);
-/// `s` without leading and trailing spaces, tabs and line breaks.
-std::string trim_whitespace(const std::string& s);
 
 } // namespace leasehold

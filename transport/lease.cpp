@@ -1,4 +1,5 @@
 #include "leasehold/lease.hpp"
+#include "transport/log_time.hpp"
 
 #include <climits>
 #include <cstdio>

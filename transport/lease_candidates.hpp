@@ -13,7 +13,7 @@
 
 #include "leasehold/lease.hpp"
 #include "leasehold/membership.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/http_client.hpp"
 
 namespace leasehold {
 
@@ -39,7 +39,7 @@ public:
   withdraw_reply withdraw(const candidate& c);
 
 private:
-  kube_client client_;
+  http_client client_;
 };
 
 } // namespace leasehold

@@ -1,21 +1,15 @@
-// The watch streams of the lease transports, each on a thread of its own,
-// feeding lease_watch_event messages to their subscribers (the electors).
-// On Kubernetes one stream per (transport, namespace), shared by every
-// subscriber in it (watch_fanout demultiplexes by lease name):
-//
-//   GET .../namespaces/NS/leases?watch=1&resourceVersion=RV
-//       &allowWatchBookmarks=true&timeoutSeconds=T
-//
-// (with &fieldSelector=metadata.name=NAME for the watch of one Lease). The
-// etcd stream (transport/etcd_watch.hpp) runs on the same loop.
+// The watch loop every lease transport shares, whatever its backend: each
+// stream on a thread of its own, feeding lease_watch_event messages to its
+// subscribers (the electors), one stream per (transport, namespace) shared
+// by every subscriber in it (watch_fanout demultiplexes by lease name).
+// The backends' streams: transport/kube_watch.hpp (the Kubernetes Lease
+// collection) and transport/etcd_watch.hpp (the keys under a prefix).
 //
 // The stream is bounded and restartable: a stream that ends is reopened
-// after the last resourceVersion delivered; 410 Gone (the version is no
-// longer kept) restarts from the current state; a stream silent for the
-// idle timeout, a malformed line, an ERROR event or a failed connect closes
-// it with a `down` event naming the request, and it is retried with backoff.
-// The subscriber polls while the watch is down: nothing here is needed for
-// safety, only for speed.
+// after the last version delivered; a stream silent for the idle timeout, a
+// malformed line or a failed connect closes it with a `down` event naming
+// the request, and it is retried with backoff. The subscriber polls while
+// the watch is down: nothing here is needed for safety, only for speed.
 #pragma once
 
 #include <atomic>
@@ -29,27 +23,15 @@
 #include <string>
 #include <thread>
 
-#include "transport/kube_client.hpp"
 #include "transport/watch_fanout.hpp"
 #include "leasehold/lease_transport.hpp"
 
 namespace leasehold {
 
-/// What one line of a watch stream says.
-struct watch_line {
-  enum class type { added, modified, deleted, bookmark, error } what = type::error;
-  std::optional<lease> record;          // added / modified / deleted
-  std::string resource_version;         // of the object (every type but error)
-  int status_code = 0;                  // error: the Status's code (410: Gone)
-  std::string message;                  // error: the Status's message
-};
-
-/// Parses one line; the error names what is wrong ("object.spec...: ...").
-parse_result<watch_line> parse_watch_line(const std::string& line);
-
-/// The path of the watch request for `k` from `rv` ("" = current state
-/// first); `k.name` empty: the namespace's whole Lease collection.
-std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds);
+/// A Kubernetes server ends each watch stream after about this long (it is
+/// reopened at once); without an idle timeout, a stream silent 10 s longer
+/// is closed.
+inline constexpr int watch_stream_seconds = 300;
 
 /// The loop every lease watch shares, whatever the backend: a thread of
 /// its own; a stream that ends cleanly is reopened at once (the backend
@@ -92,7 +74,7 @@ protected:
   virtual api_error prepare() { return {}; }
   /// The next stream's request, from where the last one stopped.
   virtual request next_request() = 0;
-  /// Opens `r` and blocks until the stream ends; see kube_client::stream.
+  /// Opens `r` and blocks until the stream ends; see http_client::stream.
   virtual api_error open(const request& r, std::chrono::milliseconds idle,
                          const std::function<void()>& on_open,
                          const std::function<bool(const char*, std::size_t)>& on_data) = 0;
@@ -132,28 +114,6 @@ private:
   std::mutex mx_;
   std::condition_variable cv_;
   std::thread thread_;
-};
-
-/// The Kubernetes watch of one Lease (the request above), or, with a
-/// fanout and an empty lease name, of a namespace's whole Lease collection
-/// shared by its subscribers.
-class lease_watcher : public lease_watch_loop {
-public:
-  lease_watcher(connection_config cfg, lease_watch_request req,
-                std::shared_ptr<watch_fanout> fanout = {});
-  ~lease_watcher() override;
-
-private:
-  request next_request() override;
-  api_error open(const request& r, std::chrono::milliseconds idle,
-                 const std::function<void()>& on_open,
-                 const std::function<bool(const char*, std::size_t)>& on_data) override;
-  void abort() override;
-  std::optional<api_error> on_line(const std::string& line, const request& r,
-                                   bool& delivered) override;
-
-  kube_client client_;
-  std::string rv_;
 };
 
 /// Ends `stream` (halts it and joins its thread) on a detached actor of its

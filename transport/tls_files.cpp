@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "transport/kube_config.hpp"
+#include "transport/common/text_files.hpp"
 
 namespace leasehold {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "leasehold/transports.hpp"
-#include "transport/thread_name.hpp"
+#include "transport/common/thread_name.hpp"
 
 namespace leasehold {
 
@@ -33,8 +33,7 @@ using steady = std::chrono::steady_clock;
 using pool_worker_actor = caf::typed_actor<
   caf::replies_to<get_lease_atom, lease_key>::with<lease_reply>,
   caf::replies_to<create_lease_atom, lease>::with<lease_reply>,
-  caf::replies_to<update_lease_atom, lease>::with<lease_reply>,
-  caf::replies_to<post_event_atom, kube_event>::with<event_reply>>;
+  caf::replies_to<update_lease_atom, lease>::with<lease_reply>>;
 
 /// One worker: detached (its client blocks), one request at a time; ends
 /// when its dispatcher does.
@@ -50,7 +49,6 @@ pool_worker_actor::behavior_type pool_worker(pool_worker_actor::pointer self,
     [client](get_lease_atom, const lease_key& k) { return client->get_lease(k); },
     [client](create_lease_atom, const lease& l) { return client->create_lease(l); },
     [client](update_lease_atom, const lease& l) { return client->update_lease(l); },
-    [client](post_event_atom, const kube_event& e) { return client->create_event(e); },
   };
 }
 
@@ -127,7 +125,7 @@ struct pool_state {
                 st->done(w);
               });
     };
-    std::string where = opts.where ? opts.where(k) : k.to_string();
+    std::string where = opts.where ? opts.where(verb, k) : k.to_string();
     j.expire = [this, rp, verb, where](steady::duration waited) mutable {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
       rp.deliver(Reply::failure(
@@ -173,9 +171,6 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     },
     [st](update_lease_atom atom, lease& l) -> caf::result<lease_reply> {
       return st->submit<lease_reply>(st, "PUT", lease_key{l.ns, l.name}, atom, std::move(l));
-    },
-    [st](post_event_atom atom, kube_event& e) -> caf::result<event_reply> {
-      return st->submit<event_reply>(st, "POST", e.involved, atom, std::move(e));
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

@@ -2,7 +2,7 @@
 // written once: a dispatcher behind lease_transport_actor and a bounded
 // pool of detached workers, each with its own blocking keep-alive client.
 //
-//   requesters ──lh_get/lh_create/lh_update/lh_event──▶ dispatcher
+//   requesters ──lh_get/lh_create/lh_update──▶ dispatcher
 //        (scheduled actor; never blocks)                 │ an idle worker, else a new
 //                                                        │ one (up to `workers`), else
 //                                                        ▼ FIFO queue
@@ -26,7 +26,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -42,12 +41,9 @@ public:
   virtual lease_reply get_lease(const lease_key& k) = 0;
   virtual lease_reply create_lease(const lease& l) = 0;
   virtual lease_reply update_lease(const lease& l) = 0;
-  virtual event_reply create_event(const kube_event& e) = 0;
 };
 
-/// A lease_client over a backend client `C` (kube_client, etcd_client);
-/// a client without create_event answers Events with success (the store
-/// keeps none).
+/// A lease_client over a backend client `C` (kube_client, etcd_client).
 template <class C>
 class lease_client_of final : public lease_client {
 public:
@@ -56,18 +52,7 @@ public:
   lease_reply get_lease(const lease_key& k) override { return c_.get_lease(k); }
   lease_reply create_lease(const lease& l) override { return c_.create_lease(l); }
   lease_reply update_lease(const lease& l) override { return c_.update_lease(l); }
-  event_reply create_event(const kube_event& e) override {
-    if constexpr (has_events<C>::value)
-      return c_.create_event(e);
-    else
-      return event_reply::success(true);
-  }
 private:
-  template <class T, class = void>
-  struct has_events : std::false_type {};
-  template <class T>
-  struct has_events<T, std::void_t<decltype(std::declval<T&>().create_event(
-                         std::declval<const kube_event&>()))>> : std::true_type {};
   C c_;
 };
 
@@ -81,9 +66,10 @@ struct transport_pool_options {
   std::string thread_name = "lh.transport";  // the workers' thread name (at most 15 chars)
   /// Builds one worker's client (called on the dispatcher).
   std::function<std::unique_ptr<lease_client>()> make_client;
-  /// What errors made by the pool itself name for a request on a lease
-  /// (Kubernetes: its Lease path; etcd: its key).
-  std::function<std::string(const lease_key&)> where;
+  /// What errors made by the pool itself name for a request `verb` on a
+  /// lease: the backend's backend_traits::request_path (Kubernetes: its
+  /// Lease path; etcd: its key).
+  std::function<std::string(const std::string& verb, const lease_key&)> where;
   /// Builds the dispatcher's lh_watch handler (watch_per_namespace or
   /// watch_per_subscriber of lease_watch.hpp).
   std::function<std::function<void(lease_watch_request&)>(lease_transport_actor::pointer)> make_watch;

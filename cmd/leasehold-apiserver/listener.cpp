@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "transport/listen.hpp"
+#include "transport/common/listen.hpp"
 
 namespace leasehold::apiserver {
 

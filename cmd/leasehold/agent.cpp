@@ -26,7 +26,8 @@
 #include "cmd/leasehold/probes.hpp"
 #include "cmd/leasehold/signals.hpp"
 #include "leasehold/runtime.hpp"
-#include "transport/thread_name.hpp"
+#include "transport/common/thread_name.hpp"
+#include "transport/http_client.hpp"
 #include "transport/kube_config.hpp"
 
 namespace leasehold::agent {
@@ -313,13 +314,13 @@ public:
     poster_opts.request_timeout
       = std::chrono::duration_cast<caf::timespan>(max_request_time(event_conn))
         + std::chrono::milliseconds(500);
-    // etcd keeps no Events: the poster then talks to an etcd transport, whose
-    // post_event is a no-op.
-    poster_ = spawn_event_poster(sys_, on_etcd() ? spawn_etcd_transport(sys_, cfg_.etcd)
-                                               : spawn_http_transport(sys_, event_conn),
-                                 poster_opts);
-    std::vector<event_sink> sinks{log_.sink(), counters_.sink(),
-                                  event_poster_sink(poster_, lease_), fatal_on_invalid(log_)};
+    // etcd keeps no Events: there is no poster then.
+    if (!on_etcd())
+      poster_ = spawn_event_poster(sys_, spawn_kube_event_transport(sys_, event_conn), poster_opts);
+    std::vector<event_sink> sinks{log_.sink(), counters_.sink()};
+    if (poster_)
+      sinks.push_back(event_poster_sink(poster_, lease_));
+    sinks.push_back(fatal_on_invalid(log_));
     if (journal_)
       sinks.push_back(journal_->sink());
     runner_options ropts;
@@ -330,8 +331,8 @@ public:
     if (on_etcd())
       use_etcd(sys_, ropts, cfg_.etcd);
     else
-      ropts.transport = spawn_http_transport(sys_, bounded_by(conn_, cfg_.timings));
-    transport_ = ropts.transport;
+      ropts.backend = spawn_http_backend(sys_, bounded_by(conn_, cfg_.timings));
+    transport_ = ropts.backend.transport;
     ropts.registry = modules_.registry;
     ropts.modules = cfg_.modules;
     ropts.events = fan_out(std::move(sinks));
@@ -385,7 +386,7 @@ public:
     if (!shutdown(sys_, runner_, bound))
       log_.log(log_level::warn, "the runner did not confirm the shutdown in time",
                {{"bound_ms", to_ms(bound)}});
-    if (!flush_events(sys_, poster_, event_flush_bound))
+    if (poster_ && !flush_events(sys_, poster_, event_flush_bound))
       log_.log(log_level::warn, "dropping Kubernetes Events that could not be posted in time");
     log_.log(log_level::info, "stopped");
     return rejected_by_api ? 1 : 0;

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "transport/kube_config.hpp"
+#include "transport/server_url.hpp"
 
 namespace leasehold::agent {
 

@@ -1,4 +1,4 @@
-// The monotonic clock of the journal (wall times: format_log_time in include/leasehold/lease.hpp).
+// The monotonic clock of the journal (wall times: format_log_time in transport/log_time.hpp).
 #pragma once
 
 #include <chrono>

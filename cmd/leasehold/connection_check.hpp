@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/kube_client.hpp"
+#include "leasehold/transports.hpp"
 
 namespace leasehold::agent {
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "leasehold/lease.hpp"
+#include "transport/log_time.hpp"
 
 namespace leasehold::agent {
 
@@ -50,7 +51,7 @@ void deliver_flush_if_idle(poster_actor* self) {
   st.flush_waiters.clear();
 }
 
-void post_next(poster_actor* self, lease_transport_actor transport,
+void post_next(poster_actor* self, event_transport_actor transport,
                const event_poster_options& opts) {
   auto& st = self->state;
   if (st.busy || st.queue.empty()) {
@@ -77,7 +78,7 @@ void post_next(poster_actor* self, lease_transport_actor transport,
           [finished](const caf::error&) mutable { finished(true); });
 }
 
-caf::behavior event_poster(poster_actor* self, lease_transport_actor transport,
+caf::behavior event_poster(poster_actor* self, event_transport_actor transport,
                            event_poster_options opts) {
   self->link_to(transport);
   return {
@@ -106,7 +107,7 @@ caf::behavior event_poster(poster_actor* self, lease_transport_actor transport,
 
 } // namespace
 
-caf::actor spawn_event_poster(caf::actor_system& sys, lease_transport_actor transport,
+caf::actor spawn_event_poster(caf::actor_system& sys, event_transport_actor transport,
                               event_poster_options opts) {
   return sys.spawn(event_poster, std::move(transport), opts);
 }

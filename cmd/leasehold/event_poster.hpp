@@ -13,7 +13,7 @@
 
 #include "actors/observer.hpp"
 #include "leasehold/lease.hpp"
-#include "leasehold/lease_transport.hpp"
+#include "transport/kube_events.hpp"
 
 namespace leasehold::agent {
 
@@ -25,8 +25,8 @@ struct event_poster_options {
 };
 
 /// Spawns the poster actor in front of `transport` (which it owns: the
-/// transport is stopped with it).
-caf::actor spawn_event_poster(caf::actor_system& sys, lease_transport_actor transport,
+/// transport is stopped with it). Kubernetes only: etcd keeps no Events.
+caf::actor spawn_event_poster(caf::actor_system& sys, event_transport_actor transport,
                               event_poster_options opts);
 
 /// The sink that turns leadership events into Kubernetes Events for `poster`.

@@ -1,6 +1,7 @@
 #include "cmd/leasehold/json_log.hpp"
 
 #include "leasehold/lease.hpp"
+#include "transport/log_time.hpp"
 
 namespace leasehold::agent {
 

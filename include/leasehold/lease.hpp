@@ -22,10 +22,6 @@ using wall_time = std::chrono::time_point<wall_clock, std::chrono::microseconds>
 /// Formats a MicroTime: `2006-01-02T15:04:05.000000Z` (always 6 digits, UTC).
 std::string format_micro_time(wall_time t);
 
-/// The one timestamp of every log line (key `time`): RFC 3339, UTC, with
-/// milliseconds, `2026-12-03T10:00:00.123Z` (as client-go's JSON logs).
-std::string format_log_time(wall_clock::time_point t);
-
 /// Parses RFC 3339 times as the API sends them: `...Z` with 0 to 9 fraction
 /// digits (MicroTime has 6, Time has none) or a numeric offset. nullopt on error.
 std::optional<wall_time> parse_micro_time(const std::string& text);
@@ -76,6 +72,17 @@ struct lease {
   /// "Writes from outside the protocol"). nullopt elsewhere, and on records
   /// that came from a watch stream.
   std::optional<std::int64_t> ttl_seconds;
+  /// etcd create only (a request field): the store revision of the read
+  /// that found the key absent (0: none). The transport then reports in
+  /// `unwritten_since_read` whether etcd's history of the key shows no
+  /// write between that read and this create, i.e. no term of another
+  /// replica came and went unseen in between (docs/safety.md).
+  std::int64_t absent_at_revision = 0;
+  /// etcd create reply: true when etcd's history of the key from
+  /// absent_at_revision + 1 up to this create holds no other write; false
+  /// when it does, when it is unknown (compacted, a failed read, more than
+  /// 2,048 revisions in between) or when not asked.
+  bool unwritten_since_read = false;
 
   lease_key key() const { return {ns, name}; }
 };

@@ -6,6 +6,7 @@
 // api_result (errors are values), a timeout arrives as sec::request_timeout.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -16,7 +17,7 @@
 
 namespace leasehold {
 using lease_reply = api_result<lease>;
-using event_reply = api_result<bool>;
+using event_reply = api_result<bool>;   // a write whose answer is only success or why not
 
 /// Asks the transport to stream the changes of one Lease to `subscriber`
 /// (lease_watch_event messages) until the subscriber terminates. The
@@ -46,7 +47,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_key)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::event_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::kube_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_event)
 
@@ -56,7 +56,6 @@ namespace leasehold {
 using get_lease_atom = caf::atom_constant<caf::atom("lh_get")>;
 using create_lease_atom = caf::atom_constant<caf::atom("lh_create")>;
 using update_lease_atom = caf::atom_constant<caf::atom("lh_update")>;
-using post_event_atom = caf::atom_constant<caf::atom("lh_event")>;
 using watch_lease_atom = caf::atom_constant<caf::atom("lh_watch")>;
 
 /// GET returns the Lease or not_found; POST creates (already_exists when
@@ -67,7 +66,6 @@ using lease_transport_actor = caf::typed_actor<
   caf::replies_to<get_lease_atom, lease_key>::with<lease_reply>,
   caf::replies_to<create_lease_atom, lease>::with<lease_reply>,
   caf::replies_to<update_lease_atom, lease>::with<lease_reply>,
-  caf::replies_to<post_event_atom, kube_event>::with<event_reply>,
   caf::reacts_to<watch_lease_atom, lease_watch_request>>;
 
 /// What an elector must know about the store behind a transport.
@@ -78,6 +76,24 @@ struct backend_traits {
   /// has lost its term; a created record starts its term at once.
   /// false (Kubernetes): expiry judged by each follower's own clock.
   bool server_expiry = false;
+  /// How the store names a request `verb` ("GET", "POST", "PUT") on a
+  /// lease, in the errors an elector makes itself (a request that timed
+  /// out): Kubernetes its REST path, etcd its key. Unset: "namespace/name".
+  std::function<std::string(const std::string& verb, const lease_key&)> request_path;
+
+  std::string path_of(const std::string& verb, const lease_key& k) const {
+    return request_path ? request_path(verb, k) : k.to_string();
+  }
+};
+
+/// A lease transport and the traits of the store behind it, made together
+/// by one factory (spawn_http_backend, spawn_etcd_backend in transports.hpp;
+/// a test's simulated store) and handed to a runner as one value, so that
+/// no elector runs a store with another store's traits (etcd's transport is
+/// correct only with server_expiry).
+struct lease_backend {
+  lease_transport_actor transport;
+  backend_traits traits;
 };
 
 } // namespace leasehold

@@ -26,8 +26,9 @@ struct runner_options {
   lease_key lease;
   election_timings timings;
   supervision_policy supervision;
-  lease_transport_actor transport;      // spawn_http_transport / use_etcd (transports.hpp)
-  backend_traits backend;               // the transport's store (etcd: server_expiry)
+  /// The lease store: a transport and its traits, made together
+  /// (spawn_http_backend, spawn_etcd_backend in transports.hpp; use_etcd).
+  lease_backend backend;
   std::shared_ptr<const module_registry> registry;
   module_config modules;                // initial config (validated by spawn_runner)
   /// Where the runtime reports what happens (thread-safe, non-blocking).

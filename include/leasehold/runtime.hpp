@@ -4,7 +4,7 @@
 //   auto reg = std::make_shared<leasehold::module_registry>();
 //   reg->add({"mywork", /*leader_only*/ true, factory, validator});
 //   leasehold::runner_options o;  o.identity = ...; o.lease = {"ns", "name"};
-//   o.transport = leasehold::spawn_http_transport(sys, conn);  o.registry = reg;
+//   o.backend = leasehold::spawn_http_backend(sys, conn);  o.registry = reg;
 //     (or, for etcd: leasehold::use_etcd(sys, o, etcd_cfg);)
 //   o.modules.modules = {{"mywork", "mywork"}};
 //   auto r = leasehold::spawn_runner(sys, o);      // r.errors if invalid
@@ -13,7 +13,7 @@
 //   leasehold::apply_config(sys, r.runner, cfg);    // config_result
 //   leasehold::yield_leadership(sys, r.runner, "b"); // hand over to b (yield_result)
 //   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
-//   caf::anon_send_exit(o.transport, caf::exit_reason::user_shutdown);  // then, and
+//   caf::anon_send_exit(o.backend.transport, caf::exit_reason::user_shutdown);  // then, and
 //     only then, end the transport: the program's actor, not the runner's
 //
 // Actors talk to the runner through its typed handle, runner_actor
@@ -42,9 +42,9 @@ namespace leasehold {
 /// gave up on never delays the next one in the transport's queue.
 connection_config bounded_by(connection_config c, const election_timings& t);
 
-/// Picks etcd as the lease store: an etcd transport (its HTTP timeouts
-/// bounded as above) and the backend traits that go with it (the store
-/// judges expiry). Instead of setting o.transport to an HTTP transport.
+/// Picks etcd as the lease store: o.backend = spawn_etcd_backend with its
+/// HTTP timeouts bounded as above and, unless set, o.identity as the
+/// identity header. Instead of setting o.backend to an HTTP backend.
 void use_etcd(caf::actor_system& sys, runner_options& o, etcd_config cfg);
 
 /// Scheduler settings for a mostly idle agent (what `leasehold run` uses;
@@ -76,7 +76,7 @@ std::optional<yield_result> yield_leadership(caf::actor_system& sys, const runne
                                              caf::timespan timeout = std::chrono::seconds(30));
 /// Graceful stop: leader-only modules, then the lease release, then the rest.
 /// Returns false when the runner did not confirm within `timeout`. The
-/// transport in `runner_options` is not ended: the caller ends it after this
+/// transport in `runner_options::backend` is not ended: the caller ends it after this
 /// returns (a detached actor left running holds the actor_system's destructor).
 bool shutdown(caf::actor_system& sys, const runner_actor& runner,
               caf::timespan timeout = std::chrono::seconds(10));

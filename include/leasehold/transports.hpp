@@ -1,10 +1,11 @@
-// The lease transports a program can create: the Kubernetes API over
-// HTTP(S), and etcd v3. Each is one actor behind the typed
-// lease_transport_actor interface that hands requests to a bounded pool of
-// detached workers (their clients block), each with its own keep-alive
-// connection; runners `request` it with timeouts (docs/design.md,
-// "Transports"). Share one transport between many runners: its threads and
-// connections do not grow with them.
+// The lease backends a program can create: the Kubernetes API over
+// HTTP(S), and etcd v3. Each is one transport actor behind the typed
+// lease_transport_actor interface, returned with its store's traits
+// (lease_backend); the actor hands requests to a bounded pool of detached
+// workers (their clients block), each with its own keep-alive connection;
+// runners `request` it with timeouts (docs/design.md, "The shape"). Share
+// one backend between many runners: its threads and connections do not
+// grow with them.
 #pragma once
 
 #include <chrono>
@@ -64,17 +65,20 @@ struct etcd_config {
 /// One message per invalid field, named by its config path ("etcd.endpoints[1]: ...").
 std::vector<std::string> validate(const etcd_config& cfg);
 
-/// Spawns the Kubernetes transport: an actor that serves requests on up to
-/// cfg.workers detached workers, one kube_client each, and one watch stream
-/// per namespace for all its subscribers. Each request takes at most
-/// connect_timeout + write_timeout + read_timeout on its worker, so
-/// requesters should use a larger timeout (bounded_by() in runtime.hpp fits
-/// them to the election timings); one that waited that long for a worker is
-/// answered `timeout` unsent (transport/transport_pool.hpp).
-lease_transport_actor spawn_http_transport(caf::actor_system& sys, connection_config cfg);
+/// Spawns the Kubernetes backend: a transport actor that serves requests on
+/// up to cfg.workers detached workers, one blocking HTTP client each, and one
+/// watch stream per namespace for all its subscribers; its traits judge
+/// expiry by each follower's clock and name requests by their Lease REST
+/// paths. Each request takes at most connect_timeout + write_timeout +
+/// read_timeout on its worker, so requesters should use a larger timeout
+/// (bounded_by() in runtime.hpp fits them to the election timings); one that
+/// waited that long for a worker is answered `timeout` unsent
+/// (transport/transport_pool.hpp).
+lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg);
 
-/// Spawns the etcd transport: the same pool (cfg.http.workers workers, one
-/// etcd_client each).
-lease_transport_actor spawn_etcd_transport(caf::actor_system& sys, etcd_config cfg);
+/// Spawns the etcd backend: the same pool (cfg.http.workers workers, one
+/// etcd client each); its traits let etcd judge expiry (server_expiry) and
+/// name requests by their keys (docs/safety.md).
+lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg);
 
 } // namespace leasehold

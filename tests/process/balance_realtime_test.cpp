@@ -129,7 +129,7 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
   auto reg = work_registry(log);
   auto t = short_timings();
   struct replica {
-    lease_transport_actor transport;
+    lease_backend backend;
     membership_actor membership;
     caf::actor group;
   };
@@ -138,7 +138,7 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
   std::vector<std::string> ids{"bal-a", "bal-b", "bal-c"};
   for (auto& id : ids) {
     replica r;
-    r.transport = spawn_http_transport(sys, bounded_by(conn_to(server), t));
+    r.backend = spawn_http_backend(sys, bounded_by(conn_to(server), t));
     r.membership = spawn_http_membership(sys, bounded_by(conn_to(server), t));
     balance_group_options g;
     g.identity = id;
@@ -152,7 +152,7 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
       o.identity = id;
       o.lease = {"default", "workers-" + std::to_string(k)};
       o.timings = t;
-      o.transport = r.transport;
+      o.backend = r.backend;
       o.registry = reg;
       o.compete = false;
       o.events = [](const runtime_event&) {};
@@ -167,7 +167,7 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
     }
     r.group = spawn_balance_group(sys, std::move(g));
     cleanup.add(r.group);
-    cleanup.add(r.transport);
+    cleanup.add(r.backend.transport);
     cleanup.add(r.membership);
     reps.push_back(r);
   }
@@ -192,7 +192,7 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
   CHECK(log.loads().empty());
   CHECK(log.overlaps() == 0);
   for (auto& r : reps) {
-    caf::anon_send_exit(r.transport, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(r.backend.transport, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(r.membership, caf::exit_reason::user_shutdown);
   }
 }

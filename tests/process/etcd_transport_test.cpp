@@ -26,6 +26,7 @@
 
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
+#include "transport/base64.hpp"
 #include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"
 
@@ -293,6 +294,40 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     CHECK(exact.value->records.size() == 5);
   }
 
+  SUBCASE("a create names the read that found the key absent: etcd's history of that key says "
+          "whether another term came and went in between") {
+    auto gone = a.get_lease(key);
+    REQUIRE(gone.kind() == error_kind::not_found);
+    std::int64_t read_at = gone.error.store_revision;
+    REQUIRE(read_at > 0);
+    // Other keys' writes move the store's revision, not this key's history.
+    REQUIRE(b.create_lease(record("other-1", "B")).ok());
+    REQUIRE(b.create_lease(record("other-2", "B")).ok());
+    auto l = record("mapping", "A");
+    l.absent_at_revision = read_at;
+    auto created = a.create_lease(l);
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    CHECK(created.value->unwritten_since_read);
+
+    // A term of B created and deleted (from outside) after the read: held for.
+    auto again = a.get_lease({"ns1", "unseen"});
+    REQUIRE(again.kind() == error_kind::not_found);
+    read_at = again.error.store_revision;
+    REQUIRE(b.create_lease(record("unseen", "B")).ok());
+    auto del = b.post("/v3/kv/deleterange", {{"key", encode_base64("/lh-test/ns1/unseen")}});
+    REQUIRE_MESSAGE(del.ok(), del.error.describe());
+    l = record("unseen", "A");
+    l.absent_at_revision = read_at;
+    created = a.create_lease(l);
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    CHECK_FALSE(created.value->unwritten_since_read);
+
+    // Not asked: not claimed.
+    created = a.create_lease(record("unasked", "A"));
+    REQUIRE(created.ok());
+    CHECK_FALSE(created.value->unwritten_since_read);
+  }
+
   SUBCASE("failover: a dead endpoint first, then the live one") {
     etcd_client c(config({"http://127.0.0.1:1", etcd.endpoint()}));
     CHECK(c.get_lease(key).kind() == error_kind::not_found);
@@ -306,15 +341,13 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
   SUBCASE("the actor interface") {
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
-    auto t = spawn_etcd_transport(sys, config({etcd.endpoint()}));
+    auto t = spawn_etcd_backend(sys, config({etcd.endpoint()})).transport;
     caf::scoped_actor self{sys};
     bool answered = false;
     self->request(t, 5s, create_lease_atom::value, record("actor", "A"))
       .receive([&](lease_reply& r) { answered = r.ok() && r.value->spec.lease_transitions > 1; },
                [&](caf::error&) {});
     CHECK(answered);
-    self->request(t, 5s, post_event_atom::value, kube_event{})
-      .receive([&](event_reply& r) { CHECK(r.ok()); }, [&](caf::error&) { CHECK(false); });
     self->send_exit(t, caf::exit_reason::user_shutdown);
   }
 
@@ -331,7 +364,7 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     {   // the watch authenticates too
       caf::actor_system_config cfg;
       caf::actor_system sys{cfg};
-      auto t = spawn_etcd_transport(sys, with);
+      auto t = spawn_etcd_backend(sys, with).transport;
       caf::scoped_actor self{sys};
       lease_watch_request req;
       req.lease = {"ns1", "auth"};
@@ -372,7 +405,7 @@ TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, 
   etcd_client a(config({etcd.endpoint()}));
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto t = spawn_etcd_transport(sys, config({etcd.endpoint()}));
+  auto t = spawn_etcd_backend(sys, config({etcd.endpoint()})).transport;
   caf::scoped_actor self{sys};
   lease_watch_request req;
   req.lease = {"ns1", "watched"};
@@ -478,7 +511,8 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
   };
   auto timings = test::short_timings();
   auto ec = config({etcd.endpoint()});
-  auto transport = spawn_etcd_transport(sys, ec);
+  auto backend = spawn_etcd_backend(sys, ec);   // its traits: server_expiry
+  auto transport = backend.transport;
   std::map<std::string, std::vector<runner_actor>> runners;   // by replica
   for (auto& id : replicas)
     for (int i = 0; i < leases; ++i) {
@@ -486,8 +520,7 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
       o.identity = id;
       o.lease = {"ns1", "many-" + std::to_string(i)};
       o.timings = timings;
-      o.transport = transport;
-      o.backend.server_expiry = true;
+      o.backend = backend;
       o.registry = registry;
       module_spec m;
       m.name = "work";

@@ -31,13 +31,13 @@ namespace {
 
 /// A runner for `lease` whose one module is an instance of `work_registry`'s "work".
 runner_options work_runner(const std::string& identity, lease_key lease, election_timings t,
-                           lease_transport_actor transport,
+                           lease_backend backend,
                            std::shared_ptr<module_registry> reg) {
   runner_options o;
   o.identity = identity;
   o.lease = std::move(lease);
   o.timings = t;
-  o.transport = std::move(transport);
+  o.backend = std::move(backend);
   o.registry = std::move(reg);
   module_spec m;
   m.name = "work";
@@ -73,11 +73,11 @@ TEST_CASE("two runners in one process: API down for 5 s and back, a leader again
     conn.server = "http://127.0.0.1:" + std::to_string(server.port());
     conn.user_agent = std::string("leasehold-test/") + id;
     auto o = work_runner(id, {"default", "realtime"}, t,
-                         spawn_http_transport(sys, bounded_by(conn, t)), reg);
+                         spawn_http_backend(sys, bounded_by(conn, t)), reg);
     auto r = spawn_runner(sys, o);
     REQUIRE(r.errors.empty());
     runners.push_back(r.runner);
-    transports.push_back(o.transport);
+    transports.push_back(o.backend.transport);
   }
 
   REQUIRE(eventually([&] { return iv.running() == 1; }, 5s));
@@ -192,10 +192,10 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   auto t = short_timings();
   connection_config conn;
   conn.server = "http://127.0.0.1:" + std::to_string(server.port());
-  auto transport = spawn_http_transport(sys, bounded_by(conn, t));
+  auto backend = spawn_http_backend(sys, bounded_by(conn, t));
   std::vector<runner_actor> runners;
   for (int i = 0; i < 20; ++i) {
-    auto o = work_runner("many", {"default", "many-" + std::to_string(i)}, t, transport, reg);
+    auto o = work_runner("many", {"default", "many-" + std::to_string(i)}, t, backend, reg);
     o.events = [](const runtime_event&) {};
     auto r = spawn_runner(sys, o);
     REQUIRE(r.errors.empty());
@@ -215,5 +215,5 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   CHECK(watches <= 2);
   for (auto& r : runners)
     CHECK(shutdown(sys, r, 5s));
-  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(backend.transport, caf::exit_reason::user_shutdown);
 }

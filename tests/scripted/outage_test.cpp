@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "sim_world.hpp"
-#include "transport/backoff.hpp"
+#include "transport/common/backoff.hpp"
 
 using namespace leasehold;
 using namespace leasehold::test;
@@ -69,6 +69,28 @@ TEST_CASE("API unreachable for 150 s while leading: modules stop in time, leader
   CHECK(w.tracker().last("replica-0", "report")->settings["value"] == 2);
   CHECK(w.api().peek(o.lease)->spec.holder_identity == "replica-0");
   CHECK(w.rep(0).count(event_type::api_recovered) >= 1);
+}
+
+TEST_CASE("etcd: a request the store never answers is named by its key, never a Kubernetes path") {
+  // The elector names a request that timed out itself; it once named the
+  // Kubernetes Lease path whatever the backend. Now the backend's traits name it.
+  world_options o;
+  o.etcd = true;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return leads(w, 0); }, 60s));
+  w.store().set_fault(sim_fault::hang);
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::api_request_failed) >= 2; }, 60s));
+  int timeouts = 0;
+  for (auto& ev : w.rep(0).events) {
+    if (ev.type != event_type::api_request_failed)
+      continue;
+    CAPTURE(ev.error.describe());
+    CHECK(ev.error.kind == error_kind::timeout);
+    CHECK(ev.error.path.find("/apis/") == std::string::npos);
+    CHECK(ev.error.path == w.store().path_of(ev.error.verb, o.lease));
+    ++timeouts;
+  }
+  CHECK(timeouts >= 2);
 }
 
 TEST_CASE("a module that ignores its stop message is killed at module_stop_timeout") {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "sim_cluster.hpp"
-#include "transport/backoff.hpp"
+#include "transport/common/backoff.hpp"
 
 namespace leasehold::sim {
 

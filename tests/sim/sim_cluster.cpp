@@ -493,12 +493,11 @@ private:
       o.lease = leases_[k];
       o.timings = sc_.timings;
       o.supervision = sc_.supervision;
-      o.transport = p.transport;
+      o.backend = sim_backend(p.transport, api_);
       o.registry = reg;
       o.modules = make_config(p.knobs[k]);
       o.seed = rng_();
       o.watch = sc_.watch;
-      o.backend.server_expiry = sc_.backend == backend_kind::etcd;
       o.events = [this, i, k](const runtime_event& ev) { on_event(i, k, ev); };
       // The process ends at this instant: its work (every lease's) with it.
       // The teardown of its actor system follows once the current step has

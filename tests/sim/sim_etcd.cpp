@@ -160,11 +160,16 @@ lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, b
   v.value.acquire_time = l.spec.acquire_time;
   v.value.preferred_holder = l.spec.preferred_holder;
   v.value.strategy = l.spec.strategy;
+  // The transport's history check (a watch of the key from the read that
+  // found it absent): no write of this key since then.
+  bool unwritten = l.absent_at_revision > 0
+                   && changes_since(k, static_cast<std::uint64_t>(l.absent_at_revision)).empty();
   v.create_revision = v.mod_revision = ++revision_;
   v.lease_id = id;
   keys_[k] = v;
   auto rec = to_lease(k, v);
   record_change(change{k, static_cast<std::uint64_t>(revision_), rec});
+  rec.unwritten_since_read = unwritten;   // the create's answer only
   changed = true;
   log(client, verb, k, error_kind::none, l.spec.holder_identity);
   return lease_reply::success(std::move(rec));
@@ -270,11 +275,6 @@ void sim_etcd::outside_revoke(const lease_key& k) {
   }
   if (changed)
     poke_watchers();
-}
-
-event_reply sim_etcd::post_event(const std::string& client, kube_event e) {
-  log(client, "EVENT", e.involved, error_kind::none, {});
-  return event_reply::success(true);   // etcd keeps no Events
 }
 
 } // namespace leasehold

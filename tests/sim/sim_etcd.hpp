@@ -60,12 +60,12 @@ public:
   lease_reply get(const std::string& client, const lease_key& k) override;
   lease_reply create(const std::string& client, lease l) override;
   lease_reply update(const std::string& client, lease l) override;
-  event_reply post_event(const std::string& client, kube_event e) override;
   std::string path_of(const std::string& verb, const lease_key& k) const override;
   void outside_delete(const lease_key& k) override;   // etcdctl del
   void outside_revoke(const lease_key& k) override;   // etcdctl lease revoke
   /// A compacted watch re-reads its keys: one gone since is reported deleted.
   bool relist_tells_deleted() const override { return true; }
+  bool server_expiry() const override { return true; }
 
 private:
   struct kv {

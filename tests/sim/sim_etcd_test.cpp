@@ -123,6 +123,37 @@ TEST_CASE("sim_etcd: the same holder in a new term deletes its unchanged key and
   CHECK(f.store.peek(f.key)->spec.lease_transitions == 4);
 }
 
+TEST_CASE("sim_etcd: a create that names the read that found the key absent learns whether the key was written since") {
+  fixture f;
+  auto absent = f.store.get("a", f.key);
+  REQUIRE(absent.kind() == error_kind::not_found);
+  auto read_at = absent.error.store_revision;
+  lease other = f.record("b", 1);
+  other.name = "other";   // another key's writes move the store, not this key
+  REQUIRE(f.store.create("b", other).ok());
+  auto l = f.record("a", 1);
+  l.absent_at_revision = read_at;
+  auto a = f.store.create("a", l);
+  REQUIRE(a.ok());
+  CHECK(a.value->unwritten_since_read);
+  // A term of b created and deleted from outside after the read: written.
+  f.store.outside_delete(f.key);
+  read_at = f.store.get("a", f.key).error.store_revision;
+  REQUIRE(f.store.create("b", f.record("b", 1)).ok());
+  f.store.outside_delete(f.key);
+  l.absent_at_revision = read_at;
+  a = f.store.create("a", l);
+  REQUIRE(a.ok());
+  CHECK_FALSE(a.value->unwritten_since_read);
+  // Not asked: not claimed; and the store's watchers never see the flag.
+  f.store.outside_delete(f.key);
+  a = f.store.create("a", f.record("a", 1));
+  REQUIRE(a.ok());
+  CHECK_FALSE(a.value->unwritten_since_read);
+  for (auto& c : f.store.changes_since(f.key, 0))
+    CHECK_FALSE((c.record && c.record->unwritten_since_read));
+}
+
 TEST_CASE("sim_etcd: a raft leader change gives every lease its full TTL again") {
   fixture f;
   REQUIRE(f.store.create("a", f.record("a", 0, 3)).ok());

@@ -217,11 +217,6 @@ std::optional<lease> sim_api::peek(const lease_key& k) const {
   return i->second;
 }
 
-std::vector<kube_event> sim_api::events() const {
-  std::lock_guard<std::mutex> g(mx_);
-  return events_;
-}
-
 lease_reply sim_api::get(const std::string& client, const lease_key& k) {
   std::lock_guard<std::mutex> g(mx_);
   auto i = store_.find(k);
@@ -290,13 +285,6 @@ lease_reply sim_api::update(const std::string& client, lease l) {
   if (r.ok())
     poke_watchers();
   return r;
-}
-
-event_reply sim_api::post_event(const std::string& client, kube_event e) {
-  log(client, "EVENT", e.involved, error_kind::none, {});
-  std::lock_guard<std::mutex> g(mx_);
-  events_.push_back(std::move(e));
-  return event_reply::success(true);
 }
 
 namespace {
@@ -627,12 +615,6 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
         auto client = self->state.client;
         return answer<lease_reply>(self, "PUT", l.key(), [=] { return api->update(client, l); });
       },
-      [=](post_event_atom, kube_event& e) {
-        auto api = self->state.api;
-        auto client = self->state.client;
-        return answer<event_reply>(self, "EVENT", e.involved,
-                                   [=] { return api->post_event(client, e); });
-      },
       [=](arrive_atom, std::uint64_t id) {
         auto i = self->state.arriving.find(id);
         if (i == self->state.arriving.end())
@@ -692,6 +674,17 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
   };
   return caf::actor_cast<lease_transport_actor>(
     sys.spawn(fn, std::move(api), std::move(client), sharing));
+}
+
+lease_backend sim_backend(const lease_transport_actor& transport,
+                          const std::shared_ptr<sim_store>& store) {
+  lease_backend b;
+  b.transport = transport;
+  b.traits.server_expiry = store->server_expiry();
+  b.traits.request_path = [store](const std::string& verb, const lease_key& k) {
+    return store->path_of(verb, k);
+  };
+  return b;
 }
 
 } // namespace leasehold

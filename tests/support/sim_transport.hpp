@@ -31,7 +31,7 @@ enum class sim_fault {
 
 struct sim_request {
   std::string client;
-  std::string verb;       // GET, POST, PUT, EVENT
+  std::string verb;       // GET, POST, PUT
   std::string lease;      // ns/name
   error_kind result = error_kind::none;
   std::string holder;     // holderIdentity written (POST/PUT) or read (GET)
@@ -88,6 +88,9 @@ public:
   /// key and reports it deleted; a Kubernetes watch without a
   /// resourceVersion lists only the objects that exist (ADDED events).
   virtual bool relist_tells_deleted() const { return false; }
+  /// The store ends a term itself when its TTL runs out (etcd): the
+  /// backend_traits::server_expiry of its electors (sim_backend).
+  virtual bool server_expiry() const { return false; }
 
   // -- the store's semantics, as the transport actor calls them -------------
 
@@ -95,7 +98,6 @@ public:
   virtual lease_reply get(const std::string& client, const lease_key& k) = 0;
   virtual lease_reply create(const std::string& client, lease l) = 0;
   virtual lease_reply update(const std::string& client, lease l) = 0;
-  virtual event_reply post_event(const std::string& client, kube_event e) = 0;
   /// The error a request `verb` on `k` meets under fault `f` (logged).
   lease_reply failure(const std::string& client, const std::string& verb, const lease_key& k,
                       sim_fault f, int status);
@@ -140,13 +142,10 @@ public:
   /// leasehold ran before.
   void create_released(const lease_key& k);
 
-  std::vector<kube_event> events() const;
-
   std::optional<lease> peek(const lease_key& k) const override;
   lease_reply get(const std::string& client, const lease_key& k) override;
   lease_reply create(const std::string& client, lease l) override;
   lease_reply update(const std::string& client, lease l) override;
-  event_reply post_event(const std::string& client, kube_event e) override;
   std::string path_of(const std::string& verb, const lease_key& k) const override;
   void outside_delete(const lease_key& k) override;
   void outside_revoke(const lease_key& k) override;
@@ -160,7 +159,6 @@ private:
   std::map<lease_key, lease> store_;
   std::uint64_t next_rv_ = 1;
   std::uint64_t next_uid_ = 1;
-  std::vector<kube_event> events_;
 };
 
 /// How a simulated transport streams changes to its subscribers: one
@@ -191,5 +189,11 @@ void inject_stream_fault(const lease_transport_actor& transport, sim_stream_faul
 lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_ptr<sim_store> store,
                                           std::string client,
                                           sim_watch_sharing sharing = sim_watch_sharing::per_subscriber);
+
+/// The lease backend of `transport` (spawned on `store`): the traits its
+/// electors run with, as a real backend's factory pairs them: the store's
+/// server_expiry, and requests named by the store's path_of.
+lease_backend sim_backend(const lease_transport_actor& transport,
+                          const std::shared_ptr<sim_store>& store);
 
 } // namespace leasehold

@@ -20,7 +20,7 @@
 
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/watch_support.hpp"
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/etcd_transport.hpp"
 
 using namespace leasehold;
@@ -335,7 +335,7 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
   caf::scoped_actor self{sys};
   auto ec = gateway_config(gw);
   ec.endpoints.insert(ec.endpoints.begin(), "http://127.0.0.1:1");   // the first is dead
-  auto transport = spawn_etcd_transport(sys, ec);
+  auto transport = spawn_etcd_backend(sys, ec).transport;
   watch(self, transport, "lock", 300ms, "4");
 
   auto seen = shown(self, 15, 240);
@@ -396,7 +396,7 @@ TEST_CASE("one etcd watch stream per namespace serves every lease in it; a late 
   }
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto transport = spawn_etcd_transport(sys, gateway_config(gw));
+  auto transport = spawn_etcd_backend(sys, gateway_config(gw)).transport;
   auto subs = subscribers(sys, transport, n);
   for (int i = 0; i < n; ++i) {
     auto want = std::vector<std::string>{
@@ -443,7 +443,7 @@ TEST_CASE("compaction and a cut stream reach every subscriber of the shared etcd
   }
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto transport = spawn_etcd_transport(sys, gateway_config(gw));
+  auto transport = spawn_etcd_backend(sys, gateway_config(gw)).transport;
   auto subs = subscribers(sys, transport, n);
   for (int i = 0; i < n; ++i) {
     auto seen = shown(*subs[i], 5);

@@ -3,7 +3,8 @@
 #include <cstdlib>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
+#include "transport/kube_client.hpp"
 #include "transport/kube_config.hpp"
 
 using namespace leasehold;

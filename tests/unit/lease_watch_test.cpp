@@ -13,7 +13,8 @@
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/watch_support.hpp"
 #include "leasehold/transports.hpp"
-#include "transport/lease_watch.hpp"
+#include "transport/kube_client.hpp"
+#include "transport/kube_watch.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -142,7 +143,7 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
   connection_config cc;
   cc.server = ws.server.url();
   cc.connect_timeout = 200ms;
-  auto transport = spawn_http_transport(sys, cc);
+  auto transport = spawn_http_backend(sys, cc).transport;
   watch(self, transport, key, 300ms);
 
   std::vector<std::string> seen;
@@ -260,7 +261,7 @@ TEST_CASE("one watch stream per namespace, shared by every lease in it, demultip
   caf::scoped_actor b{sys};
   connection_config cc;
   cc.server = ws.server.url();
-  auto transport = spawn_http_transport(sys, cc);
+  auto transport = spawn_http_backend(sys, cc).transport;
   watch(a, transport, {"default", "lease-a"}, 5s);
   watch(b, transport, {"default", "lease-b"}, 5s);
   std::vector<std::string> seen_a, seen_b;
@@ -292,7 +293,7 @@ TEST_CASE("a watch the API forbids is reported down once, naming the refusal") {
   caf::scoped_actor self{sys};
   connection_config cc;
   cc.server = server.url();
-  auto transport = spawn_http_transport(sys, cc);
+  auto transport = spawn_http_backend(sys, cc).transport;
   watch(self, transport, key, 5s);
   auto events = collect(self, 1);
   REQUIRE(events.size() == 1);

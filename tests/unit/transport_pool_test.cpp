@@ -100,7 +100,7 @@ struct pool_under_test {
   lease_transport_actor t;
   explicit pool_under_test(std::size_t workers, std::chrono::milliseconds hold = 0ms) {
     api.hold = hold;
-    t = spawn_http_transport(sys, pool_config(api.server.url(), workers));
+    t = spawn_http_backend(sys, pool_config(api.server.url(), workers)).transport;
   }
   ~pool_under_test() {
     api.release();
@@ -196,7 +196,7 @@ TEST_CASE("a transport with an invalid pool size answers every request with an e
   CHECK(validate(bad) == std::vector<std::string>{"workers: must be between 1 and 64 (is 0)"});
   bad.workers = 65;
   CHECK(validate(bad, "etcd.") == std::vector<std::string>{"etcd.workers: must be between 1 and 64 (is 65)"});
-  auto t = spawn_http_transport(sys, bad);
+  auto t = spawn_http_backend(sys, bad).transport;
   auto got = get_all(sys, t, {"x"});
   CHECK(got["x"].kind() == error_kind::other);
   CHECK(got["x"].error.reason == "workers: must be between 1 and 64 (is 65)");
@@ -221,7 +221,6 @@ struct slow_client : lease_client {
   }
   lease_reply create_lease(const lease& l) override { return lease_reply::success(l); }
   lease_reply update_lease(const lease& l) override { return lease_reply::success(l); }
-  event_reply create_event(const kube_event&) override { return event_reply::success(true); }
 };
 
 } // namespace
@@ -234,13 +233,13 @@ TEST_CASE("a request that waited longer than max_wait for a worker is answered t
   o.workers = 1;
   o.max_wait = 50ms;
   o.make_client = [calls] { return std::make_unique<slow_client>(300ms, calls); };
-  o.where = [](const lease_key& k) { return "where:" + k.name; };
+  o.where = [](const std::string& verb, const lease_key& k) { return verb + " where:" + k.name; };
   auto t = spawn_transport_pool(sys, o);
   auto replies = get_all(sys, t, {"first", "second"});
   CHECK(replies["first"].ok());
   CHECK(replies["second"].kind() == error_kind::timeout);
   CHECK(replies["second"].error.verb == "GET");
-  CHECK(replies["second"].error.path == "where:second");
+  CHECK(replies["second"].error.path == "GET where:second");   // named by the backend
   CHECK(replies["second"].error.reason.find("not sent") == 0);
   CHECK(*calls == 1);   // the second never reached the client
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);

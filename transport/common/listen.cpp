@@ -1,4 +1,4 @@
-#include "transport/listen.hpp"
+#include "transport/common/listen.hpp"
 
 #include <dirent.h>
 #include <netinet/in.h>

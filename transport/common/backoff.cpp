@@ -1,4 +1,4 @@
-#include "transport/backoff.hpp"
+#include "transport/common/backoff.hpp"
 
 #include <algorithm>
 #include <cmath>

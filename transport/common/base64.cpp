@@ -1,4 +1,4 @@
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 
 namespace leasehold {
 

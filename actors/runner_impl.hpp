@@ -1,0 +1,133 @@
+// The runner's implementation: one typed event-based actor per lease, the
+// only owner of the replica's state (the diagram in include/leasehold/runner.hpp).
+// Its definitions live in two files along one seam:
+//   actors/runner.cpp           the diagram's machinery: the behavior,
+//                               configuration, electors, step-down, settle,
+//                               shutdown, status;
+//   actors/runner_handover.cpp  why a leader gives up a term it still holds:
+//                               a module killed but not down (fatal checks), a
+//                               crash-looping module, told to stand by
+//                               (compete_atom), a yield or preferredHolder.
+// Internal: only those two files include it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/handover.hpp"
+#include "actors/module_supervisor.hpp"
+#include "actors/observer.hpp"
+#include "actors/runner.hpp"
+#include "transport/common/backoff.hpp"
+
+namespace leasehold {
+
+class runner_impl : public runner_internal_actor::base {
+public:
+  runner_impl(caf::actor_config& cfg, runner_options opts);
+
+  const char* name() const override { return "leasehold.runner"; }
+
+  behavior_type make_behavior() override;
+
+  void on_exit() override {
+    // Whatever way the runner ends, nothing it supervised outlives it.
+    modules_.kill_all();
+    if (elector_)
+      anon_send_exit(elector_, caf::exit_reason::kill);
+    subscribers_.clear();   // a subscriber holding this runner would keep both alive
+  }
+
+private:
+  using time_point = caf::actor_clock::time_point;
+
+  /// Why a runner told to stand by (compete_atom) hands its term over.
+  static constexpr const char* standing_by = "standing by: the lease is assigned to another replica";
+
+  // -- configuration (runner.cpp) ---------------------------------------------
+  void apply(const module_config& cfg);
+  bool should_elect() const { return !shutting_down() && cfg_.any_leader_only_enabled(); }
+  bool shutting_down() const { return shutdown_ != shutdown_phase::none; }
+
+  // -- election (runner.cpp) ----------------------------------------------------
+  void start_elector();
+  void remember(const lease_memory& m);
+  void note_hold(const lease_memory& m);
+  void on_acquired(fencing_token fence);
+  void elector_gone(const std::string& reason, const std::string& code = {});
+  void schedule_respawn();
+  void stop_electing();
+  caf::actor detach_elector();
+  void release_elector(std::function<void(bool released)> then, const std::string& target = {});
+  void on_down(const caf::down_msg& dm);
+
+  // -- stepping down (runner.cpp) -----------------------------------------------
+  void begin_stepdown(const std::string& reason);
+  void check_stepdown_done();
+  void settle();
+  void on_module_stopped();
+
+  // -- giving a held term up (runner_handover.cpp) -------------------------------
+  void on_kill_unconfirmed(const std::string& module);
+  void on_fatal_check(int phase);
+  void set_competing(bool on);
+  void on_leader_only_failed(const std::string& name);
+  void begin_yield(std::string target, std::string why, std::optional<caf::response_promise> rp);
+  void note_preference(const lease_memory& m);
+  void yield_released(bool released);
+
+  // -- shutdown (runner.cpp) ----------------------------------------------------
+  void begin_shutdown();
+  void finish_shutdown();
+
+  // -- reporting (runner.cpp) ---------------------------------------------------
+  void set_state(runner_state s);
+  leadership_changed current_leadership() const {
+    return leadership_changed{state_ == runner_state::leader, holder_, term_, {}};
+  }
+  void notify(const leadership_changed& lc);
+  runner_status make_status();
+
+  runner_options opt_;
+  std::mt19937_64 rng_;
+  backoff backoff_;
+  backoff handover_backoff_;                // after handing over for a crash-looping module
+  std::optional<time_point> compete_after_; // no elector before this (handover backoff)
+  std::string handover_module_;
+  bool module_failed_this_term_ = false;
+  yield_handover yield_;                    // a voluntary handover under way
+  time_point yield_out_until_{};            // after a yield: no acquisition before this
+  event_emitter emit;
+  module_supervisor modules_;
+  module_config cfg_;
+  runner_state state_ = runner_state::idle;
+  caf::actor elector_;
+  std::uint64_t respawn_seq_ = 0;
+  std::int64_t electors_started_ = 0;
+  std::optional<fencing_token> fence_;
+  std::string holder_;
+  std::int64_t term_ = -1;
+  time_point last_renew_{};
+  time_point term_started_{};
+  std::int64_t terms_won_ = 0;
+  std::int64_t terms_lost_ = 0;
+  std::vector<caf::actor> subscribers_;
+  /// Shutdown runs in two phases: leader-only modules down and the lease
+  /// released, then the other modules down.
+  enum class shutdown_phase { none, leader_only, the_rest } shutdown_ = shutdown_phase::none;
+  int releases_ = 0;                        // release requests to old electors in flight
+  lease_memory memory_;                     // what electors saw, for the next one
+  time_point api_failing_since_{};          // when memory_.api_error_outstanding began
+  time_point hold_confirmed_at_{};          // the current creation hold's last answer
+  std::int64_t announced_hold_ = -1;        // the creation hold last announced (its term)
+  std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
+  std::vector<caf::typed_response_promise<bool>> shutdown_rps_;
+};
+
+} // namespace leasehold

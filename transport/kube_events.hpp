@@ -1,0 +1,32 @@
+// Kubernetes Events (core/v1), apart from the lease store: only a
+// Kubernetes API server keeps them, so they are no part of the lease
+// transport's interface (etcd has nothing to answer them with). The agent
+// spawns this transport, and its event poster (cmd/leasehold/event_poster.hpp)
+// in front of it, only when Kubernetes is the backend.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/lease_transport.hpp"
+#include "leasehold/transports.hpp"
+
+namespace leasehold {
+
+// Atom texts are at most 10 characters (CAF 0.17).
+using post_event_atom = caf::atom_constant<caf::atom("lh_event")>;
+
+/// POSTs one Event to the Event's namespace; answered true once created,
+/// or the error (an api_error naming the events path).
+using event_transport_actor =
+  caf::typed_actor<caf::replies_to<post_event_atom, kube_event>::with<event_reply>>;
+
+/// A detached actor (its client blocks) with one keep-alive connection of
+/// its own, one request at a time: requesters bound their requests by
+/// max_request_time(cfg) plus a margin.
+event_transport_actor spawn_kube_event_transport(caf::actor_system& sys, connection_config cfg);
+
+} // namespace leasehold
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::kube_event)
