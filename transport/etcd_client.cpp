@@ -6,7 +6,7 @@
 
 #include "transport/common/base64.hpp"
 #include "transport/etcd_wire.hpp"
-#include "transport/http_client.hpp"
+#include "transport/etcd_connection.hpp"
 
 namespace leasehold {
 
@@ -20,162 +20,15 @@ constexpr std::int64_t txn_ops = 128;
 /// checks (16 requests); beyond it the created key is held.
 constexpr std::int64_t history_revisions = 16 * txn_ops;
 
-/// Errors after which another endpoint may answer.
-bool fail_over_on(error_kind k) {
-  return k == error_kind::connection_refused || k == error_kind::disconnected
-         || k == error_kind::timeout
-         || k == error_kind::server_error || k == error_kind::tls_error;
-}
-
 } // namespace
 
-std::vector<std::string> validate(const etcd_config& cfg) {
-  std::vector<std::string> errs;
-  if (cfg.endpoints.empty())
-    errs.push_back("etcd.endpoints: must list at least one endpoint");
-  for (size_t i = 0; i < cfg.endpoints.size(); ++i) {
-    auto& ep = cfg.endpoints[i];
-    bool https = ep.rfind("https://", 0) == 0;
-    if (!https && ep.rfind("http://", 0) != 0)
-      errs.push_back("etcd.endpoints[" + std::to_string(i)
-                     + "]: must start with http:// or https:// (is \"" + ep + "\")");
-    else if (!https && !cfg.http.ca_file.empty())
-      errs.push_back("etcd.endpoints[" + std::to_string(i)
-                     + "]: ca_file is set but the endpoint is http://");
-  }
-  if (cfg.prefix.empty() || cfg.prefix.front() != '/')
-    errs.push_back("etcd.prefix: must start with / (is \"" + cfg.prefix + "\")");
-  if (cfg.http.client_cert_file.empty() != cfg.http.client_key_file.empty())
-    errs.push_back("etcd.cert_file, etcd.key_file: must be set together");
-  if (cfg.username.empty() != cfg.password.empty())
-    errs.push_back("etcd.username, etcd.password: must be set together");
-  return errs;
-}
-
 struct etcd_client::impl {
-  etcd_config cfg;
-  std::vector<std::unique_ptr<http_client>> servers;
-  size_t current = 0;
-  std::string token;   // auth token ("" without auth or before authenticate)
+  etcd_connection conn;
+  const etcd_config& cfg;
 
-  explicit impl(etcd_config c) : cfg(std::move(c)) {
-    for (auto& ep : cfg.endpoints) {
-      auto conn = cfg.http;
-      conn.server = ep;
-      servers.push_back(std::make_unique<http_client>(std::move(conn)));
-    }
-  }
+  explicit impl(etcd_config c) : conn(std::move(c)), cfg(conn.config()) {}
 
-  /// One exchange with the current server: the parsed JSON body of a 2xx
-  /// reply, or the error (gRPC code mapped) of anything else.
-  api_result<json> exchange(http_client& server, const std::string& path, const json& body) {
-    http_headers headers;
-    if (!token.empty())
-      headers.emplace_back("Authorization", token);
-    auto text = body.dump();
-    auto r = server.send("POST", path, &text, headers);
-    if (!r.ok())
-      return api_result<json>::failure(r.error);
-    auto parsed = json::parse(r.value->body, nullptr, false);
-    int status = r.value->status;
-    if (status >= 200 && status < 300) {
-      if (!parsed.is_object())
-        return api_result<json>::failure(api_error{error_kind::malformed_body, status, "POST", path,
-            "body: not a JSON object"});
-      return api_result<json>::success(std::move(parsed));
-    }
-    int code = 0;
-    std::string reason = "HTTP " + std::to_string(status);
-    if (parsed.is_object()) {
-      if (auto c = parsed.find("code"); c != parsed.end() && c->is_number_integer())
-        code = c->get<int>();
-      if (auto m = parsed.find("message"); m != parsed.end() && m->is_string())
-        reason = m->get<std::string>();
-    }
-    return api_result<json>::failure(
-      api_error{grpc_kind(code, status), status, "POST", path, reason});
-  }
-
-  bool authenticate(http_client& server, api_error& err) {
-    const std::string path = "/v3/auth/authenticate";
-    auto r = exchange(server, path, {{"name", cfg.username}, {"password", cfg.password}});
-    if (!r.ok()) {
-      err = r.error;
-      return false;
-    }
-    auto it = r.value->find("token");
-    if (it == r.value->end() || !it->is_string() || it->get<std::string>().empty()) {
-      err = api_error{error_kind::malformed_body, 0, "POST", path, "token: missing"};
-      return false;
-    }
-    token = it->get<std::string>();
-    return true;
-  }
-
-  /// POST `body` to `path`, failing over between endpoints.
-  api_result<json> call(const std::string& path, const json& body) {
-    api_error last = api_error{error_kind::other, 0, "POST", path, "no endpoints"};
-    bool reauthenticated = false;
-    for (size_t tries = 0; tries < servers.size(); ++tries) {
-      auto& server = *servers[current];
-      if (!cfg.username.empty() && token.empty() && !authenticate(server, last)) {
-        if (!fail_over_on(last.kind))
-          return api_result<json>::failure(last);
-        current = (current + 1) % servers.size();
-        continue;
-      }
-      auto r = exchange(server, path, body);
-      if (r.ok())
-        return r;
-      last = r.error;
-      last.reason += " (endpoint " + cfg.endpoints[current] + ")";
-      if (r.kind() == error_kind::unauthorized && !cfg.username.empty() && !reauthenticated) {
-        token.clear();   // simple tokens expire: authenticate again, once
-        reauthenticated = true;
-        --tries;
-        continue;
-      }
-      if (!fail_over_on(r.kind()))
-        return api_result<json>::failure(last);
-      current = (current + 1) % servers.size();
-    }
-    return api_result<json>::failure(last);
-  }
-
-  /// One streaming POST (a watch) to the current endpoint, authenticated
-  /// like call(). A failure after which another endpoint may answer moves
-  /// the next call to the next endpoint, except a stream that opened and
-  /// then went quiet for `idle` (kind timeout): nothing says its member is
-  /// unwell.
-  api_error stream(const std::string& path, const json& body, std::chrono::milliseconds idle,
-                   const std::function<void()>& on_open,
-                   const std::function<bool(const char*, std::size_t)>& on_data) {
-    auto& server = *servers[current];
-    api_error err;
-    if (!cfg.username.empty() && token.empty() && !authenticate(server, err)) {
-      err.reason += " (endpoint " + cfg.endpoints[current] + ")";
-      if (fail_over_on(err.kind))
-        current = (current + 1) % servers.size();
-      return err;
-    }
-    http_headers headers;
-    if (!token.empty())
-      headers.emplace_back("Authorization", token);
-    auto text = body.dump();
-    bool opened = false;
-    err = server.stream("POST", path, &text, headers, idle, [&] {
-      opened = true;
-      on_open();
-    }, on_data);
-    if (err.kind == error_kind::none)
-      return err;
-    err.reason += " (endpoint " + cfg.endpoints[current] + ")";
-    if (err.kind == error_kind::unauthorized)
-      token.clear();   // authenticate again on the next stream
-    if (fail_over_on(err.kind) && !(opened && err.kind == error_kind::timeout))
-      current = (current + 1) % servers.size();
-    return err;
-  }
+  api_result<json> call(const std::string& path, const json& body) { return conn.call(path, body); }
 
   // -- the lease mapping -------------------------------------------------------
 
@@ -496,22 +349,18 @@ api_error etcd_client::stream(const std::string& path, const nlohmann::json& bod
                               const std::function<void()>& on_open,
                               const std::function<bool(const char*, std::size_t)>& on_data) {
   try {
-    return impl_->stream(path, body, idle_timeout, on_open, on_data);
+    return impl_->conn.stream(path, body, idle_timeout, on_open, on_data);
   } catch (const std::exception& e) {
     return api_error{error_kind::other, 0, "POST", path, std::string("internal error: ") + e.what()};
   }
 }
 
 void etcd_client::stream_failed(error_kind kind) {
-  if (kind == error_kind::unauthorized)
-    impl_->token.clear();   // an expired simple token: authenticate again
-  if (fail_over_on(kind))
-    impl_->current = (impl_->current + 1) % impl_->servers.size();
+  impl_->conn.stream_failed(kind);
 }
 
 void etcd_client::stop() {
-  for (auto& server : impl_->servers)
-    server->stop();
+  impl_->conn.stop();
 }
 
 const etcd_config& etcd_client::config() const {
@@ -539,7 +388,7 @@ etcd_scope etcd_client::scope(const std::string& ns) const {
 }
 
 const std::string& etcd_client::current_endpoint() const {
-  return impl_->cfg.endpoints.at(impl_->current);
+  return impl_->conn.current_endpoint();
 }
 
 } // namespace leasehold

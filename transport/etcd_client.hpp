@@ -1,6 +1,7 @@
-// The blocking etcd v3 client (JSON gateway): endpoints and failover,
-// authentication, and the lease mapping of get / create / update onto keys,
-// etcd leases and transactions (transport/etcd_transport.hpp says how).
+// The blocking etcd v3 client (JSON gateway): the lease mapping of get /
+// create / update onto keys, etcd leases and transactions
+// (transport/etcd_transport.hpp says how), over an etcd_connection
+// (endpoints, failover, authentication: transport/etcd_connection.hpp).
 #pragma once
 
 #include <chrono>

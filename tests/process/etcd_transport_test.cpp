@@ -26,7 +26,7 @@
 
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
-#include "transport/base64.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"
 
