@@ -22,13 +22,48 @@
 // Terms (fencing tokens) strictly increase: every acquisition writes
 // leaseTransitions = max(record, every term seen) + 1, also when the record
 // already names this replica (client-go bumps only on a holder change).
+//
+// Its state (elector_state, actors/elector_rules.hpp). Every transition:
+//
+//                    accepted in the creation hold
+//                    (or answered past the renew deadline)
+//     following ----------------------------------------> holding
+//       |    ^---- another's term seen, identity conflict ----'  |
+//       |                                                        |
+//       | accepted: the term starts       a renew after the hold: |
+//       '----------------------> leading <--------- it starts ----'
+//                                 |    |
+//                   release asked |    | renew deadline missed, record rewritten,
+//                                 v    v deleted by the store, identity conflict
+//                           releasing -----------------> ended
+//                                 ^                        ^
+//          a term won by the      |                        | nothing won, or won
+//          request still out      |                        | in the creation hold
+//     following, holding -----> closing -------------------'
+//                   release asked
+//
+// following: no record of ours; acquires when the lease is free.
+// holding:   it wrote a term (created the lease, or a write answered late)
+//            and renews it, but the term has not started: no fence, no
+//            leadership_acquired (docs/safety.md, the creation hold).
+// leading:   the term started: fence valid, renewed every retry_period.
+// closing:   release asked without a term: the request out is answered
+//            first; a term it wins is released, otherwise the elector ends.
+// releasing: release asked with a term: the release PUT (a reply still out
+//            first), then it ends.
+// ended:     it sent its last word (leadership_lost or the release answer).
+// Beside the state, the request bookkeeping (a request out, a change
+// streamed meanwhile) and the watch (up or down) are orthogonal to it.
+// The steps of one attempt and its replies are numbered in actors/elector.cpp.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <caf/all.hpp>
 
+#include "actors/elector_rules.hpp"
 #include "actors/messages.hpp"
 #include "actors/observer.hpp"
 #include "actors/runner.hpp"
@@ -61,6 +96,9 @@ struct elector_options {
   bool compete = true;
   /// Acquire nothing before this (a replica that yielded stays out; handover.hpp).
   caf::actor_clock::time_point compete_after{};
+  /// Called on a defect: an illegal state transition (the runner passes
+  /// its own on_fatal). Empty: default_fatal_handler.
+  std::function<void(const std::string& reason)> on_fatal;
 };
 
 /// Spawns an elector (not linked, not monitored: the caller monitors it).
@@ -71,20 +109,5 @@ struct elector_options {
 /// within timings.release_timeout; then exit. `compete_atom, bool`: whether
 /// it may acquire (elector_options::compete).
 caf::actor spawn_elector(caf::local_actor* parent, elector_options opts);
-
-/// The record a replica writes when it acquires the lease: a new term, whose
-/// number is larger than both the record's and every term seen before.
-lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
-                         caf::timespan lease_duration, wall_time now, std::int64_t max_term_seen);
-
-/// The record a leader writes on renew: same holder, acquireTime and term.
-lease_spec renewed_spec(const lease_spec& held, caf::timespan lease_duration, wall_time now);
-
-/// The same term: holder, acquireTime and leaseTransitions all equal.
-bool same_term(const lease_spec& a, const lease_spec& b);
-
-/// The record written on release: holder empty, duration 1 s (the API
-/// rejects 0), transitions kept.
-lease_spec released_spec(const lease_spec& held, wall_time now);
 
 } // namespace leasehold

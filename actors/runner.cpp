@@ -157,6 +157,7 @@ void runner_impl::start_elector() {
   eo.watch = opt_.watch;
   eo.compete = opt_.compete;
   eo.compete_after = yield_out_until_;
+  eo.on_fatal = opt_.on_fatal;
   elector_ = spawn_elector(this, std::move(eo));
   monitor(elector_);
   ++electors_started_;

@@ -239,6 +239,49 @@ bool lease_spec::operator==(const lease_spec& o) const {
          preferred_holder == o.preferred_holder && strategy == o.strategy;
 }
 
+namespace {
+
+/// A field of `part` ("metadata" or "spec") that lease has a member for.
+bool modelled(const std::string& part, const std::string& key) {
+  static const char* const meta[] = {"name", "namespace", "resourceVersion", "uid",
+                                     "creationTimestamp"};
+  static const char* const spec[] = {"holderIdentity", "leaseDurationSeconds", "acquireTime",
+                                     "renewTime", "leaseTransitions", "preferredHolder",
+                                     "strategy"};
+  auto in = [&](const auto& names) {
+    for (const char* n : names)
+      if (key == n)
+        return true;
+    return false;
+  };
+  return part == "metadata" ? in(meta) : in(spec);
+}
+
+/// `j` without what lease has members for (to_json_value writes those from
+/// the members): labels, annotations, managedFields, unknown fields. Null
+/// when nothing is left, so a lease copies no JSON of its own fields.
+json rest_of(const json& j) {
+  json rest;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& k = it.key();
+    if (k == "apiVersion" || k == "kind")
+      continue;
+    if ((k == "metadata" || k == "spec") && it->is_object()) {
+      json part;
+      for (auto f = it->begin(); f != it->end(); ++f)
+        if (!modelled(k, f.key()))
+          part[f.key()] = *f;
+      if (!part.is_null())
+        rest[k] = std::move(part);
+      continue;
+    }
+    rest[k] = *it;
+  }
+  return rest;
+}
+
+} // namespace
+
 nlohmann::json to_json_value(const lease& l) {
   json j = l.raw.is_object() ? l.raw : json::object();
   j["apiVersion"] = lease_api_version;
@@ -315,7 +358,7 @@ parse_result<lease> parse_lease(const nlohmann::json& j) {
         !read_string(spec, "strategy", "spec.", l.spec.strategy, r.error))
       return r;
     l.spec.lease_transitions = transitions.value_or(0);
-    l.raw = j;
+    l.raw = rest_of(j);
     r.value = std::move(l);
   } catch (const std::exception& e) {
     r.error = std::string("body: ") + e.what();

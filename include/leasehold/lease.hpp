@@ -2,8 +2,9 @@
 //
 // Parsing never throws into callers: parse_* functions return a
 // parse_result that carries either the value or a message naming the field.
-// Unknown fields of a Lease are kept in `raw` and written back on to_json,
-// so a round trip through leasehold never drops what another client wrote.
+// Fields of a Lease leasehold does not model are kept in `raw` and written
+// back on to_json, so a round trip through leasehold never drops what another
+// client wrote.
 #pragma once
 
 #include <chrono>
@@ -59,9 +60,12 @@ struct lease {
   std::string uid;
   std::string creation_timestamp; // kept as the server wrote it
   lease_spec spec;
-  /// Everything as received (including unknown fields); to_json starts from
-  /// it and overwrites only the fields above.
-  nlohmann::json raw = nlohmann::json::object();
+  /// What the fields above do not hold, as received: labels, annotations,
+  /// managedFields, fields unknown to leasehold (null: nothing). to_json
+  /// starts from it and writes the fields above. Only that rest is kept, so
+  /// a lease is copied (per renew, per message) without a copy of the JSON
+  /// of its own fields.
+  nlohmann::json raw;
   /// etcd only: the remaining TTL of the key's etcd lease when it was read,
   /// in whole seconds as etcd reports it (truncated). Followers judge from
   /// it whether a vanished key could have expired (docs/safety.md,

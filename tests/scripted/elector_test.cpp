@@ -1,5 +1,8 @@
 // The elector's wire behaviour, observed from the simulated API: what it
 // writes, how often, and how it releases.
+#include <set>
+#include <utility>
+
 #include <doctest/doctest.h>
 
 #include "actors/elector.hpp"
@@ -37,6 +40,23 @@ TEST_CASE("a renew keeps acquireTime and the term; every acquisition starts a la
   CHECK(rel.holder_identity.empty());
   CHECK(rel.lease_duration_seconds == 1);
   CHECK(rel.lease_transitions == 4);
+}
+
+TEST_CASE("the elector's state table: a term only through leading, a release only of a term, ended is final") {
+  using st = elector_state;
+  const st all[] = {st::following, st::holding, st::leading, st::closing, st::releasing, st::ended};
+  std::set<std::pair<st, st>> legal = {
+    {st::following, st::holding}, {st::following, st::leading}, {st::following, st::closing},
+    {st::holding, st::following}, {st::holding, st::leading},   {st::holding, st::closing},
+    {st::leading, st::releasing}, {st::leading, st::ended},
+    {st::closing, st::releasing}, {st::closing, st::ended},
+    {st::releasing, st::ended},
+  };
+  for (auto from : all)
+    for (auto to : all) {
+      INFO(to_string(from), " -> ", to_string(to));
+      CHECK(legal_transition(from, to) == (legal.count({from, to}) == 1));
+    }
 }
 
 TEST_CASE("the leader renews with one PUT per retry period on its cached resourceVersion") {

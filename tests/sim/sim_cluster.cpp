@@ -541,6 +541,8 @@ private:
       o.on_fatal = [this, i, k](const std::string& reason) {
         end_work(i);
         note(procs_[i].identity + " fatal exit: " + reason + at_lease(k));
+        if (reason.find("illegal state transition") != std::string::npos)
+          violation(procs_[i].identity + " defect: " + reason + at_lease(k));   // runner or elector
         fatal_.push_back(i);
       };
       auto res = spawn_runner(*p.sys, std::move(o));

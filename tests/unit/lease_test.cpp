@@ -133,6 +133,14 @@ TEST_CASE("the all-fields Lease fixture parses and round trips unknown fields") 
   // Unchanged lease: byte-for-byte the same JSON document.
   CHECK(to_json_value(l) == json::parse(body));
 
+  // raw keeps only what the fields do not hold: copying a lease (per renew,
+  // per message) copies no JSON of its own fields.
+  CHECK_FALSE(l.raw.contains("kind"));
+  CHECK_FALSE(l.raw.at("metadata").contains("resourceVersion"));
+  CHECK(l.raw.at("metadata").contains("managedFields"));
+  CHECK(l.raw.at("metadata").contains("labels"));
+  CHECK_FALSE(l.raw.contains("spec"));   // the fixture's spec has only fields lease holds
+
   // Changing our fields keeps everything else.
   auto changed = l;
   changed.spec.holder_identity = "me";
@@ -177,6 +185,21 @@ TEST_CASE("to_json of a new lease omits unset fields and parses back") {
   j = to_json_value(l);
   CHECK(!j["spec"].contains("holderIdentity"));
   CHECK(parse_lease(j).value->spec == l.spec);
+}
+
+TEST_CASE("a Lease with nothing beyond the modelled fields keeps no raw JSON") {
+  auto parsed = parse_lease(std::string(
+    R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease",)"
+    R"("metadata":{"name":"n","namespace":"d","resourceVersion":"7","uid":"u",)"
+    R"("creationTimestamp":"2026-12-04T08:00:00Z"},)"
+    R"("spec":{"holderIdentity":"a","leaseDurationSeconds":15,"leaseTransitions":3,)"
+    R"("renewTime":"2026-12-04T08:00:01.000000Z"}})"));
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error);
+  CHECK(parsed.value->raw.is_null());
+  auto j = to_json_value(*parsed.value);
+  CHECK(j["metadata"]["resourceVersion"] == "7");
+  CHECK(j["spec"]["renewTime"] == "2026-12-04T08:00:01.000000Z");
+  CHECK(j["kind"] == "Lease");
 }
 
 TEST_CASE("parse_lease names the offending field and never throws") {

@@ -1,0 +1,139 @@
+// The elector actor's class, shared by the three files that implement it:
+//   elector.cpp          its behaviour, its state, one attempt (the decision
+//                        path) and the replies to it, in numbered steps;
+//   elector_follow.cpp   what it knows of the lease: the watch, the record in
+//                        memory, when a follower wakes, writes from outside;
+//   elector_release.cpp  how a term ends: release, loss, identity conflict.
+// Private to actors/: spawn_elector (actors/elector.hpp) is the interface.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/elector.hpp"
+
+namespace leasehold {
+
+using time_point = caf::actor_clock::time_point;
+
+wall_time wall_now();
+long long to_ms(caf::timespan t);
+
+class elector_actor : public caf::event_based_actor {
+public:
+  elector_actor(caf::actor_config& cfg, elector_options opts);
+
+  const char* name() const override { return "leasehold.elector"; }
+
+  caf::behavior make_behavior() override;
+
+private:
+  // -- state (elector.cpp) -------------------------------------------------------
+  /// Moves to `to`; an illegal transition is a defect: reported as fatal
+  /// (on_fatal) and false returned, the caller stops there.
+  bool set_state(elector_state to);
+  /// A term is ours (leading, or releasing it): what the replies act on.
+  bool has_term() const {
+    return state_ == elector_state::leading || state_ == elector_state::releasing;
+  }
+  bool release_asked() const {
+    return state_ == elector_state::closing || state_ == elector_state::releasing;
+  }
+  /// The term it wrote is somebody else's now (holding -> following).
+  void drop_hold();
+  /// The renew deadline's timer, at valid_until_ (one pending at a time).
+  void arm_deadline();
+
+  // -- one attempt and its replies (elector.cpp) -----------------------------------
+  void attempt();
+  void renew(const lease& rec, bool fallback);
+  void get_then_decide();
+  void decide(const lease& rec);
+  void absent(time_point seen_by, std::int64_t store_revision = 0);
+  void put(lease l, bool fallback);
+  bool held_by_other(const lease& rec) const;
+  void succeeded(const lease& rec, time_point started);
+  bool in_created_hold(time_point sent) const;
+  void schedule_renew(time_point sent, time_point now);
+  void schedule_tick(caf::timespan delay);
+  void failed(const api_error& err);
+  void done_attempt();
+  api_error late_reply(caf::timespan took) const;
+  api_error request_error(const char* verb, std::string path, const caf::error& e);
+
+  /// One request to the transport; a transport error or timeout arrives as
+  /// a failed lease_reply naming the request (as the backend names it), like
+  /// any API error.
+  template <class Atom, class Arg, class F>
+  void call(const char* verb, Atom atom, Arg arg, F on_reply) {
+    auto path = opt_.backend.path_of(verb, opt_.lease);
+    request(opt_.transport, timeout(), atom, std::move(arg))
+      .then([=](lease_reply& r) { on_reply(r); },
+            [=](caf::error& e) {
+              auto r = lease_reply::failure(request_error(verb, path, e));
+              on_reply(r);
+            });
+  }
+
+  caf::timespan timeout() const { return opt_.timings.effective_request_timeout(); }
+
+  // -- what it knows of the lease and the API (elector_follow.cpp) -------------------
+  void on_watch(lease_watch_event& ev);
+  void on_watched(const lease& rec);
+  void act_now();
+  void observe(const lease& rec, bool report = true);
+  void report_memory() { send(opt_.runner, lease_observed{mem_}); }
+  bool expired(const lease& rec) const { return expires_at(rec) <= clock().now(); }
+  time_point expires_at(const lease& rec) const;
+  bool waits_on_watch() const;
+  caf::timespan next_delay();
+  std::optional<time_point> hold_back(const lease* rec) const;
+  void note_ttl(const lease& rec, time_point sent);
+  void forget_ttl();
+  caf::timespan ttl_of(const lease& rec) const;
+  bool vanished_under_a_holder(time_point sent, std::int64_t store_revision);
+  void note_error(const api_error& err);
+  void answered();
+
+  // -- how a term ends (elector_release.cpp) ----------------------------------------
+  void lose_rewritten(const lease& rec);
+  void lose(std::string reason);
+  void remember_write(const lease_spec& s);
+  bool written_here(const lease_spec& s) const;
+  void identity_conflict(const lease& rec);
+  bool holds_own_term() const;
+  void release_step(int tries);
+  void reread_then_release(int tries);
+  bool may_retry_release(int tries) const;
+  void finish_release(bool released);
+
+  elector_options opt_;
+  std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
+  event_emitter emit;
+  lease_memory mem_;
+  elector_state state_ = elector_state::following;
+  std::optional<lease_spec> held_;       // what this elector last wrote for its term
+  time_point attempt_started_{};
+  time_point release_deadline_{};
+  time_point valid_until_{};             // the term ends here unless renewed (leading)
+  bool deadline_armed_ = false;           // a deadline_atom is pending
+  std::int64_t term_ = -1;
+  fencing_token fence_;
+  // The request bookkeeping, orthogonal to the state:
+  bool in_flight_ = false;                // an attempt's (or the release's) request is out
+  bool recheck_ = false;                  // a change was streamed during an attempt
+  std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs
+  // The watch, orthogonal to the state:
+  bool watch_up_ = false;                 // the transport streams the lease's changes
+  bool watch_said_ = false;               // its first up or down was reported
+  time_point watch_up_since_{};           // when it last came up (no gap since, while up)
+  std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
+  std::optional<caf::response_promise> release_rp_;
+  std::string release_target_;           // the release names it as preferredHolder
+  api_error last_error_;
+};
+
+} // namespace leasehold

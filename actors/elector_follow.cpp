@@ -1,0 +1,302 @@
+#include "actors/elector_actor.hpp"
+
+#include <algorithm>
+
+#include "actors/handover.hpp"
+#include "actors/outside_writes.hpp"
+
+// What the elector knows of the lease and the API: the watch's events, the
+// record in memory, when a follower wakes, the API's health, and the writes
+// from outside the protocol (outside_writes.hpp). The class and the
+// decision path they feed: actors/elector_actor.hpp, actors/elector.cpp.
+
+namespace leasehold {
+
+// -- watch -----------------------------------------------------------------
+
+void elector_actor::on_watch(lease_watch_event& ev) {
+  using kind = lease_watch_event::kind;
+  if (release_asked())
+    return;
+  switch (ev.what) {
+    case kind::up:
+    case kind::down: {
+      bool up = ev.what == kind::up;
+      if (up)
+        answered();   // the API answered the watch's GET
+      if (watch_said_ && up == watch_up_)
+        return;
+      watch_said_ = true;
+      watch_up_ = up;
+      if (up)
+        watch_up_since_ = clock().now();
+      emit(event_type::watch_changed, [&](runtime_event& e) {
+        e.detail = up ? "up" : "down";
+        e.reason = ev.reason;
+      });
+      // A follower waiting for expiry on the watch's word polls again.
+      if (!up && state_ == elector_state::following && !in_flight_)
+        schedule_tick(next_delay());
+      return;
+    }
+    case kind::deleted:
+      answered();
+      if (!has_term())
+        act_now();   // GET: 404 decides (absent())
+      return;
+    case kind::record:
+      answered();
+      if (ev.record)
+        on_watched(*ev.record);
+      return;
+  }
+}
+
+void elector_actor::on_watched(const lease& rec) {
+  auto order = mem_.record ? compare_versions(rec.resource_version, mem_.record->resource_version)
+                           : std::optional<int>{1};
+  if (!order) {
+    // Versions this API does not let us order: the stream can only tell
+    // us that something changed; a GET tells what.
+    if (!has_term())
+      act_now();
+    return;
+  }
+  if (*order <= 0)
+    return;   // a reply already showed this version or a later one
+  observe(rec);
+  if (held_ && same_term(rec.spec, *held_)) {
+    if (!written_here(rec.spec))
+      identity_conflict(rec);
+    return;   // our own write
+  }
+  if (has_term()) {
+    lose_rewritten(rec);
+    return;
+  }
+  if (in_flight_) {
+    recheck_ = true;
+    return;
+  }
+  if (state_ == elector_state::holding)
+    return;   // a hold on a lease we created: its renew schedule decides
+  if (held_by_other(rec)) {
+    // Waiting on the watch: wake when this renew could expire. Polling:
+    // the poll already scheduled stands (a renew must not postpone it).
+    // etcd: a new key comes without its TTL; read it at once.
+    if (waits_on_watch())
+      schedule_tick(opt_.backend.server_expiry && !mem_.ttl_read_at ? caf::timespan{0} : next_delay());
+    return;
+  }
+  // Released or expired: take this very version with one PUT (step 4).
+  in_flight_ = true;
+  attempt_started_ = clock().now();
+  decide(rec);
+}
+
+/// An attempt as soon as possible (after the one in flight).
+void elector_actor::act_now() {
+  if (in_flight_)
+    recheck_ = true;
+  else
+    schedule_tick(caf::timespan{0});
+}
+
+// -- the record in memory ------------------------------------------------------
+
+void elector_actor::observe(const lease& rec, bool report) {
+  bool changed = !mem_.record
+                 || mem_.record->resource_version != rec.resource_version
+                 || mem_.record->spec != rec.spec;
+  if (!changed)
+    return;
+  bool holder_changed = !mem_.record
+                        || mem_.record->spec.holder_identity != rec.spec.holder_identity;
+  mem_.record = rec;
+  mem_.observed_at = clock().now();
+  mem_.ttl_read_at.reset();   // another record: another key or lease
+  mem_.ttl_zero_since.reset();
+  mem_.outside_wait_until.reset();
+  mem_.hold_next_create = false;
+  mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
+  if (report)
+    report_memory();   // else the caller reports once it has noted the rest
+  if (holder_changed && rec.spec.holder_identity.empty() && !released_record(rec.spec))
+    emit(event_type::outside_write, [&](runtime_event& ev) {
+      ev.term = rec.spec.lease_transitions;
+      ev.reason = "holderIdentity was emptied by a write that is not a release; no acquisition for "
+                  + std::to_string(rec.spec.lease_duration_seconds.value_or(0)) + "s";
+    });
+  if (holder_changed) {
+    send(opt_.runner, leader_observed{rec.spec.holder_identity, rec.spec.lease_transitions});
+    emit(event_type::leader_changed, [&](runtime_event& ev) {
+      ev.holder = rec.spec.holder_identity;
+      ev.term = rec.spec.lease_transitions;
+    });
+  }
+}
+
+/// When `rec` (the record in memory) expires by our clock.
+time_point elector_actor::expires_at(const lease& rec) const {
+  caf::timespan dur = opt_.timings.lease_duration;
+  if (rec.spec.lease_duration_seconds && *rec.spec.lease_duration_seconds > 0)
+    dur = std::chrono::seconds(*rec.spec.lease_duration_seconds);
+  return mem_.observed_at + dur;
+}
+
+/// A follower of a held lease whose stream is up asks nothing until the
+/// lease could expire. After a failed request the stream may be as dead
+/// as the request: it polls until the API answers again (a request, the
+/// stream reopening, or an event on it).
+bool elector_actor::waits_on_watch() const {
+  return watch_up_ && !mem_.api_error_outstanding && state_ == elector_state::following && mem_.record
+         && held_by_other(*mem_.record);
+}
+
+caf::timespan elector_actor::next_delay() {
+  if (has_term()) {
+    // A failed renew is retried request_timeout after it was sent (at
+    // once if it timed out), so two attempts fit in the renew deadline.
+    return std::max(caf::timespan{0}, attempt_started_ + timeout() - clock().now());
+  }
+  auto now = clock().now();
+  caf::timespan d;
+  if (waits_on_watch()) {
+    // The watch tells of every change; nothing to ask until it could expire.
+    // With server expiry the record never tells when: a keepalive changes
+    // neither the record nor its version, so the time since it last
+    // changed passes a lease duration while it is still held, and waking
+    // then would poll without pause. The watch streams the key's deletion;
+    // a read every half lease duration guards the stream and confirms the
+    // holder (the holder view counts from it: docs/operations.md), and
+    // reads at half the key's remaining TTL keep the TTL reading fresh
+    // (outside_writes.hpp).
+    d = opt_.backend.server_expiry ? opt_.timings.lease_duration / 2
+                                   : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
+  } else {
+    std::uniform_real_distribution<double> u(0.0, jitter_factor);
+    auto base = opt_.timings.retry_period;
+    d = base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
+  }
+  if (opt_.backend.server_expiry && mem_.record && !mem_.outside_wait_until
+      && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record)))
+    d = next_ttl_read(mem_, opt_.timings, now, d);
+  if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
+    d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
+  if (auto until = hold_back(mem_.record ? &*mem_.record : nullptr))
+    d = std::min(d, *until - now);
+  return d;
+}
+
+/// Until when this follower leaves the lease alone: a yield window, or a
+/// released record that names another preferredHolder (handover.hpp).
+std::optional<time_point> elector_actor::hold_back(const lease* rec) const {
+  return has_term() ? std::nullopt
+                  : hold_back_until(rec, opt_.identity, mem_.observed_at, opt_.timings,
+                                    opt_.compete_after, clock().now());
+}
+
+// -- writes from outside the protocol (outside_writes.hpp) ---------------------
+
+/// etcd: a read sent at `sent` reported the key's remaining TTL.
+void elector_actor::note_ttl(const lease& rec, time_point sent) {
+  if (!opt_.backend.server_expiry || !rec.ttl_seconds)
+    return;
+  auto left = std::max<std::int64_t>(0, *rec.ttl_seconds);
+  if (left != 0)
+    mem_.ttl_zero_since.reset();
+  else if (!mem_.ttl_zero_since || mem_.ttl_left != 0)
+    mem_.ttl_zero_since = clock().now();   // the reply of the first read of 0
+  mem_.ttl_read_at = sent;
+  mem_.ttl_left = left;
+}
+
+void elector_actor::forget_ttl() {
+  if (!mem_.ttl_read_at)
+    return;
+  mem_.ttl_read_at.reset();
+  mem_.ttl_zero_since.reset();
+  report_memory();
+}
+
+caf::timespan elector_actor::ttl_of(const lease& rec) const {
+  return std::chrono::seconds(
+    std::max(1, rec.spec.lease_duration_seconds.value_or(duration_seconds(opt_.timings.lease_duration))));
+}
+
+/// etcd: a read sent at `sent` found no key where the last record we saw
+/// was (a holder's term, a released record, our own ended term: anyone
+/// may have taken it since, unseen). Judged once per vanish
+/// (judge_vanished_key): an expiry seen through fresh readings and a
+/// gapless watch frees the key at (first read of 0) + 1 s; anything else
+/// (an operator's delete or revoke, stale readings, polling) lets it
+/// create at once and hold what it creates for a lease duration. True
+/// while it must wait. A replica that saw no record holds what it creates.
+bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_revision) {
+  if (!mem_.record)
+    return false;
+  if (mem_.observed_at > sent)
+    return true;    // the answer predates the record the watch showed since: read again
+  if (!mem_.outside_wait_until) {
+    auto& spec = mem_.record->spec;
+    bool gapless = watch_up_ && mem_.ttl_read_at && watch_up_since_ <= *mem_.ttl_read_at;
+    auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless,
+                                store_revision);
+    mem_.outside_wait_until = v.create_at;
+    mem_.hold_next_create = v.hold;
+    mem_.vanish_revision = store_revision;
+    mem_.ttl_read_at.reset();   // the key is gone: nothing left to read a TTL of
+    mem_.ttl_zero_since.reset();
+    report_memory();
+    if (v.hold)
+      emit(event_type::outside_write, [&](runtime_event& ev) {
+        ev.holder = spec.holder_identity;
+        ev.term = spec.lease_transitions;
+        ev.reason = "the key (last seen: " + (spec.holder_identity.empty() ? std::string("released")
+                                                               : "held by " + spec.holder_identity)
+                    + ", term " + std::to_string(spec.lease_transitions)
+                    + ") vanished and nothing seen says its etcd lease ran out (a delete or revoke "
+                      "from outside?): a key created now starts its term "
+                    + std::to_string(to_ms(opt_.timings.lease_duration)) + "ms later";
+      });
+  }
+  return clock().now() < *mem_.outside_wait_until;
+}
+
+// -- the API's health ------------------------------------------------------------
+
+/// Every failed request is reported (api_request_failed: the metrics);
+/// api_error (the log) reports a lost race (another replica wrote first:
+/// an answer, no outage) every time, an outage once per change of kind.
+void elector_actor::note_error(const api_error& err) {
+  emit(event_type::api_request_failed, [&](runtime_event& ev) { ev.error = err; });
+  bool lost_race = is_lost_race(err.kind);
+  if (lost_race || !mem_.api_error_outstanding || err.kind != last_error_.kind)
+    emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
+  last_error_ = err;
+  if (lost_race) {
+    answered();
+  } else if (!mem_.api_error_outstanding) {
+    mem_.api_error_outstanding = true;
+    mem_.api_error_words = err.describe();
+    report_memory();
+  }
+}
+
+/// The API answered a request (a record, a write, or "no such lease"):
+/// an outstanding error is over, for a follower's GET as for a renew.
+/// last_error_ stays for the reason of a later lost renew deadline.
+void elector_actor::answered() {
+  if (!mem_.api_answered) {
+    mem_.api_answered = true;
+    if (!mem_.api_error_outstanding)
+      report_memory();
+  }
+  if (!mem_.api_error_outstanding)
+    return;
+  mem_.api_error_outstanding = false;
+  report_memory();
+  emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
+}
+
+} // namespace leasehold

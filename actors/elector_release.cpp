@@ -1,0 +1,131 @@
+#include "actors/elector_actor.hpp"
+
+#include <algorithm>
+
+#include "actors/handover.hpp"
+
+// How an elector's term ends: lost (its deadline, a rewrite, the store's
+// delete), given up on an identity conflict, or released when asked
+// (closing or releasing -> ended). The class: actors/elector_actor.hpp.
+
+namespace leasehold {
+
+// -- a term lost -------------------------------------------------------------------
+
+void elector_actor::lose_rewritten(const lease& rec) {
+  lose("lease " + opt_.lease.to_string() + " was rewritten by another writer (holder \""
+       + rec.spec.holder_identity + "\", leaseTransitions "
+       + std::to_string(rec.spec.lease_transitions) + ")");
+}
+
+/// The term ends (leading or releasing -> ended): the fence is void at
+/// once, the runner told, and the elector exits.
+void elector_actor::lose(std::string reason) {
+  if (!set_state(elector_state::ended))
+    return;
+  fence_.valid_until->store(0);
+  send(opt_.runner, leadership_lost{std::move(reason)});
+  quit();
+}
+
+// -- identity ----------------------------------------------------------------
+
+/// Every record this elector sent carries its renewTime; a record of our
+/// own term with a renewTime we never sent was written by another process
+/// using our identity (a copied config, two agents on one host).
+void elector_actor::remember_write(const lease_spec& s) {
+  if (!s.renew_time)
+    return;
+  sent_renew_times_.push_back(*s.renew_time);
+  if (sent_renew_times_.size() > 8)
+    sent_renew_times_.erase(sent_renew_times_.begin());
+}
+
+bool elector_actor::written_here(const lease_spec& s) const {
+  return !s.renew_time
+         || std::find(sent_renew_times_.begin(), sent_renew_times_.end(), *s.renew_time)
+              != sent_renew_times_.end();
+}
+
+void elector_actor::identity_conflict(const lease& rec) {
+  emit(event_type::identity_conflict, [&](runtime_event& e) {
+    e.holder = rec.spec.holder_identity;
+    e.term = rec.spec.lease_transitions;
+  });
+  auto why = "another process renewed lease " + opt_.lease.to_string()
+             + " under this replica's identity \"" + opt_.identity
+             + "\" (two replicas with one identity)";
+  if (has_term()) {
+    lose(why);
+  } else {
+    // Our unannounced hold (a created lease) is not ours alone: give it up.
+    drop_hold();
+    mem_.created_at.reset();
+    report_memory();
+    in_flight_ = false;
+    schedule_tick(next_delay());
+  }
+}
+
+// -- release ---------------------------------------------------------------
+
+/// Releases only the term this elector wrote: a record with another
+/// holder, acquireTime or leaseTransitions is somebody else's.
+bool elector_actor::holds_own_term() const {
+  return has_term() && held_ && mem_.record && same_term(mem_.record->spec, *held_);
+}
+
+void elector_actor::release_step(int tries) {
+  if (!holds_own_term()) {
+    finish_release(false);
+    return;
+  }
+  lease l = *mem_.record;
+  l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
+  in_flight_ = true;
+  call("PUT", update_lease_atom::value, std::move(l),
+       [=](lease_reply& r) {
+         in_flight_ = false;
+         if (r.ok()) {
+           observe(*r.value);
+           emit(event_type::lease_released, [&](runtime_event& ev) { ev.term = term_; });
+           finish_release(true);
+         } else if (r.kind() == error_kind::conflict && may_retry_release(tries)) {
+           reread_then_release(tries + 1);
+         } else if (r.kind() != error_kind::conflict && may_retry_release(tries)) {
+           note_error(r.error);
+           release_step(tries + 1);
+         } else {
+           note_error(r.error);
+           finish_release(false);
+         }
+       });
+}
+
+void elector_actor::reread_then_release(int tries) {
+  in_flight_ = true;
+  call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+    in_flight_ = false;
+    if (!r.ok()) {
+      finish_release(false);
+      return;
+    }
+    observe(*r.value);
+    release_step(tries);   // releases only if the record is still exactly our term
+  });
+}
+
+bool elector_actor::may_retry_release(int tries) const {
+  return tries < 3 && clock().now() < release_deadline_;
+}
+
+void elector_actor::finish_release(bool released) {
+  if (!set_state(elector_state::ended))
+    return;
+  if (release_rp_)
+    release_rp_->deliver(released);
+  release_rp_.reset();
+  quit();
+}
+
+} // namespace leasehold

@@ -1,0 +1,47 @@
+// The elector's rules as pure functions: the records it writes (acquire,
+// renew, release), what counts as one term, the order of two versions, and
+// the legality of its state transitions (the diagram in actors/elector.hpp).
+// No actor, no clock: each is tested on its own (tests/scripted/elector_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "leasehold/lease.hpp"
+
+namespace leasehold {
+
+/// The elector's state (diagram and meaning of each in actors/elector.hpp).
+enum class elector_state { following, holding, leading, closing, releasing, ended };
+const char* to_string(elector_state s);
+
+/// The transitions of the diagram in actors/elector.hpp; any other is a
+/// defect (the elector reports it as fatal).
+bool legal_transition(elector_state from, elector_state to);
+
+/// The record a replica writes when it acquires the lease: a new term, whose
+/// number is larger than both the record's and every term seen before.
+lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
+                         caf::timespan lease_duration, wall_time now, std::int64_t max_term_seen);
+
+/// The record a leader writes on renew: same holder, acquireTime and term.
+lease_spec renewed_spec(const lease_spec& held, caf::timespan lease_duration, wall_time now);
+
+/// The same term: holder, acquireTime and leaseTransitions all equal.
+bool same_term(const lease_spec& a, const lease_spec& b);
+
+/// The record written on release: holder empty, duration 1 s (the API
+/// rejects 0), transitions kept.
+lease_spec released_spec(const lease_spec& held, wall_time now);
+
+/// leaseDurationSeconds for `lease_duration`: whole seconds, rounded up, >= 1.
+int duration_seconds(caf::timespan lease_duration);
+
+/// <0, 0, >0 as resourceVersion `rv` is older than, equal to or newer than
+/// `known`; nullopt when they cannot be ordered (not decimal numbers).
+std::optional<int> compare_versions(const std::string& rv, const std::string& known);
+
+} // namespace leasehold
