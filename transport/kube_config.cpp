@@ -67,48 +67,49 @@ public:
     return true;
   }
 
-  bool boolean(const YAML::Node& map, const char* key, const std::string& where, bool& out) {
+  /// A string field converted by `conv(text, out)`, which returns why the
+  /// text does not fit ("" when it does); absent, null or empty leaves
+  /// `out` unchanged.
+  template <class T, class Conv>
+  bool converted(const YAML::Node& map, const char* key, const std::string& where, T& out,
+                 Conv conv) {
     std::string text;
     if (!str(map, key, where, text))
       return false;
     if (text.empty())
       return true;
-    if (text == "true")
-      out = true;
-    else if (text == "false")
-      out = false;
-    else
-      return fail(where + key, "expected true or false");
-    return true;
+    auto why = conv(text, out);
+    return why.empty() || fail(where + key, why);
+  }
+
+  bool boolean(const YAML::Node& map, const char* key, const std::string& where, bool& out) {
+    return converted(map, key, where, out, [](const std::string& text, bool& b) -> std::string {
+      if (text != "true" && text != "false")
+        return "expected true or false";
+      b = text == "true";
+      return {};
+    });
   }
 
   /// A base64 field decoded into `out`.
   bool base64(const YAML::Node& map, const char* key, const std::string& where,
               std::string& out) {
-    std::string text;
-    if (!str(map, key, where, text))
-      return false;
-    if (text.empty())
-      return true;
-    auto decoded = decode_base64(text);
-    if (!decoded)
-      return fail(where + key, "invalid base64");
-    out = std::move(*decoded);
-    return true;
+    return converted(map, key, where, out, [](const std::string& text, std::string& o) {
+      auto decoded = decode_base64(text);
+      if (!decoded)
+        return std::string("invalid base64");
+      o = std::move(*decoded);
+      return std::string{};
+    });
   }
 
   /// A file path resolved against the kubeconfig's directory; must be readable.
   bool path(const YAML::Node& map, const char* key, const std::string& where,
             std::string& out) {
-    std::string text;
-    if (!str(map, key, where, text))
-      return false;
-    if (text.empty())
-      return true;
-    out = text.front() == '/' ? text : join_path(dir_of(file_), text);
-    if (!readable(out))
-      return fail(where + key, out + ": unreadable");
-    return true;
+    return converted(map, key, where, out, [this](const std::string& text, std::string& o) {
+      o = text.front() == '/' ? text : join_path(dir_of(file_), text);
+      return readable(o) ? std::string{} : o + ": unreadable";
+    });
   }
 
   /// The `inner` map of the entry named `name` in the list `list`
