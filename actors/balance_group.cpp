@@ -190,10 +190,9 @@ private:
   /// nothing before, so that replicas that start together also settle
   /// together (each lease taken once, by its assignee).
   bool still_starting(time_point now) const {
-    bool renewals_tell = std::any_of(seen_.begin(), seen_.end(),
-                                     [](auto& m) { return !m.second.record.renewed.empty(); });
-    return renewals_tell && first_listed_
-           && now < *first_listed_ + opt_.settle + 2 * opt_.timings.retry_period;
+    return first_listed_ && now < *first_listed_ + opt_.settle + 2 * opt_.timings.retry_period
+           && std::any_of(seen_.begin(), seen_.end(),
+                          [](auto& m) { return !m.second.record.renewed.empty(); });
   }
 
   void decide() {

@@ -130,17 +130,17 @@ struct etcd_client::impl {
       return false;
     auto key = encode_base64(key_of(k));
     for (auto from = read + 1; from < created; from += txn_ops) {
+      auto until = std::min(created, from + txn_ops);
       json ranges = json::array();
-      for (auto rev = from; rev < std::min(created, from + txn_ops); ++rev)
+      for (auto rev = from; rev < until; ++rev)
         ranges.push_back({{"request_range", {{"key", key}, {"revision", std::to_string(rev)},
                                              {"count_only", true}}}});
       auto r = call("/v3/kv/txn", {{"success", std::move(ranges)}});
-      if (!r.ok() || !r.value->is_object())
+      if (!r.ok())
         return false;
-      auto responses = r.value->find("responses");
-      if (responses == r.value->end() || !responses->is_array())
-        return false;
-      if (responses->size() != static_cast<std::size_t>(std::min(created, from + txn_ops) - from))
+      auto responses = r.value->find("responses");   // call() answers JSON objects only
+      if (responses == r.value->end() || !responses->is_array()
+          || responses->size() != static_cast<std::size_t>(until - from))
         return false;
       for (auto& op : *responses) {
         auto range = op.find("response_range");
