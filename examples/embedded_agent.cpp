@@ -9,7 +9,10 @@
 // docs/embedding.md: the greeter checks its fence right before each side
 // effect (its line), and the program ends the transport it spawned only
 // after the runner confirmed its shutdown.
+#include <cstdio>
 #include <iostream>
+#include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -23,26 +26,37 @@ namespace {
 
 using greet_atom = caf::atom_constant<caf::atom("greet")>;
 
+/// Prints one whole line. Actors run on several scheduler threads: pieces
+/// streamed to std::cout from two of them interleave within a line, so each
+/// line is built first and written in one locked call.
+template <class... Parts>
+void say(const Parts&... parts) {
+  static std::mutex mx;
+  std::ostringstream line;
+  (line << ... << parts) << '\n';
+  std::lock_guard<std::mutex> g(mx);
+  std::fputs(line.str().c_str(), stdout);
+  std::fflush(stdout);
+}
+
 /// The application's own leader-only work: an ordinary CAF actor.
 caf::behavior greeter(caf::event_based_actor* self, leasehold::module_context ctx) {
-  std::cout << "greeter started: term " << ctx.fence.term << " holder " << ctx.fence.identity
-            << std::endl;
+  say("greeter started: term ", ctx.fence.term, " holder ", ctx.fence.identity);
   self->send(self, greet_atom::value, 1);
-  self->attach_functor([name = ctx.name] { std::cout << name << " stopped" << std::endl; });
+  self->attach_functor([name = ctx.name] { say(name, " stopped"); });
   return {
     [=](greet_atom, int n) {
       // Leader-only work checks the fence right before its side effect: once
       // a renew deadline passed or the process was paused, the term may be
       // another replica's, and the line is not written.
       if (ctx.fence.valid(self->clock().now()))
-        std::cout << "hello " << n << " from the leader (term " << ctx.fence.term << ")" << std::endl;
+        say("hello ", n, " from the leader (term ", ctx.fence.term, ")");
       else
-        std::cout << "greeting " << n << " skipped: the fence of term " << ctx.fence.term
-                  << " is no longer valid" << std::endl;
+        say("greeting ", n, " skipped: the fence of term ", ctx.fence.term, " is no longer valid");
       self->delayed_send(self, 1s, greet_atom::value, n + 1);
     },
     [=](leasehold::module_settings& s) {
-      std::cout << "greeter settings now " << s.settings.dump() << std::endl;
+      say("greeter settings now ", s.settings.dump());
     },
   };
 }
@@ -51,9 +65,8 @@ caf::behavior greeter(caf::event_based_actor* self, leasehold::module_context ct
 caf::behavior watcher(caf::event_based_actor*) {
   return {
     [](const leasehold::leadership_changed& c) {
-      std::cout << (c.leading ? "became leader" : "not leading") << " (holder \"" << c.holder
-                << "\", term " << c.term << (c.reason.empty() ? "" : ", " + c.reason) << ")"
-                << std::endl;
+      say(c.leading ? "became leader" : "not leading", " (holder \"", c.holder, "\", term ", c.term,
+          c.reason.empty() ? "" : ", " + c.reason, ")");
     },
   };
 }
@@ -119,12 +132,11 @@ int main(int argc, char** argv) {
 
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   if (auto st = leasehold::status(sys, runner))
-    std::cout << "state " << leasehold::to_string(st->state) << " holder \"" << st->holder
-              << "\" term " << st->term << std::endl;
+    say("state ", leasehold::to_string(st->state), " holder \"", st->holder, "\" term ", st->term);
 
   // 4. Graceful stop: the greeter stops first, then the lease is released.
   bool ok = leasehold::shutdown(sys, runner, 5s);
-  std::cout << (ok ? "released" : "shutdown timed out") << std::endl;
+  say(ok ? "released" : "shutdown timed out");
   // The transport is this program's actor, not the runner's: it must be
   // ended, and only now, after `shutdown` answered (the release went through
   // it). A transport left running is a detached actor the actor_system's
