@@ -40,7 +40,8 @@ std::uint64_t rendezvous_score(const std::string& lease, const std::string& memb
 
 std::map<std::string, std::string>
 balance_assignment(const std::vector<std::string>& lease_list, std::vector<balance_member> members,
-                   const std::map<std::string, std::string>& holders) {
+                   const std::map<std::string, std::string>& holders,
+                   const std::map<std::string, std::string>& pinned) {
   std::map<std::string, std::string> out;
   std::set<std::string> leases(lease_list.begin(), lease_list.end());
   std::sort(members.begin(), members.end(), [](auto& a, auto& b) {
@@ -60,13 +61,23 @@ balance_assignment(const std::vector<std::string>& lease_list, std::vector<balan
 
   // 2. Keep: each member its held leases, up to its quota, best ranked first.
   std::map<std::string, std::vector<std::string>> held;
+  auto pinned_to = [&](const std::string& lease) {
+    auto p = pinned.find(lease);
+    return p != pinned.end() && room.count(p->second) ? p->second : std::string();
+  };
   for (auto& lease : leases) {
     auto h = holders.find(lease);
-    if (h != holders.end() && room.count(h->second))
+    auto p = pinned_to(lease);
+    if (!p.empty())
+      held[p].push_back(lease);
+    else if (h != holders.end() && room.count(h->second))
       held[h->second].push_back(lease);
   }
   for (auto& [member, mine] : held) {
-    std::sort(mine.begin(), mine.end(), [&member = member](auto& a, auto& b) {
+    std::sort(mine.begin(), mine.end(), [&, &member = member](auto& a, auto& b) {
+      bool pa = pinned_to(a) == member, pb = pinned_to(b) == member;
+      if (pa != pb)
+        return pa;
       auto sa = rendezvous_score(a, member), sb = rendezvous_score(b, member);
       return sa != sb ? sa > sb : a < b;
     });

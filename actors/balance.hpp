@@ -9,7 +9,8 @@
 //   1. Quotas. f = floor(M/N), r = M mod N. The r members that joined first
 //      get f + 1 leases, the others f. So every member leads f or f + 1.
 //   2. Keep. A member keeps the leases it holds, up to its quota; over its
-//      quota it keeps those it ranks highest (rendezvous score).
+//      quota it keeps those it ranks highest (rendezvous score), a lease
+//      pinned to it (a yield's) first.
 //   3. Give. Every other lease (free, held by a non-member, or over a
 //      holder's quota), in name order, goes to the member with room left
 //      that ranks it highest.
@@ -47,10 +48,13 @@ std::uint64_t rendezvous_score(const std::string& lease, const std::string& memb
 /// The member each lease should be led by (every lease of `leases` is a key
 /// when `members` is not empty; an empty map when it is). `holders`: lease ->
 /// its current holder ("" or absent: free). Duplicate leases or members are
-/// counted once.
+/// counted once. `pinned`: lease -> the member that keeps it before any
+/// other lease it holds (a yield's successor, for the yield hold:
+/// docs/balance.md), counted as held by it; a pin to a non-member is ignored.
 std::map<std::string, std::string>
 balance_assignment(const std::vector<std::string>& leases, std::vector<balance_member> members,
-                   const std::map<std::string, std::string>& holders);
+                   const std::map<std::string, std::string>& holders,
+                   const std::map<std::string, std::string>& pinned = {});
 
 /// A member as this replica has seen it: since when it is continuously
 /// present (local clock).

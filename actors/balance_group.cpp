@@ -9,6 +9,11 @@
 //     4. tell each runner to compete for its lease iff it is assigned here,
 //        or the lease has been free for a lease duration (no member may
 //        leave a lease unowned because views of the group differ).
+//   yield of one lease: to the named member, or the settled member other
+//   than this replica that ranks the lease highest (rendezvous runner-up);
+//   every member that sees the release name it (leadership_changed's
+//   preferred) pins the lease to it for a lease duration (the yield hold),
+//   so the assignment keeps it there and rebalances around it.
 //   leave: withdraw the announcement, then shut every runner down.
 #include "leasehold/balance_group.hpp"
 
@@ -74,7 +79,8 @@ public:
           return;
         auto& v = leases_[it->second];
         auto holder = lc.leading ? opt_.identity : lc.holder;
-        if (holder == v.holder)
+        bool pinned = !lc.preferred.empty() && pin(it->second, lc.preferred);
+        if (holder == v.holder && !pinned)
           return;
         v.holder = holder;
         if (holder.empty())
@@ -87,6 +93,19 @@ public:
           send(this, tick_atom::value, ++tick_seq_);
         else
           again_ = true;
+      },
+      [=](yield_atom, const std::string& lease, std::string to) -> caf::result<yield_result> {
+        auto v = leases_.find(lease);
+        if (v == leases_.end())
+          return yield_result{yield_status::not_leading, "",
+                              "lease " + lease + " is not in group " + opt_.group};
+        if (to.empty())
+          to = runner_up(lease);
+        if (to.empty())
+          return yield_result{yield_status::unknown_target, "",
+                              "no other settled member of group " + opt_.group + " to take lease "
+                                + lease};
+        return delegate(v->second.runner, yield_atom::value, std::move(to));
       },
       [=](get_status_atom) { return status(); },
       [=](shutdown_atom) {
@@ -195,6 +214,27 @@ private:
                           [](auto& m) { return !m.second.record.renewed.empty(); });
   }
 
+  /// Leaves `lease` to `member` for the yield hold (a new pin or a later
+  /// one: true).
+  bool pin(const std::string& lease, const std::string& member) {
+    auto until = clock().now() + opt_.timings.lease_duration;
+    auto& p = pins_[lease];
+    bool fresh = p.first != member || p.second < until - opt_.timings.retry_period;
+    p = {member, until};
+    return fresh;
+  }
+
+  /// The settled member other than this replica that ranks `lease` highest
+  /// ("" when there is none).
+  std::string runner_up(const std::string& lease) const {
+    std::string best;
+    for (auto& m : members())
+      if (m.identity != opt_.identity
+          && (best.empty() || rendezvous_score(lease, m.identity) > rendezvous_score(lease, best)))
+        best = m.identity;
+    return best;
+  }
+
   void decide() {
     auto now = clock().now();
     if (still_starting(now))
@@ -205,7 +245,15 @@ private:
       names.push_back(name);
       holders[name] = v.holder;
     }
-    auto target = balance_assignment(names, members(), holders);
+    std::map<std::string, std::string> pinned;
+    for (auto p = pins_.begin(); p != pins_.end();)
+      if (p->second.second <= now) {
+        p = pins_.erase(p);
+      } else {
+        pinned[p->first] = p->second.first;
+        ++p;
+      }
+    auto target = balance_assignment(names, members(), holders, pinned);
     for (auto& [name, v] : leases_) {
       auto a = target.find(name);
       bool mine = a != target.end() && a->second == opt_.identity;
@@ -278,6 +326,8 @@ private:
   std::map<std::string, lease_view> leases_;
   std::map<caf::actor_addr, std::string> runner_of_;
   std::map<std::string, seen_member> seen_;
+  /// lease -> (member, until): a yield's successor keeps it first (pin).
+  std::map<std::string, std::pair<std::string, time_point>> pins_;
   std::optional<time_point> first_listed_;   // this replica's first member list
   std::vector<std::string> assigned_;
   std::int64_t moves_ = 0;
@@ -299,6 +349,16 @@ bool leave_group(caf::actor_system& sys, const caf::actor& group, caf::timespan 
   self->request(group, timeout, shutdown_atom::value)
     .receive([&](bool done) { ok = done; }, [](caf::error&) {});
   return ok;
+}
+
+std::optional<yield_result> yield_lease(caf::actor_system& sys, const caf::actor& group,
+                                        const std::string& lease, std::string to,
+                                        caf::timespan timeout) {
+  std::optional<yield_result> out;
+  caf::scoped_actor self{sys};
+  self->request(group, timeout, yield_atom::value, lease, std::move(to))
+    .receive([&](yield_result& r) { out = std::move(r); }, [](caf::error&) {});
+  return out;
 }
 
 std::optional<balance_status> group_status(caf::actor_system& sys, const caf::actor& group,

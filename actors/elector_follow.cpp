@@ -128,7 +128,8 @@ void elector_actor::observe(const lease& rec, bool report) {
                   + std::to_string(rec.spec.lease_duration_seconds.value_or(0)) + "s";
     });
   if (holder_changed) {
-    send(opt_.runner, leader_observed{rec.spec.holder_identity, rec.spec.lease_transitions});
+    send(opt_.runner, leader_observed{rec.spec.holder_identity, rec.spec.lease_transitions,
+                                      rec.spec.preferred_holder});
     emit(event_type::leader_changed, [&](runtime_event& ev) {
       ev.holder = rec.spec.holder_identity;
       ev.term = rec.spec.lease_transitions;

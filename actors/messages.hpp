@@ -71,7 +71,11 @@ struct leadership_lost { std::string reason; };
 struct lease_renewed { std::int64_t term = 0; std::int64_t valid_until = 0; };
 /// The elector saw the lease change (or vanish): the runner keeps it for the next elector.
 struct lease_observed { lease_memory memory; };
-struct leader_observed { std::string holder; std::int64_t term = 0; };
+struct leader_observed {
+  std::string holder;
+  std::int64_t term = 0;
+  std::string preferred;   // the record's preferredHolder
+};
 
 // Atoms (text at most 10 characters in CAF 0.17).
 using release_atom = caf::atom_constant<caf::atom("lh_release")>;

@@ -63,7 +63,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       // Our own name shows up just before leadership_acquired: announce that instead.
       if (state_ != runner_state::leader && o.holder != opt_.identity) {
         term_ = o.term;
-        notify(leadership_changed{false, holder_, term_, {}});
+        notify(leadership_changed{false, holder_, term_, {}, o.holder.empty() ? o.preferred : ""});
       }
     },
     [=](stop_timeout_atom, std::uint64_t id) { modules_.on_stop_timeout(id); },
@@ -185,7 +185,7 @@ void runner_impl::note_hold(const lease_memory& m) {
   term_ = hold->term;
   holder_ = opt_.identity;
   emit(event_type::creation_hold, [&](runtime_event& ev) { describe_hold(ev, *hold); });
-  notify(leadership_changed{false, holder_, term_, hold_words(*hold)});
+  notify(leadership_changed{false, holder_, term_, hold_words(*hold), {}});
 }
 
 void runner_impl::on_acquired(fencing_token fence) {
@@ -302,7 +302,7 @@ void runner_impl::begin_stepdown(const std::string& reason) {
     fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
   fence_.reset();
   set_state(runner_state::stepping_down);
-  notify(leadership_changed{false, holder_, term_, reason});
+  notify(leadership_changed{false, holder_, term_, reason, yield_.active() ? yield_.target() : ""});
   modules_.stop_leader_only("leadership ended: " + reason);
   check_stepdown_done();
 }

@@ -89,7 +89,7 @@ private:
   // -- reporting (runner.cpp) ---------------------------------------------------
   void set_state(runner_state s);
   leadership_changed current_leadership() const {
-    return leadership_changed{state_ == runner_state::leader, holder_, term_, {}};
+    return leadership_changed{state_ == runner_state::leader, holder_, term_, {}, {}};
   }
   void notify(const leadership_changed& lc);
   runner_status make_status();

@@ -315,11 +315,12 @@ public:
     sources.status = [this]() { return status(sys_, leases_.main(), status_timeout); };
     sources.leases = [this]() { return leases_.leases(sys_, status_timeout); };
     sources.groups = [this]() { return leases_.groups(sys_, status_timeout); };
-    sources.yield = [this](const std::string& target) {
+    sources.lease_names = [this]() { return leases_.names(); };
+    sources.yield = [this](const std::string& lease, const std::string& target) {
       auto& t = cfg_.timings;
       auto bound = t.module_stop_timeout + t.release_timeout + t.effective_request_timeout()
                    + yield_window(t, true) + preferred_holder_wait(t) + std::chrono::seconds(1);
-      return yield_leadership(sys_, leases_.main(), target, bound);
+      return leases_.yield(sys_, lease, target, bound);
     };
     health_ = std::make_unique<health_server>(sources);
     health_port_ = health_->bind(cfg_.health_addr);

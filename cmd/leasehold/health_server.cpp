@@ -1,5 +1,7 @@
 #include "cmd/leasehold/health_server.hpp"
 
+#include <algorithm>
+
 #include <httplib.h>
 
 #include "cmd/leasehold/clock.hpp"
@@ -157,32 +159,41 @@ nlohmann::json leads_json(const std::vector<lease_state>& leases) {
   return out;
 }
 
-std::pair<int, nlohmann::json> yield_reply(
-  const std::string& remote_addr, const std::string& body,
-  const std::function<std::optional<yield_result>(const std::string&)>& yield) {
+std::pair<int, nlohmann::json> yield_reply(const std::string& remote_addr, const std::string& body,
+                                           const std::vector<std::string>& lease_names,
+                                           const yield_function& yield) {
   // The health port may listen on every interface (kubelet probes): only a
   // process on this host (kubectl exec, the CLI) may hand leadership over.
   if (remote_addr != "127.0.0.1" && remote_addr != "::1" && remote_addr.rfind("::ffff:127.", 0) != 0)
     return {403, {{"error", "POST /yield is accepted only from loopback (this request came from "
                               + remote_addr + "); run leasehold yield on the agent's host"}}};
   std::string to;
+  std::string lease = lease_names.empty() ? "" : lease_names.front();
   if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
     auto j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return {400, {{"error", "POST /yield: body: expected a JSON object such as {\"to\": \"agent-2\"}"}}};
     for (auto& [key, value] : j.items()) {
-      if (key != "to")
-        return {400, {{"error", "POST /yield: body." + key + ": unknown field (only \"to\")"}}};
+      if (key != "to" && key != "lease")
+        return {400, {{"error", "POST /yield: body." + key + ": unknown field (only \"to\", \"lease\")"}}};
       if (!value.is_string())
-        return {400, {{"error", "POST /yield: body.to: must be a string (an identity)"}}};
-      to = value.get<std::string>();
+        return {400, {{"error", "POST /yield: body." + key + ": must be a string ("
+                                  + (key == "to" ? "an identity" : "a lease name") + ")"}}};
+      (key == "to" ? to : lease) = value.get<std::string>();
     }
   }
-  auto r = yield ? yield(to) : std::nullopt;
+  if (std::find(lease_names.begin(), lease_names.end(), lease) == lease_names.end()) {
+    std::string has;
+    for (auto& n : lease_names)
+      has += (has.empty() ? "" : ", ") + n;
+    return {404, {{"error", "POST /yield: body.lease: this agent has no lease \"" + lease
+                              + "\" (its leases: " + has + ")"}}};
+  }
+  auto r = yield ? yield(lease, to) : std::nullopt;
   if (!r)
     return {504, {{"error", "the runner did not answer the yield in time"}}};
-  nlohmann::json out{{"status", to_string(r->status)}, {"to", to}, {"successor", r->successor},
-                     {"reason", r->reason}};
+  nlohmann::json out{{"status", to_string(r->status)}, {"to", to}, {"lease", lease},
+                     {"successor", r->successor}, {"reason", r->reason}};
   return {r->status == yield_status::handed_over ? 200 : 409, out};
 }
 
@@ -216,7 +227,9 @@ health_server::health_server(health_sources src)
     }
   });
   s.Post("/yield", [this](const httplib::Request& req, httplib::Response& res) {
-    auto [code, body] = yield_reply(req.remote_addr, req.body, src_.yield);
+    auto [code, body] = yield_reply(req.remote_addr, req.body,
+                                     src_.lease_names ? src_.lease_names() : std::vector<std::string>{},
+                                     src_.yield);
     reply_json(res, code, body);
   });
   // Last: whatever path a leader_endpoint module publishes at.

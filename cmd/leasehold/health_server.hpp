@@ -6,7 +6,7 @@
 //   /debug/state  the runner's status as JSON (holder with observed_at, age),
 //                 with "leases" (every lease of the agent: holder, term,
 //                 leading) and "groups" (each balance group: members, assigned)
-//   POST /yield   {"to": IDENTITY} (optional): hand leadership over; only from
+//   POST /yield   {"to": IDENTITY, "lease": NAME} (both optional): hand a lease over; only from
 //                 loopback (403 otherwise); 200 handed over, 409 any other
 //                 outcome, with {"status", "successor", "reason"}; 504 no answer
 //   /leader       the leader_endpoint module's view (at the module's
@@ -36,13 +36,20 @@ class Server;
 
 namespace leasehold::agent {
 
+using yield_function =
+  std::function<std::optional<yield_result>(const std::string& lease, const std::string& target)>;
+
 struct health_sources {
   std::function<std::optional<runner_status>()> status;
   /// The body the leader_endpoint module publishes at a path (default
   /// /leader); nullopt when nothing is published there.
   std::function<std::optional<std::string>(const std::string& path)> leader;
-  /// Hands leadership over (yield_leadership); nullopt when the runner did not answer.
-  std::function<std::optional<yield_result>(const std::string& target)> yield;
+  /// Hands the lease `lease` (one of lease_names) over to `target` (""
+  /// anyone: a balanced lease's rendezvous runner-up); nullopt when the
+  /// runner did not answer.
+  yield_function yield;
+  /// The agent's leases, its own first (POST /yield's "lease").
+  std::function<std::vector<std::string>()> lease_names;
   /// Every lease of the agent (its own first) and every balance group.
   std::function<std::vector<lease_state>()> leases;
   std::function<std::vector<group_state>()> groups;
@@ -60,10 +67,12 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
 /// {"term", "term_starts_in_ms", "term_starts_at" (RFC 3339)}.
 nlohmann::json hold_json(const runner_status& st);
 /// POST /yield: the status code and body for a request from `remote_addr`
-/// with `body` (empty, or {"to": "identity"}); `yield` does the work.
-std::pair<int, nlohmann::json> yield_reply(
-  const std::string& remote_addr, const std::string& body,
-  const std::function<std::optional<yield_result>(const std::string&)>& yield);
+/// with `body` (empty, or {"to": "identity", "lease": "name"}; no lease: the
+/// agent's own, `lease_names`' first; a lease not in `lease_names`: 404
+/// naming it and listing them); `yield` does the work.
+std::pair<int, nlohmann::json> yield_reply(const std::string& remote_addr, const std::string& body,
+                                           const std::vector<std::string>& lease_names,
+                                           const yield_function& yield);
 /// /debug/state: the runner's status with holder_json's fields.
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
 /// /debug/state's "leases": per lease {lease, group, state, leading, holder,

@@ -89,6 +89,26 @@ std::vector<std::string> lease_set::apply(caf::actor_system& sys, const lease_la
   return errs;
 }
 
+std::vector<std::string> lease_set::names() const {
+  std::vector<std::string> out;
+  for (auto& e : runners_)
+    out.push_back(e.lease);
+  return out;
+}
+
+std::optional<yield_result> lease_set::yield(caf::actor_system& sys, const std::string& lease,
+                                             const std::string& to, caf::timespan timeout) const {
+  for (auto& e : runners_) {
+    if (e.lease != lease)
+      continue;
+    for (auto& [name, g] : groups_)
+      if (name == e.group)
+        return yield_lease(sys, g, lease, to, timeout);
+    return yield_leadership(sys, e.runner, to, timeout);
+  }
+  return std::nullopt;
+}
+
 bool lease_set::shut_down(caf::actor_system& sys, caf::timespan bound) {
   // At once: each group withdraws and releases its leases in parallel with
   // the agent's own lease, so the whole stop takes one release, not one per

@@ -59,6 +59,14 @@ public:
   /// rejected its part.
   std::vector<std::string> apply(caf::actor_system& sys, const lease_layout& next,
                                  caf::timespan timeout);
+  /// Every lease's name, the agent's own first.
+  std::vector<std::string> names() const;
+  /// Hands lease `lease` over to `to` (""; anyone): a balanced lease through
+  /// its group (yield_lease: a named successor, the yield hold), any other
+  /// through its runner (yield_leadership). nullopt: no such lease, or no
+  /// answer within `timeout`.
+  std::optional<yield_result> yield(caf::actor_system& sys, const std::string& lease,
+                                    const std::string& to, caf::timespan timeout) const;
   /// Every group leaves (withdraws, then shuts its runners down) and every
   /// other runner shuts down, all at once; true when all confirmed within
   /// `bound`.

@@ -1,7 +1,7 @@
 // leasehold: runs leader-only modules under a Kubernetes Lease.
 //   leasehold run [--config FILE] [flags]
 //   leasehold validate [--config FILE] [flags]
-//   leasehold yield [--to IDENTITY] [--health-addr HOST:PORT] [--timeout-ms N]
+//   leasehold yield [--lease NAME] [--to IDENTITY] [--health-addr HOST:PORT] [--timeout-ms N]
 //   leasehold version | leasehold --version
 //   leasehold fence check [--file F] [--margin-ms N] [--quiet]
 //   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
              "once a successor took the lease, 1 when not (the reason is printed)");
   yield->add_option("--to", yield_opts.to,
                     "Identity of the replica that should take over (default: any replica)");
+  yield->add_option("--lease", yield_opts.lease,
+                    "Name of the lease to hand over, one of the agent's (default: its own); a "
+                    "balanced lease goes to --to or the group's rendezvous runner-up");
   yield->add_option("--health-addr", yield_opts.health_addr,
                     "host:port of the agent's health server (default 127.0.0.1:8080; env "
                     "LEASEHOLD_HEALTH_ADDR)")

@@ -34,6 +34,8 @@ int yield_command(const yield_options& o, std::ostream& out, std::ostream& err) 
   nlohmann::json body = nlohmann::json::object();
   if (!o.to.empty())
     body["to"] = o.to;
+  if (!o.lease.empty())
+    body["lease"] = o.lease;
   auto res = cli.Post("/yield", body.dump(), "application/json");
   if (!res) {
     err << "leasehold yield: no answer from the agent at " << host << ":" << port << " ("
@@ -48,8 +50,13 @@ int yield_command(const yield_options& o, std::ostream& out, std::ostream& err) 
     err << "leasehold yield: the agent answered " << res->status << " with a body that is not JSON\n";
     return 1;
   }
+  if (res->status == 404 && j.contains("error")) {   // no such lease: a usage error
+    err << "leasehold yield: --lease: " << j.value("error", "") << "\n";
+    return 2;
+  }
   if (res->status == 200) {
-    out << "handed over to " << j.value("successor", "") << ": " << j.value("reason", "") << "\n";
+    out << (o.lease.empty() ? "" : "lease " + o.lease + ": ") << "handed over to "
+        << j.value("successor", "") << ": " << j.value("reason", "") << "\n";
     return 0;
   }
   if (j.contains("status"))

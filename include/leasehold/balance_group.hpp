@@ -64,6 +64,19 @@ caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opt
 bool leave_group(caf::actor_system& sys, const caf::actor& group,
                  caf::timespan timeout = std::chrono::seconds(30));
 
+/// Hands one lease of the group over (yield_atom, lease, to -> yield_result):
+/// to `to`, or with "" to the settled member other than this replica that
+/// ranks the lease highest (rendezvous runner-up). The lease's runner
+/// yields naming it as preferredHolder; every member that sees that pins
+/// the lease to it for a lease duration (the yield hold), so it does not
+/// come straight back: the group rebalances around it (docs/balance.md).
+/// A yield sent to a grouped lease's runner instead names no successor, and
+/// the assignment gives the lease back. nullopt when no answer came within
+/// `timeout`. Blocking: never call it from an actor's handler.
+std::optional<yield_result> yield_lease(caf::actor_system& sys, const caf::actor& group,
+                                        const std::string& lease, std::string to = {},
+                                        caf::timespan timeout = std::chrono::seconds(30));
+
 struct balance_status;
 
 /// The group's status (get_status_atom); nullopt when it did not answer

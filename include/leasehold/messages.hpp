@@ -44,6 +44,10 @@ struct leadership_changed {
   /// Why leadership ended (empty on acquire); in a creation hold (leading
   /// false, holder our identity): "creation hold: term N starts in Mms".
   std::string reason;
+  /// The lease was seen free with this preferredHolder (a yield's named
+  /// successor; a yielding leader reports its target as it steps down);
+  /// "" otherwise. Balance groups leave such a lease to it (docs/balance.md).
+  std::string preferred;
 };
 
 /// runner -> module: new settings for a running module (same type).

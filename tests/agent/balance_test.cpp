@@ -209,6 +209,46 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
         == std::optional<double>(1));
   CHECK(overlaps(dir, ended) == 0);
 
+  // A yield of one balanced lease: a's work-k0 goes to the group's
+  // rendezvous runner-up and stays there for good (the yield hold pins it
+  // while the group rebalances around it: one of the successor's leases
+  // comes to a); never two runs at once. A lease a does not have is a
+  // usage error naming it.
+  auto a_addr = "127.0.0.1:" + std::to_string(a->health_port());
+  auto bad = run_cli(dir, {"yield", "--lease", "work-99", "--health-addr", a_addr}, 10s);
+  CHECK(bad.code == 2);
+  CHECK_MESSAGE(bad.err.find("no lease \"work-99\" (its leases: balance-test, work-") != std::string::npos,
+                bad.err);
+  auto lease0 = "work-" + std::to_string(k0);
+  auto yielded_at = steady::now();
+  auto y = run_cli(dir, {"yield", "--lease", lease0, "--health-addr", a_addr}, 20s);
+  CHECK_MESSAGE(y.code == 0, y.err);
+  CHECK(y.out.find("lease " + lease0 + ": handed over to agent-") != std::string::npos);
+  std::string successor;
+  REQUIRE(wait_until([&] {
+    auto now_who = runners(dir, ended);
+    successor = now_who[k0];
+    return !successor.empty() && successor != "agent-a" && successor != "?"
+           && loads(now_who) == three_each;
+  }, 5s));
+  MESSAGE(lease0 << " ran on " << successor << " and the group was 3/3/3 again "
+                 << ms_since(yielded_at) << " ms after the yield");
+  CHECK(y.out.find("handed over to " + successor) != std::string::npos);
+  std::this_thread::sleep_for(2600ms);   // past the yield hold (lease duration 2 s): nothing moves back
+  auto after_yield = runners(dir, ended);
+  CHECK(after_yield[k0] == successor);
+  CHECK(loads(after_yield) == three_each);
+  int yield_moves = 0;
+  for (int k = 0; k < modules; ++k)
+    if (after_yield[k] != who[k]) {
+      ++yield_moves;
+      CHECK((k == k0 || after_yield[k] == "agent-a"));   // the swap: one of the successor's to a
+    }
+  CHECK(yield_moves == 2);
+  CHECK(metric(a->health_port(), "leasehold_voluntary_handovers_total") >= std::optional<double>(1));
+  CHECK(overlaps(dir, ended) == 0);
+  who = after_yield;
+
   // SIGTERM: c leaves its group (withdraws, releases); its three move to a and b.
   auto left_at = steady::now();
   c->process().signal(SIGTERM);

@@ -102,25 +102,47 @@ TEST_CASE("leasehold yield --to: the named agent leads, the old leader's module 
 
 TEST_CASE("POST /yield: only from loopback; a bad body names the field") {
   int calls = 0;
-  auto yield = [&](const std::string& to) -> std::optional<leasehold::yield_result> {
+  auto yield = [&](const std::string&, const std::string& to) -> std::optional<leasehold::yield_result> {
     ++calls;
     return leasehold::yield_result{leasehold::yield_status::handed_over, to.empty() ? "b" : to, ""};
   };
   using leasehold::agent::yield_reply;
-  CHECK(yield_reply("10.1.2.3", "", yield).first == 403);
-  CHECK(yield_reply("10.1.2.3", "", yield).second["error"].get<std::string>().find("loopback")
+  std::vector<std::string> names{"own", "work-1"};
+  CHECK(yield_reply("10.1.2.3", "", names, yield).first == 403);
+  CHECK(yield_reply("10.1.2.3", "", names, yield).second["error"].get<std::string>().find("loopback")
         != std::string::npos);
-  CHECK(yield_reply("127.0.0.1", "[1]", yield).first == 400);
-  CHECK(yield_reply("127.0.0.1", "{\"to\": 3}", yield).second["error"]
+  CHECK(yield_reply("127.0.0.1", "[1]", names, yield).first == 400);
+  CHECK(yield_reply("127.0.0.1", "{\"to\": 3}", names, yield).second["error"]
         == "POST /yield: body.to: must be a string (an identity)");
-  CHECK(yield_reply("::1", "{\"too\": \"x\"}", yield).first == 400);
+  CHECK(yield_reply("::1", "{\"too\": \"x\"}", names, yield).first == 400);
   CHECK(calls == 0);
-  auto ok = yield_reply("::1", "{\"to\": \"c\"}", yield);
+  auto ok = yield_reply("::1", "{\"to\": \"c\"}", names, yield);
   CHECK(ok.first == 200);
   CHECK(ok.second["successor"] == "c");
-  CHECK(yield_reply("127.0.0.1", "", yield).second["status"] == "handed_over");
-  auto none = [](const std::string&) -> std::optional<leasehold::yield_result> { return std::nullopt; };
-  CHECK(yield_reply("127.0.0.1", "", none).first == 504);
+  CHECK(yield_reply("127.0.0.1", "", names, yield).second["status"] == "handed_over");
+  auto none = [](const std::string&, const std::string&) -> std::optional<leasehold::yield_result> {
+    return std::nullopt;
+  };
+  CHECK(yield_reply("127.0.0.1", "", names, none).first == 504);
+  // "lease": one of the agent's (default its own); another is a 404 naming it and listing them.
+  std::string asked;
+  auto which = [&](const std::string& lease, const std::string&) -> std::optional<leasehold::yield_result> {
+    asked = lease;
+    return leasehold::yield_result{leasehold::yield_status::handed_over, "b", ""};
+  };
+  CHECK(yield_reply("127.0.0.1", "", names, which).first == 200);
+  CHECK(asked == "own");
+  auto one = yield_reply("127.0.0.1", "{\"lease\": \"work-1\"}", names, which);
+  CHECK(one.first == 200);
+  CHECK(one.second["lease"] == "work-1");
+  CHECK(asked == "work-1");
+  auto missing = yield_reply("127.0.0.1", "{\"lease\": \"work-9\"}", names, which);
+  CHECK(missing.first == 404);
+  CHECK(missing.second["error"]
+        == "POST /yield: body.lease: this agent has no lease \"work-9\" (its leases: own, work-1)");
+  CHECK(yield_reply("127.0.0.1", "{\"lease\": 1}", names, which).second["error"]
+        == "POST /yield: body.lease: must be a string (a lease name)");
+  CHECK(asked == "work-1");
 }
 
 TEST_CASE("etcd: leasehold yield --to hands over to each named agent in turn (the target travels "

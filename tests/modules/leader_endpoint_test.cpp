@@ -57,11 +57,11 @@ TEST_CASE("leader_endpoint publishes leadership changes until it stops") {
   CHECK(eventually(*view, "/leader", [](const nlohmann::json& j) {
     return j == nlohmann::json{{"leader", ""}, {"term", -1}, {"self", "me"}, {"leading", false}};
   }));
-  caf::anon_send(a, leadership_changed{false, "other", 4, ""});
+  caf::anon_send(a, leadership_changed{false, "other", 4, "", {}});
   CHECK(eventually(*view, "/leader", [](const nlohmann::json& j) {
     return j == nlohmann::json{{"leader", "other"}, {"term", 4}, {"self", "me"}, {"leading", false}};
   }));
-  caf::anon_send(a, leadership_changed{true, "me", 5, ""});
+  caf::anon_send(a, leadership_changed{true, "me", 5, "", {}});
   CHECK(eventually(*view, "/leader", [](const nlohmann::json& j) {
     return j.value("leading", false) && j["term"] == 5 && j["leader"] == "me";
   }));

@@ -127,8 +127,8 @@ struct fixture {
 
 TEST_CASE_FIXTURE(fixture, "webhook POSTs each leadership change as JSON") {
   auto a = spawn_webhook({{"url", server.url()}, {"timeout_ms", 1000}});
-  caf::anon_send(a, leadership_changed{true, "me", 4, ""});
-  caf::anon_send(a, leadership_changed{false, "other", 5, "renew deadline"});
+  caf::anon_send(a, leadership_changed{true, "me", 4, "", {}});
+  caf::anon_send(a, leadership_changed{false, "other", 5, "renew deadline", {}});
   auto bodies = server.wait_bodies(2);
   REQUIRE(bodies.size() == 2);
   auto first = nlohmann::json::parse(bodies[0]);
@@ -149,12 +149,12 @@ TEST_CASE_FIXTURE(fixture, "webhook POSTs each leadership change as JSON") {
 TEST_CASE_FIXTURE(fixture, "webhook retries a failing endpoint max_retries times, then drops") {
   server.respond_with(500);
   auto a = spawn_webhook({{"url", server.url()}, {"max_retries", 2}, {"timeout_ms", 1000}});
-  caf::anon_send(a, leadership_changed{true, "me", 1, ""});
+  caf::anon_send(a, leadership_changed{true, "me", 1, "", {}});
   CHECK(log.wait_for("failed (status 500): notification dropped"));
   // No attempt of it after the drop: the sender delivers one notification at
   // a time, so the next one's request follows the last attempt of this one.
   server.respond_with(200);
-  caf::anon_send(a, leadership_changed{false, "other", 2, ""});
+  caf::anon_send(a, leadership_changed{false, "other", 2, "", {}});
   auto bodies = server.wait_bodies(4);
   REQUIRE(bodies.size() == 4);
   for (std::size_t i = 0; i < 3; ++i)   // 1 attempt + 2 retries
@@ -165,7 +165,7 @@ TEST_CASE_FIXTURE(fixture, "webhook retries a failing endpoint max_retries times
 
 TEST_CASE_FIXTURE(fixture, "webhook drops a refused connection after retries") {
   auto a = spawn_webhook({{"url", "http://127.0.0.1:1/hook"}, {"max_retries", 1}});
-  caf::anon_send(a, leadership_changed{true, "me", 1, ""});
+  caf::anon_send(a, leadership_changed{true, "me", 1, "", {}});
   CHECK(log.wait_for("notification dropped"));
   stop(a);
 }
@@ -173,10 +173,10 @@ TEST_CASE_FIXTURE(fixture, "webhook drops a refused connection after retries") {
 TEST_CASE_FIXTURE(fixture, "webhook never blocks: bounded queue while the endpoint hangs") {
   server.hold();
   auto a = spawn_webhook({{"url", server.url()}, {"timeout_ms", 5000}});
-  caf::anon_send(a, leadership_changed{true, "me", 0, ""});
+  caf::anon_send(a, leadership_changed{true, "me", 0, "", {}});
   REQUIRE(server.wait_bodies(1).size() == 1); // the sender is stuck in this request
   for (int i = 1; i <= 40; ++i)
-    caf::anon_send(a, leadership_changed{i % 2 == 0, "me", i, ""});
+    caf::anon_send(a, leadership_changed{i % 2 == 0, "me", i, "", {}});
   // 40 queued, 16 kept: 24 dropped, each reported.
   leasehold::test::eventually([&] { return log.count("dropped the oldest") >= 24; }, 5s);
   CHECK(log.count("dropped the oldest") == 24);
@@ -189,7 +189,7 @@ TEST_CASE_FIXTURE(fixture, "webhook never blocks: bounded queue while the endpoi
 TEST_CASE_FIXTURE(fixture, "webhook takes new settings") {
   auto a = spawn_webhook({{"url", "http://127.0.0.1:1/nowhere"}, {"max_retries", 0}});
   caf::anon_send(a, module_settings{"hook", {{"url", server.url()}}});
-  caf::anon_send(a, leadership_changed{true, "me", 7, ""});
+  caf::anon_send(a, leadership_changed{true, "me", 7, "", {}});
   auto bodies = server.wait_bodies(1);
   REQUIRE(bodies.size() == 1);
   CHECK(nlohmann::json::parse(bodies[0])["term"] == 7);

@@ -191,3 +191,30 @@ TEST_CASE("settled members: present for the settle time; a flapping member never
   CHECK(got[0].identity == "old");
   CHECK(got[1].identity == "edge");
 }
+
+TEST_CASE("a yielded lease pinned to its successor stays there: one of the successor's others "
+          "comes back instead (a swap), and once carried out that is a fixed point") {
+  auto leases = lease_names(12);
+  auto three = members_named({"a", "b", "c"});
+  auto before = settle(leases, three, {});
+  for (auto& [lease, holder] : before) {
+    if (holder != "a")
+      continue;
+    // a yields `lease` to b: free (released) and pinned to b.
+    auto mid = before;
+    mid[lease] = "";
+    auto pinned = assignment{{lease, "b"}};
+    auto target = balance_assignment(leases, three, mid, pinned);
+    CHECK(target[lease] == "b");
+    auto moving = moved(before, target);
+    CHECK(moving.size() == 2);   // the yielded lease to b, one of b's to a
+    for (auto& m : moving)
+      CHECK((m == lease || (before.at(m) == "b" && target.at(m) == "a")));
+    // Carried out, the pin no longer matters: nothing moves back.
+    CHECK(balance_assignment(leases, three, target) == target);
+    // Unpinned, the free lease would go straight back to a (its only room).
+    CHECK(balance_assignment(leases, three, mid).at(lease) == "a");
+    // A pin to a non-member is ignored.
+    CHECK(balance_assignment(leases, three, mid, {{lease, "zed"}}) == balance_assignment(leases, three, mid));
+  }
+}
