@@ -281,6 +281,7 @@ private:
       if (v.competing)
         st.competing.push_back(name);
     st.moves = moves_;
+    st.settle_ms = std::chrono::duration_cast<std::chrono::milliseconds>(opt_.settle).count();
     return st;
   }
 

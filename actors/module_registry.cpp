@@ -29,6 +29,23 @@ bool module_config::any_leader_only_enabled() const {
 }
 
 namespace {
+/// The integer `j[key]` in [min, max] into `dst` (true); absent: false; else
+/// an error naming `path.key` and the bounds (false).
+bool bounded_integer(const nlohmann::json& j, const std::string& path, const char* key,
+                     std::int64_t min, std::int64_t max, std::int64_t& dst,
+                     std::vector<std::string>& errs) {
+  auto it = j.find(key);
+  if (it == j.end())
+    return false;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max) {
+    errs.push_back(path + "." + key + ": must be an integer in [" + std::to_string(min) + ", "
+                   + std::to_string(max) + "]");
+    return false;
+  }
+  dst = it->get<std::int64_t>();
+  return true;
+}
+
 /// `restart: {"max_restarts": N >= 0, "within_ms": T > 0}`, both optional
 /// (defaults: restart_policy's); errors name the JSON path.
 void parse_restart(const nlohmann::json& j, const std::string& path, restart_policy& out,
@@ -37,28 +54,36 @@ void parse_restart(const nlohmann::json& j, const std::string& path, restart_pol
     errs.push_back(path + ": must be an object {\"max_restarts\": N, \"within_ms\": T}");
     return;
   }
-  auto integer = [&](const char* key, std::int64_t min, std::int64_t max, auto& dst) {
-    auto it = j.find(key);
-    if (it == j.end())
-      return false;
-    if (!it->is_number_integer() || it->template get<std::int64_t>() < min
-        || it->template get<std::int64_t>() > max) {
-      errs.push_back(path + "." + key + ": must be an integer in [" + std::to_string(min) + ", "
-                     + std::to_string(max) + "]");
-      return false;
-    }
-    dst = it->template get<std::int64_t>();
-    return true;
-  };
   std::int64_t n = out.max_restarts;
-  if (integer("max_restarts", 0, 1000, n))
+  if (bounded_integer(j, path, "max_restarts", 0, 1000, n, errs))
     out.max_restarts = static_cast<int>(n);
   std::int64_t ms = 0;
-  if (integer("within_ms", 1, 24LL * 3600 * 1000, ms))
+  if (bounded_integer(j, path, "within_ms", 1, 24LL * 3600 * 1000, ms, errs))
     out.within = std::chrono::milliseconds(ms);
   for (auto& kv : j.items())
     if (kv.key() != "max_restarts" && kv.key() != "within_ms")
       errs.push_back(path + "." + kv.key() + ": unknown field (known: max_restarts, within_ms)");
+}
+
+/// `balance: {"group": G, "settle_ms": N}` (the plain string is the group
+/// alone); every error names its field. True when valid.
+bool parse_balance(const nlohmann::json& j, const std::string& path, module_spec& m,
+                   std::vector<std::string>& errs) {
+  auto before = errs.size();
+  auto g = j.find("group");
+  if (g == j.end())
+    errs.push_back(path + ".group: missing (the balance group's name)");
+  else if (!g->is_string())
+    errs.push_back(path + ".group: must be a string");
+  else
+    m.balance = g->get<std::string>();
+  std::int64_t ms = 0;
+  if (bounded_integer(j, path, "settle_ms", 0, module_spec::max_settle_ms, ms, errs))
+    m.balance_settle_ms = ms;
+  for (auto& kv : j.items())
+    if (kv.key() != "group" && kv.key() != "settle_ms")
+      errs.push_back(path + "." + kv.key() + ": unknown field (known: group, settle_ms)");
+  return errs.size() == before;
 }
 
 std::string known_types(const module_registry& reg) {
@@ -176,7 +201,15 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
     boolean("leader_only", m.leader_only);
     boolean("enabled", m.enabled);
     str("lease", m.lease, false);
-    str("balance", m.balance, false);
+    if (auto it = j.find("balance"); it != j.end() && it->is_object()) {
+      ok = parse_balance(*it, path + ".balance", m, errs) && ok;
+    } else if (it != j.end() && !it->is_string()) {
+      errs.push_back(path + ".balance: must be a group name or an object {\"group\": G, "
+                            "\"settle_ms\": N}");
+      ok = false;
+    } else {
+      str("balance", m.balance, false);
+    }
     if (auto it = j.find("settings"); it != j.end())
       m.settings = *it;
     if (auto it = j.find("restart"); it != j.end()) {

@@ -143,7 +143,8 @@ nlohmann::json groups_json(const std::vector<group_state>& groups) {
       j.update(nlohmann::json{{"members", g.status->members},
                               {"assigned", g.status->assigned},
                               {"competing", g.status->competing},
-                              {"moves", g.status->moves}});
+                              {"moves", g.status->moves},
+                              {"settle_ms", g.status->settle_ms}});
     else
       j["members"] = nullptr;   // the group actor did not answer
     out.push_back(std::move(j));

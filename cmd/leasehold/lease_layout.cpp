@@ -27,7 +27,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> lease_layout::grou
 }
 
 bool lease_layout::same_leases(const lease_layout& o) const {
-  if (others.size() != o.others.size())
+  if (others.size() != o.others.size() || settle_ms != o.settle_ms)
     return false;
   std::map<std::string, std::string> mine;
   for (auto& p : others)
@@ -45,6 +45,7 @@ std::vector<std::string> plan_leases(const module_config& modules, const std::st
   layout.main.lease = main_lease;
   std::map<std::string, std::size_t> index;   // lease -> position in layout.others
   std::map<std::string, std::string> first;   // lease -> path of the module that placed it
+  std::map<std::string, std::string> settle_at;   // group -> path of the module that set it
   for (std::size_t i = 0; i < modules.modules.size(); ++i) {
     auto& m = modules.modules[i];
     auto path = "modules[" + std::to_string(i) + "]";
@@ -74,6 +75,17 @@ std::vector<std::string> plan_leases(const module_config& modules, const std::st
                      + "\" is the agent's own lease (lease_name); a balanced module needs a "
                        "lease of its own");
       ok = false;
+    }
+    if (m.balance_settle_ms && !m.balance.empty()) {
+      auto [at, fresh] = layout.settle_ms.emplace(m.balance, *m.balance_settle_ms);
+      if (fresh) {
+        settle_at[m.balance] = path;
+      } else if (at->second != *m.balance_settle_ms) {
+        errs.push_back(path + ".balance.settle_ms: group \"" + m.balance + "\" has settle_ms "
+                       + std::to_string(at->second) + " at " + settle_at[m.balance] + " (is "
+                       + std::to_string(*m.balance_settle_ms) + "); one settle time per group");
+        ok = false;
+      }
     }
     if (!ok)
       continue;

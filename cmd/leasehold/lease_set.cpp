@@ -38,7 +38,9 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
     g.group = group;
     g.membership = opts.membership;
     g.timings = opts.base.timings;
-    g.settle = opts.settle;
+    auto ms = layout.settle_ms.find(group);
+    g.settle = ms != layout.settle_ms.end() ? caf::timespan(std::chrono::milliseconds(ms->second))
+                                            : opts.settle;
     for (auto& e : runners_)
       if (e.group == group)
         g.leases.emplace_back(e.lease, e.runner);

@@ -38,6 +38,7 @@ struct lease_set_options {
   std::function<event_sink(const lease_key&)> events;
   /// The group's membership backend (needed when the layout has a group).
   membership_actor membership;
+  /// A group's settle time unless its modules set one (lease_layout::settle_ms).
   caf::timespan settle{std::chrono::seconds(1)};
 };
 

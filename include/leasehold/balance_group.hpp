@@ -90,6 +90,7 @@ struct balance_status {
   std::vector<std::string> assigned;           // the leases assigned to this replica
   std::vector<std::string> competing;          // the leases this replica competes for
   std::int64_t moves = 0;                      // leases this replica was told to hand over
+  std::int64_t settle_ms = 0;                  // the group's settle time (options::settle)
 };
 
 } // namespace leasehold

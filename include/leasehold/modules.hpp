@@ -95,11 +95,16 @@ struct module_spec {
   /// per lease, and a balance group over a group's runners.
   std::string lease;
   std::string balance;
-
+  /// `balance: {"group": G, "settle_ms": N}`: the group's settle time (how
+  /// long a member is present before it gets work; unset: 1 s). Every
+  /// module of a group that sets it sets the same.
+  std::optional<std::int64_t> balance_settle_ms;
+  static constexpr std::int64_t max_settle_ms = 600000;
   bool operator==(const module_spec& o) const {
     return name == o.name && type == o.type && leader_only == o.leader_only
            && enabled == o.enabled && settings == o.settings && restart == o.restart
-           && lease == o.lease && balance == o.balance;
+           && lease == o.lease && balance == o.balance
+           && balance_settle_ms == o.balance_settle_ms;
   }
 };
 

@@ -28,6 +28,8 @@ using steady = std::chrono::steady_clock;
 namespace {
 
 constexpr int modules = 9;
+/// The group's settle time, set on one module (balance: {group, settle_ms}).
+constexpr int settle_ms = 2500;   // longer than the default 1 s plus rounds: the joiner check tells them apart
 
 /// The exec command: notes its start, and its stop on SIGTERM (the exec
 /// module's stop); a SIGKILLed agent's command dies with it (the fence
@@ -52,7 +54,8 @@ json balance_config(const temp_dir& dir, int version = 1) {
   for (int k = 0; k < modules; ++k)
     mods.push_back({{"type", "exec"},
                     {"name", "work-" + std::to_string(k)},
-                    {"balance", "workers"},
+                    {"balance", k == 0 ? json{{"group", "workers"}, {"settle_ms", settle_ms}}
+                                       : json("workers")},
                     {"settings", {{"command", {script, work_file(dir, k)}},
                                   {"env", {{"WORK_VERSION", std::to_string(version)}}},
                                   {"grace_ms", 200}}}});
@@ -267,7 +270,9 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
     if (who[k] != "agent-c")
       CHECK(after_leave[k] == who[k]);
 
-  // A joiner: 9 over 3 again, floor(9/3) = 3 moves, all to d.
+  // A joiner: 9 over 3 again, floor(9/3) = 3 moves, all to d, none before
+  // d has been a member for the group's settle time.
+  auto d_started = wall_now();
   auto d = std::make_unique<agent>(dir, "agent-d", config, args);
   REQUIRE(d->health_port() > 0);
   auto joined_at = steady::now();
@@ -285,6 +290,16 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
     }
   CHECK(moves == 3);
   CHECK(overlaps(dir, ended) == 0);
+  double d_first = 1e18;
+  for (int k = 0; k < modules; ++k)
+    for (auto& r : runs_of(dir, k, ended))
+      if (r.identity == "agent-d")
+        d_first = std::min(d_first, r.from);
+  MESSAGE("the joiner's first work started " << (d_first - d_started) * 1000 << " ms after its start");
+  CHECK(d_first - d_started >= settle_ms / 1000.0);
+  auto groups = agent_state(*d)["groups"];
+  REQUIRE(groups.is_array());
+  CHECK(groups[0]["settle_ms"] == settle_ms);
   if (!full) {
     for (auto* x : {a.get(), b.get(), d.get()})
       x->process().signal(SIGTERM);

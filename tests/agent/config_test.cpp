@@ -861,3 +861,49 @@ modules:
   CHECK(has(errs, "modules[6].lease: must be a string"));
   CHECK(errs.size() == 6);
 }
+
+TEST_CASE("a balance group's settle time: balance: {group, settle_ms} beside the plain name, in "
+          "JSON and YAML; bounds, one value per group and unknown fields named in one pass") {
+  auto yaml = R"(
+lease_name: main
+modules:
+  - {type: ticker, name: w0, balance: {group: workers, settle_ms: 250}}
+  - {type: ticker, name: w1, balance: workers}
+  - {type: ticker, name: w2, balance: {group: workers, settle_ms: 250}}
+  - {type: ticker, name: x0, balance: {group: others}}
+)";
+  auto mods = make_builtin_modules();
+  agent_config cfg;
+  auto errs = parse_config(yaml, *mods.registry, {}, test_env(), cfg);
+  REQUIRE_MESSAGE(errs.empty(), joined(errs));
+  CHECK(cfg.leases.settle_ms == std::map<std::string, std::int64_t>{{"workers", 250}});
+  CHECK(cfg.leases.others[0].group == "workers");
+  CHECK(cfg.leases.others[3].group == "others");
+  // A changed settle time takes a restart, like a changed group.
+  agent_config retuned;
+  auto other = std::string(yaml);
+  other.replace(other.find("settle_ms: 250"), 14, "settle_ms: 500");
+  other.replace(other.find("settle_ms: 250"), 14, "settle_ms: 500");
+  REQUIRE(parse_config(other, *mods.registry, {}, test_env(), retuned).empty());
+  CHECK(retuned.leases.settle_ms.at("workers") == 500);
+  CHECK_FALSE(cfg.leases.same_leases(retuned.leases));
+
+  json doc = {{"lease_name", "main"},
+              {"modules",
+               {{{"type", "ticker"}, {"name", "t0"}, {"balance", {{"group", "g"}, {"settle_ms", 100}}}},
+                {{"type", "ticker"}, {"name", "t1"}, {"balance", {{"group", "g"}, {"settle_ms", 200}}}},
+                {{"type", "ticker"}, {"name", "t2"}, {"balance", {{"group", "h"}, {"settle_ms", -1}}}},
+                {{"type", "ticker"}, {"name", "t3"}, {"balance", {{"group", "h"}, {"settle_ms", 600001}}}},
+                {{"type", "ticker"}, {"name", "t4"}, {"balance", {{"settle_ms", 10}, {"grup", "g"}}}},
+                {{"type", "ticker"}, {"name", "t5"}, {"balance", 7}}}}};
+  errs = parse(doc, cfg);
+  CAPTURE(joined(errs));
+  CHECK(has(errs, "modules[1].balance.settle_ms: group \"g\" has settle_ms 100 at modules[0] (is 200); "
+                  "one settle time per group"));
+  CHECK(has(errs, "modules[2].balance.settle_ms: must be an integer in [0, 600000]"));
+  CHECK(has(errs, "modules[3].balance.settle_ms: must be an integer in [0, 600000]"));
+  CHECK(has(errs, "modules[4].balance.group: missing (the balance group's name)"));
+  CHECK(has(errs, "modules[4].balance.grup: unknown field (known: group, settle_ms)"));
+  CHECK(has(errs, "modules[5].balance: must be a group name or an object"));
+  CHECK(errs.size() == 6);
+}
