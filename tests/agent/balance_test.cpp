@@ -7,8 +7,7 @@
 // agent takes its share with exactly floor(M/(N+1)) moves; a reload reaches
 // every lease's module; a SIGKILLed agent's modules run elsewhere after its
 // leases expire. /debug/state, /leader and /metrics must say the same as the
-// work. On Kubernetes (LeaseCandidate membership) and, start, leave and
-// join only, on etcd (member keys).
+// work. On Kubernetes (LeaseCandidate membership) and on etcd (member keys).
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -356,11 +355,11 @@ TEST_CASE("Kubernetes: three agents balance nine modules; SIGTERM moves one agen
   balance_scenario(dir, {"--server", api.url()}, true);
 }
 
-TEST_CASE("etcd: the same balance, leave and join on member keys") {
+TEST_CASE("etcd: the same balance, yield, leave, join, reload and SIGKILL on member keys") {
   temp_dir dir;
   etcd_server etcd(dir);
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
-  balance_scenario(dir, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()}, false);
+  balance_scenario(dir, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()}, true);
 }
 
 TEST_CASE("a crash-looping module on a lease of its own fails /healthz naming that lease; "
