@@ -12,6 +12,10 @@ leasehold-apiserver, 12 leader-only ticker modules in one balance group
   stop all, start 3   -> balanced 4/4/4 onto existing Leases: seconds from the
                          last start (no creation hold)
 
+On Kubernetes (leasehold-apiserver, LeaseCandidate membership) or on etcd
+(a 3-member cluster on loopback, member keys): `bench/run --only-balance`
+runs each backend bench/run runs (`--skip-kubernetes`: etcd only).
+
 Every time is from the agents' journals (CLOCK_MONOTONIC module_started of
 each lease's module), and each run ends with scripts/check-journal
 --per-lease (no lease's work ever ran on two agents at once).
@@ -21,7 +25,10 @@ import statistics
 import time
 
 from balance_cluster import BalanceAgent, balanced_over, running
-from cluster import Cluster, Timeout, mono_ns, wait_for
+from cluster import ApiServer, Cluster, Timeout, mono_ns, wait_for
+from run_etcd import EtcdStore
+
+STORES = {"kubernetes": ApiServer, "etcd": EtcdStore}
 
 
 def three_start(c, agents, start, timeout):
@@ -34,9 +41,9 @@ def three_start(c, agents, start, timeout):
     return (max(t for _, t in r.values()) - last_start) / 1e9
 
 
-def one_run(timeout=20.0):
+def one_run(timeout=20.0, backend="kubernetes"):
     c = Cluster(replicas=4, agent_class=BalanceAgent, name="bench-balance",
-                lease_name="bench-balance")
+                lease_name="bench-balance", store=STORES[backend])
     a1, a2, a3, a4 = c.agents
     out = {}
     try:
@@ -77,11 +84,14 @@ def one_run(timeout=20.0):
     return out
 
 
-def balance_figures(runs):
-    """Runs the scenario `runs` times and prints the table; returns the raw runs."""
-    print(f"\nbalance groups (issue 20): 12 balanced ticker modules, real agents, lease 2 s, "
-          f"retry 0.3 s, settle 1 s; {runs} runs, fresh API server each")
-    res = [one_run() for _ in range(runs)]
+def balance_figures(runs, backend="kubernetes"):
+    """Runs the scenario `runs` times on `backend` (kubernetes: a fresh
+    leasehold-apiserver each; etcd: a fresh 3-member etcd cluster each) and
+    prints the table; returns the raw runs."""
+    store = "API server" if backend == "kubernetes" else "3-member etcd cluster"
+    print(f"\nbalance groups (issue 20) on {backend}: 12 balanced ticker modules, real agents, "
+          f"lease 2 s, retry 0.3 s, settle 1 s; {runs} runs, fresh {store} each")
+    res = [one_run(backend=backend) for _ in range(runs)]
     ok = [r for r in res if "error" not in r]
     for r in res:
         if "error" in r:

@@ -63,6 +63,7 @@ void metrics::record(const runtime_event& e) {
       break;
     case event_type::voluntary_handover:
       ++voluntary_handovers_;
+      ++lease_handovers_[e.lease.substr(e.lease.find('/') + 1)];   // "ns/name": the name
       break;
     case event_type::module_output:
       if (e.reason == "fence_kill")
@@ -185,6 +186,15 @@ std::string metrics::render(const std::optional<runner_status>& st,
     if (l.status)
       out << "leasehold_lease_term{lease=\"" << escape_label(l.lease) << "\",group=\""
           << escape_label(l.group) << "\"} " << l.status->term << '\n';
+  header(out, "leasehold_lease_voluntary_handovers_total", "counter",
+         "Per lease: times this replica handed it over on request (a yield, a preferredHolder, "
+         "or its balance group moving it).");
+  for (auto& l : leases) {
+    auto n = lease_handovers_.find(l.lease);
+    out << "leasehold_lease_voluntary_handovers_total{lease=\"" << escape_label(l.lease)
+        << "\",group=\"" << escape_label(l.group) << "\"} "
+        << (n == lease_handovers_.end() ? 0 : n->second) << '\n';
+  }
   struct group_series {
     const char* name;
     const char* type;

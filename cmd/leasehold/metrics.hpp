@@ -9,6 +9,7 @@
 //   leasehold_leadership_transitions_total      counter (terms acquired + lost)
 //   leasehold_voluntary_handovers_total         counter (event voluntary_handover: yields
 //                                               and preferredHolder handovers)
+//   leasehold_lease_voluntary_handovers_total{lease,group}  counter (the same per lease)
 //   leasehold_renew_latency_seconds             histogram (event renewed, value = ms)
 //   leasehold_api_errors_total{kind}            counter (every failed lease API request,
 //                                               event api_request_failed; lost races apart)
@@ -75,6 +76,7 @@ private:
   std::string backend_ = "kubernetes";
   std::uint64_t fence_kills_ = 0;
   std::uint64_t voluntary_handovers_ = 0;
+  std::map<std::string, std::uint64_t> lease_handovers_;   // lease name -> its voluntary handovers
 };
 
 /// Escapes a label value (backslash, double quote, newline).

@@ -248,6 +248,9 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
     }
   CHECK(yield_moves == 2);
   CHECK(metric(a->health_port(), "leasehold_voluntary_handovers_total") >= std::optional<double>(1));
+  CHECK(metric(a->health_port(), "leasehold_lease_voluntary_handovers_total{lease=\"" + lease0
+                                   + "\",group=\"workers\"}")
+        == std::optional<double>(1));
   CHECK(overlaps(dir, ended) == 0);
   who = after_yield;
 
