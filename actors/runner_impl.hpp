@@ -95,7 +95,7 @@ private:
   runner_status make_status();
 
   runner_options opt_;
-  std::mt19937_64 rng_;
+  std::minstd_rand rng_;                    // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   backoff backoff_;
   backoff handover_backoff_;                // after handing over for a crash-looping module
   std::optional<time_point> compete_after_; // no elector before this (handover backoff)
