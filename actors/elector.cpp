@@ -37,7 +37,7 @@ elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
   : caf::event_based_actor(cfg),
     opt_(std::move(opts)),
     rng_(opt_.seed),
-    emit(opt_.events, opt_.identity, opt_.lease.to_string()) {
+    emit(std::move(opt_.emit)) {
   if (!opt_.on_fatal)
     opt_.on_fatal = default_fatal_handler;
 }

@@ -81,7 +81,7 @@ struct elector_options {
   /// leader_observed: typed, so every report the elector sends is checked
   /// against the runner's interface when compiled.
   runner_internal_actor runner;
-  event_sink events;
+  event_emitter emit;   // the runner's: stamps this replica's and lease's events, shared
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
   /// Follow the lease through the transport's watch: a follower acts on a

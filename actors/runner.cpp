@@ -151,7 +151,7 @@ void runner_impl::start_elector() {
   eo.transport = opt_.backend.transport;
   eo.backend = opt_.backend.traits;
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
-  eo.events = opt_.events;
+  eo.emit = emit;
   eo.seed = rng_();
   eo.memory = memory_;
   eo.watch = opt_.watch;
