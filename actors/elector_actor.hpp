@@ -69,11 +69,11 @@ private:
   /// any API error.
   template <class Atom, class Arg, class F>
   void call(const char* verb, Atom atom, Arg arg, F on_reply) {
-    auto path = opt_.backend.path_of(verb, opt_.lease);
     request(opt_.transport, timeout(), atom, std::move(arg))
       .then([=](lease_reply& r) { on_reply(r); },
-            [=](caf::error& e) {
-              auto r = lease_reply::failure(request_error(verb, path, e));
+            [=](caf::error& e) {   // the path is built only here, not per request
+              auto r = lease_reply::failure(
+                request_error(verb, opt_.backend.path_of(verb, opt_.lease), e));
               on_reply(r);
             });
   }
