@@ -48,23 +48,27 @@ bool elector_actor::written_here(const lease_spec& s) const {
 }
 
 void elector_actor::identity_conflict(const lease& rec) {
-  emit(event_type::identity_conflict, [&](runtime_event& e) {
-    e.holder = rec.spec.holder_identity;
-    e.term = rec.spec.lease_transitions;
-  });
   auto why = "another process renewed lease " + opt_.lease.to_string()
              + " under this replica's identity \"" + opt_.identity
              + "\" (two replicas with one identity)";
+  // Closing (a release asked during the read that showed it): the hold is
+  // not ours alone, so nothing is released; the release is answered now.
+  bool closing = state_ == elector_state::closing;
+  emit(event_type::identity_conflict, [&](runtime_event& e) {
+    e.holder = rec.spec.holder_identity;
+    e.term = rec.spec.lease_transitions;
+    if (closing)
+      e.reason = "release asked: not released, nothing written";
+  });
   if (has_term()) {
     lose(why);
-  } else {
-    // Our unannounced hold (a created lease) is not ours alone: give it up.
-    drop_hold();
-    mem_.created_at.reset();
-    report_memory();
-    in_flight_ = false;
-    schedule_tick(next_delay());
+    return;
   }
+  // Our unannounced hold (a created lease) is not ours alone: give it up.
+  drop_hold();
+  mem_.created_at.reset();
+  report_memory();
+  done_attempt();   // closing: answers the release (release_step: no term of ours)
 }
 
 // -- release ---------------------------------------------------------------
