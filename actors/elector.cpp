@@ -34,7 +34,7 @@ long long to_ms(caf::timespan t) {
 }
 
 elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
-  : caf::event_based_actor(cfg),
+  : elector_handle::base(cfg),
     opt_(std::move(opts)),
     rng_(opt_.seed),
     emit(opt_.events, opt_.identity, opt_.lease.to_string()),
@@ -43,14 +43,14 @@ elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
     opt_.on_fatal = default_fatal_handler;
 }
 
-caf::behavior elector_actor::make_behavior() {
+elector_actor::behavior_type elector_actor::make_behavior() {
   send(this, tick_atom::value, ++tick_seq_);
   if (opt_.watch) {
     lease_watch_request req;
     req.lease = opt_.lease;
     req.resource_version = mem_.record ? mem_.record->resource_version : std::string{};
     req.idle_timeout = opt_.timings.lease_duration;
-    req.subscriber = this;
+    req.subscriber = caf::actor_cast<caf::actor>(this);   // the transport sends lease_watch_event
     send(opt_.transport, watch_lease_atom::value, std::move(req));
   }
   return {
@@ -83,7 +83,7 @@ caf::behavior elector_actor::make_behavior() {
     },
     [=](release_atom, std::string& target) {
       release_target_ = std::move(target);
-      auto rp = make_response_promise();
+      auto rp = make_response_promise<bool>();
       release_rp_ = rp;
       fence_.valid_until->store(0);
       if (!set_state(has_term() ? elector_state::releasing : elector_state::closing))
@@ -479,7 +479,7 @@ api_error elector_actor::request_error(const char* verb, std::string path, const
   return err;
 }
 
-caf::actor spawn_elector(caf::local_actor* parent, elector_options opts) {
+elector_handle spawn_elector(caf::local_actor* parent, elector_options opts) {
   return parent->spawn<elector_actor>(std::move(opts));
 }
 
