@@ -111,6 +111,7 @@ bool elector_actor::set_state(elector_state to) {
     opt_.on_fatal(reason);
     state_ = elector_state::ended;
     send(opt_.runner, leadership_lost{reason});
+    answer_release(false);
     quit();
     return false;
   }

@@ -110,6 +110,7 @@ private:
   void reread_then_release(int tries);
   bool may_retry_release(int tries) const;
   void finish_release(bool released);
+  void answer_release(bool released);
 
   elector_options opt_;
   std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
