@@ -50,7 +50,7 @@ elector_actor::behavior_type elector_actor::make_behavior() {
     req.lease = opt_.lease;
     req.resource_version = mem_.record ? mem_.record->resource_version : std::string{};
     req.idle_timeout = opt_.timings.lease_duration;
-    req.subscriber = caf::actor_cast<caf::actor>(this);   // the transport sends lease_watch_event
+    req.subscriber = this;
     send(opt_.transport, watch_lease_atom::value, std::move(req));
   }
   return {

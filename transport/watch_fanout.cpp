@@ -4,7 +4,7 @@
 
 namespace leasehold {
 
-void watch_fanout::add(const std::string& name, caf::actor who) {
+void watch_fanout::add(const std::string& name, lease_watch_subscriber who) {
   std::lock_guard<std::mutex> g(mx_);
   by_name_[name].push_back(who);
   ++count_;
@@ -17,7 +17,7 @@ std::size_t watch_fanout::remove(const caf::actor_addr& who) {
   for (auto it = by_name_.begin(); it != by_name_.end();) {
     auto& v = it->second;
     auto before = v.size();
-    v.erase(std::remove_if(v.begin(), v.end(), [&](const caf::actor& a) { return a.address() == who; }),
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const lease_watch_subscriber& a) { return a.address() == who; }),
             v.end());
     count_ -= before - v.size();
     it = v.empty() ? by_name_.erase(it) : std::next(it);

@@ -21,7 +21,7 @@ class watch_fanout {
 public:
   /// `who` follows lease `name`; it gets the stream's current health (up
   /// or down) at once, then every event of that lease.
-  void add(const std::string& name, caf::actor who);
+  void add(const std::string& name, lease_watch_subscriber who);
   /// Drops every subscription of `who`; the number of subscriptions left.
   std::size_t remove(const caf::actor_addr& who);
   std::size_t size() const;
@@ -36,7 +36,7 @@ public:
 
 private:
   mutable std::mutex mx_;
-  std::map<std::string, std::vector<caf::actor>> by_name_;
+  std::map<std::string, std::vector<lease_watch_subscriber>> by_name_;
   std::size_t count_ = 0;
   lease_watch_event health_{lease_watch_event::kind::down, std::nullopt, "the stream is opening"};
   bool health_known_ = false;

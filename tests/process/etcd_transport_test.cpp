@@ -371,7 +371,7 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
       req.lease = {"ns1", "auth"};
       req.resource_version = created.value->resource_version;
       req.idle_timeout = 2s;
-      req.subscriber = caf::actor{self.ptr()};
+      req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
       self->send(t, watch_lease_atom::value, req);
       // The stream's first read tells the key (authenticated), then it opens.
       auto first = next_event(self, 5s);
@@ -411,7 +411,7 @@ TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, 
   lease_watch_request req;
   req.lease = {"ns1", "watched"};
   req.idle_timeout = 1s;
-  req.subscriber = caf::actor{self.ptr()};
+  req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
   self->send(t, watch_lease_atom::value, req);
   using kind = lease_watch_event::kind;
   // No key yet: nothing to report but that the stream is open.

@@ -81,7 +81,7 @@ void watch(caf::scoped_actor& self, const lease_transport_actor& transport, cons
   lease_watch_request req;
   req.lease = k;
   req.idle_timeout = idle;
-  req.subscriber = caf::actor{self.ptr()};
+  req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
   self->send(transport, watch_lease_atom::value, req);
 }
 
@@ -229,7 +229,7 @@ TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well u
     lease_watch_request req;
     req.lease = key;
     req.idle_timeout = 3s;
-    req.subscriber = caf::actor{self.ptr()};
+    req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
     auto w = std::make_unique<lease_watcher>(cc, req);
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 7));
     stall = true;
