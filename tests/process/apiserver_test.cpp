@@ -849,6 +849,7 @@ struct watch_reader {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::string> lines;
+  bool opened = false;   // the response's headers arrived: the stream is served
   bool ended = false;
   httplib::Error error = httplib::Error::Success;
   int status = 0;
@@ -859,7 +860,15 @@ struct watch_reader {
     client.set_read_timeout(read_timeout);
     thread = std::thread([this, path] {
       std::string buffer;
-      auto res = client.Get(path.c_str(), [&](const char* data, std::size_t n) {
+      auto res = client.Get(
+        path.c_str(),
+        [&](const httplib::Response&) {
+          std::lock_guard<std::mutex> lock(mu);
+          opened = true;
+          cv.notify_all();
+          return true;
+        },
+        [&](const char* data, std::size_t n) {
         buffer.append(data, n);
         std::lock_guard<std::mutex> lock(mu);
         for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
@@ -900,6 +909,11 @@ struct watch_reader {
   bool wait_end(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu);
     return cv.wait_for(lock, timeout, [&] { return ended; });
+  }
+  /// Waits until the server answered with the stream's headers (or it ended).
+  bool wait_open(std::chrono::milliseconds timeout = 1000ms + leasehold::test::load_slack) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return opened || ended; }) && opened;
   }
 };
 
@@ -1074,7 +1088,7 @@ TEST_CASE("watch faults: close after N ms (end or reset), hang, malformed line, 
   }
   SUBCASE("hang holds events back; lifting it delivers them") {
     watch_reader w(s.server.port(), from + "&allowWatchBookmarks=1");
-    std::this_thread::sleep_for(100ms);
+    REQUIRE(w.wait_open());
     s.control({{"watch", {{"hang", true}, {"bookmark_ms", 50}}}});
     renew();
     std::this_thread::sleep_for(300ms);
@@ -1088,7 +1102,7 @@ TEST_CASE("watch faults: close after N ms (end or reset), hang, malformed line, 
   }
   SUBCASE("malformed_lines puts one bad line before the next event") {
     watch_reader w(s.server.port(), from + "&timeoutSeconds=5");
-    std::this_thread::sleep_for(100ms);
+    REQUIRE(w.wait_open());
     s.control({{"watch", {{"malformed_lines", 1}}}});
     renew();
     renew();
@@ -1101,7 +1115,7 @@ TEST_CASE("watch faults: close after N ms (end or reset), hang, malformed line, 
   }
   SUBCASE("error_events sends an ERROR Status, then ends that stream only") {
     watch_reader w(s.server.port(), from + "&timeoutSeconds=5");
-    std::this_thread::sleep_for(100ms);
+    REQUIRE(w.wait_open());
     s.control({{"watch", {{"error_events", 1}, {"error_status", 500}}}});
     auto events = w.events(1);
     REQUIRE(events.size() == 1);
@@ -1123,7 +1137,7 @@ TEST_CASE("watch faults: close after N ms (end or reset), hang, malformed line, 
   }
   // stop() ends open streams at once.
   watch_reader open(s.server.port(), from);
-  std::this_thread::sleep_for(100ms);
+  REQUIRE(open.wait_open());
   auto t0 = std::chrono::steady_clock::now();
   s.server.stop();
   CHECK(std::chrono::steady_clock::now() - t0 < 2s);
