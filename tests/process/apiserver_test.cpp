@@ -1458,6 +1458,7 @@ TEST_CASE("leases keep preferredHolder and strategy; LeaseCandidate v1beta1 crea
 
   const std::string lcs = "/apis/coordination.k8s.io/v1beta1/namespaces/ns1/leasecandidates";
   watch_reader watch(s.server.port(), lcs + "?watch=true&timeoutSeconds=5");
+  REQUIRE(watch.wait_open());   // its starting list is taken before the create (CI load: a late stream saw 3 events)
   json lc = {{"apiVersion", "coordination.k8s.io/v1beta1"}, {"kind", "LeaseCandidate"},
              {"metadata", {{"name", "pl-a"}}},
              {"spec", {{"leaseName", "pl"}, {"renewTime", "2026-12-04T03:00:00.000000Z"},
