@@ -4,7 +4,8 @@
 //   elector_follow.cpp   what it knows of the lease: the watch, the record in
 //                        memory, when a follower wakes, writes from outside;
 //   elector_release.cpp  how a term ends: release, loss, identity conflict.
-// Private to actors/: spawn_elector (actors/elector.hpp) is the interface.
+// Private to actors/: spawn_elector (actors/elector.hpp) and the typed
+// interface it derives from (elector_handle, actors/messages.hpp) are the interface.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,13 @@ using time_point = caf::actor_clock::time_point;
 wall_time wall_now();
 long long to_ms(caf::timespan t);
 
-class elector_actor : public caf::event_based_actor {
+class elector_actor : public elector_handle::base {
 public:
   elector_actor(caf::actor_config& cfg, elector_options opts);
 
   const char* name() const override { return "leasehold.elector"; }
 
-  caf::behavior make_behavior() override;
+  behavior_type make_behavior() override;
 
 private:
   // -- state (elector.cpp) -------------------------------------------------------
@@ -109,6 +110,7 @@ private:
   void reread_then_release(int tries);
   bool may_retry_release(int tries) const;
   void finish_release(bool released);
+  void answer_release(bool released);
 
   elector_options opt_;
   std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
@@ -131,7 +133,7 @@ private:
   bool watch_said_ = false;               // its first up or down was reported
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
-  std::optional<caf::response_promise> release_rp_;
+  std::optional<caf::typed_response_promise<bool>> release_rp_;
   std::string release_target_;           // the release names it as preferredHolder
   api_error last_error_;
 };

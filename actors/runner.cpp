@@ -266,9 +266,9 @@ void runner_impl::stop_electing() {
 
 /// Takes the current elector out of the runner's care (no down message of
 /// it is handled any more) and returns it.
-caf::actor runner_impl::detach_elector() {
+elector_handle runner_impl::detach_elector() {
   auto e = elector_;
-  demonitor(e);
+  demonitor(e.address());
   elector_ = nullptr;
   return e;
 }

@@ -63,7 +63,7 @@ private:
   void elector_gone(const std::string& reason, const std::string& code = {});
   void schedule_respawn();
   void stop_electing();
-  caf::actor detach_elector();
+  elector_handle detach_elector();
   void release_elector(std::function<void(bool released)> then, const std::string& target = {});
   void on_down(const caf::down_msg& dm);
 
@@ -107,7 +107,7 @@ private:
   module_supervisor modules_;
   module_config cfg_;
   runner_state state_ = runner_state::idle;
-  caf::actor elector_;
+  elector_handle elector_;
   std::uint64_t respawn_seq_ = 0;
   std::int64_t electors_started_ = 0;
   std::optional<fencing_token> fence_;

@@ -4,7 +4,7 @@
 
 namespace leasehold {
 
-void watch_fanout::add(const std::string& name, caf::actor who) {
+void watch_fanout::add(const std::string& name, lease_watch_subscriber who) {
   std::lock_guard<std::mutex> g(mx_);
   auto it = by_name_.try_emplace(name).first;
   it->second.push_back(who);
@@ -26,7 +26,7 @@ std::size_t watch_fanout::remove(const caf::actor_addr& who) {
     auto& v = it->second;
     auto before = v.size();
     examined_ += before;
-    v.erase(std::remove_if(v.begin(), v.end(), [&](const caf::actor& a) { return a.address() == who; }),
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const lease_watch_subscriber& a) { return a.address() == who; }),
             v.end());
     count_ -= before - v.size();
     if (v.empty())

@@ -21,7 +21,7 @@ class watch_fanout {
 public:
   /// `who` follows lease `name`; it gets the stream's current health (up
   /// or down) at once, then every event of that lease.
-  void add(const std::string& name, caf::actor who);
+  void add(const std::string& name, lease_watch_subscriber who);
   /// Drops every subscription of `who`; the number of subscriptions left.
   /// Looks at `who`'s own subscriptions only (an index by subscriber), not
   /// at every lease's: 10,000 electors ending at once (a SIGTERM) cost the
@@ -43,7 +43,7 @@ public:
 
 private:
   mutable std::mutex mx_;
-  using by_name_map = std::map<std::string, std::vector<caf::actor>>;
+  using by_name_map = std::map<std::string, std::vector<lease_watch_subscriber>>;
   by_name_map by_name_;
   /// Each subscription's entry in by_name_, by subscriber (map iterators
   /// stay valid until their entry is erased, which needs it empty).

@@ -82,7 +82,7 @@ void watch(caf::scoped_actor& self, const lease_transport_actor& transport, cons
   lease_watch_request req;
   req.lease = k;
   req.idle_timeout = idle;
-  req.subscriber = caf::actor{self.ptr()};
+  req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
   self->send(transport, watch_lease_atom::value, req);
 }
 
@@ -230,7 +230,7 @@ TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well u
     lease_watch_request req;
     req.lease = key;
     req.idle_timeout = 3s;
-    req.subscriber = caf::actor{self.ptr()};
+    req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
     auto w = std::make_unique<lease_watcher>(cc, req);
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 7));
     stall = true;
@@ -314,10 +314,12 @@ TEST_CASE("watch_fanout: a subscriber's removal looks at its own subscriptions, 
   // releases waited in its queue (3,147 of 10,000 released in time).
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto idle = [](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; };
+  auto idle = [](lease_watch_subscriber::pointer) -> lease_watch_subscriber::behavior_type {
+    return {[](const lease_watch_event&) {}};
+  };
   constexpr int n = 1000;
   watch_fanout f;
-  std::vector<caf::actor> subs;
+  std::vector<lease_watch_subscriber> subs;
   for (int i = 0; i < n; ++i) {
     subs.push_back(sys.spawn(idle));
     f.add("lease-" + std::to_string(i), subs.back());
