@@ -34,16 +34,15 @@ long long to_ms(caf::timespan t) {
 }
 
 elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
-  : caf::event_based_actor(cfg),
+  : elector_handle::base(cfg),
     opt_(std::move(opts)),
     rng_(opt_.seed),
-    emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-    mem_(std::move(opt_.memory)) {
+    emit(std::move(opt_.emit)) {
   if (!opt_.on_fatal)
     opt_.on_fatal = default_fatal_handler;
 }
 
-caf::behavior elector_actor::make_behavior() {
+elector_actor::behavior_type elector_actor::make_behavior() {
   send(this, tick_atom::value, ++tick_seq_);
   if (opt_.watch) {
     lease_watch_request req;
@@ -83,7 +82,7 @@ caf::behavior elector_actor::make_behavior() {
     },
     [=](release_atom, std::string& target) {
       release_target_ = std::move(target);
-      auto rp = make_response_promise();
+      auto rp = make_response_promise<bool>();
       release_rp_ = rp;
       fence_.valid_until->store(0);
       if (!set_state(has_term() ? elector_state::releasing : elector_state::closing))
@@ -111,6 +110,7 @@ bool elector_actor::set_state(elector_state to) {
     opt_.on_fatal(reason);
     state_ = elector_state::ended;
     send(opt_.runner, leadership_lost{reason});
+    answer_release(false);
     quit();
     return false;
   }
@@ -479,7 +479,7 @@ api_error elector_actor::request_error(const char* verb, std::string path, const
   return err;
 }
 
-caf::actor spawn_elector(caf::local_actor* parent, elector_options opts) {
+elector_handle spawn_elector(caf::local_actor* parent, elector_options opts) {
   return parent->spawn<elector_actor>(std::move(opts));
 }
 

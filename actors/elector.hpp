@@ -81,7 +81,7 @@ struct elector_options {
   /// leader_observed: typed, so every report the elector sends is checked
   /// against the runner's interface when compiled.
   runner_internal_actor runner;
-  event_sink events;
+  event_emitter emit;   // the runner's: stamps this replica's and lease's events, shared
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
   /// Follow the lease through the transport's watch: a follower acts on a
@@ -101,13 +101,17 @@ struct elector_options {
   std::function<void(const std::string& reason)> on_fatal;
 };
 
-/// Spawns an elector (not linked, not monitored: the caller monitors it).
-/// Messages it takes besides its timers: `release_atom, target` -> bool: stop
-/// renewing and, if it holds the lease in the very term it acquired (same
-/// holder, acquireTime and leaseTransitions), release it (holderIdentity "",
-/// duration 1 s, preferredHolder `target` if not empty: handover_spec),
-/// within timings.release_timeout; then exit. `compete_atom, bool`: whether
-/// it may acquire (elector_options::compete).
-caf::actor spawn_elector(caf::local_actor* parent, elector_options opts);
+/// Spawns an elector (not linked, not monitored: the caller monitors it),
+/// returned as its typed interface, elector_handle (actors/messages.hpp).
+/// Messages it takes besides its timers and its watch's events:
+/// `release_atom, target` -> bool: stop renewing and, if it holds the
+/// lease in the very term it acquired (same holder, acquireTime and
+/// leaseTransitions), release it (holderIdentity "", duration 1 s,
+/// preferredHolder `target` if not empty: handover_spec), within
+/// timings.release_timeout; then exit. Answered false at once when the term
+/// ends meanwhile or the record turns out not to be ours alone (an
+/// identity conflict). `compete_atom, bool`: whether it may acquire
+/// (elector_options::compete).
+elector_handle spawn_elector(caf::local_actor* parent, elector_options opts);
 
 } // namespace leasehold

@@ -4,7 +4,8 @@
 //   elector_follow.cpp   what it knows of the lease: the watch, the record in
 //                        memory, when a follower wakes, writes from outside;
 //   elector_release.cpp  how a term ends: release, loss, identity conflict.
-// Private to actors/: spawn_elector (actors/elector.hpp) is the interface.
+// Private to actors/: spawn_elector (actors/elector.hpp) and the typed
+// interface it derives from (elector_handle, actors/messages.hpp) are the interface.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +23,13 @@ using time_point = caf::actor_clock::time_point;
 wall_time wall_now();
 long long to_ms(caf::timespan t);
 
-class elector_actor : public caf::event_based_actor {
+class elector_actor : public elector_handle::base {
 public:
   elector_actor(caf::actor_config& cfg, elector_options opts);
 
   const char* name() const override { return "leasehold.elector"; }
 
-  caf::behavior make_behavior() override;
+  behavior_type make_behavior() override;
 
 private:
   // -- state (elector.cpp) -------------------------------------------------------
@@ -69,11 +70,11 @@ private:
   /// any API error.
   template <class Atom, class Arg, class F>
   void call(const char* verb, Atom atom, Arg arg, F on_reply) {
-    auto path = opt_.backend.path_of(verb, opt_.lease);
     request(opt_.transport, timeout(), atom, std::move(arg))
       .then([=](lease_reply& r) { on_reply(r); },
-            [=](caf::error& e) {
-              auto r = lease_reply::failure(request_error(verb, path, e));
+            [=](caf::error& e) {   // the path is built only here, not per request
+              auto r = lease_reply::failure(
+                request_error(verb, opt_.backend.path_of(verb, opt_.lease), e));
               on_reply(r);
             });
   }
@@ -109,11 +110,12 @@ private:
   void reread_then_release(int tries);
   bool may_retry_release(int tries) const;
   void finish_release(bool released);
+  void answer_release(bool released);
 
   elector_options opt_;
   std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   event_emitter emit;
-  lease_memory mem_;
+  lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;
   std::optional<lease_spec> held_;       // what this elector last wrote for its term
   time_point attempt_started_{};
@@ -131,7 +133,7 @@ private:
   bool watch_said_ = false;               // its first up or down was reported
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
-  std::optional<caf::response_promise> release_rp_;
+  std::optional<caf::typed_response_promise<bool>> release_rp_;
   std::string release_target_;           // the release names it as preferredHolder
   api_error last_error_;
 };

@@ -19,12 +19,14 @@ void elector_actor::lose_rewritten(const lease& rec) {
 }
 
 /// The term ends (leading or releasing -> ended): the fence is void at
-/// once, the runner told, and the elector exits.
+/// once, the runner told, a release asked meanwhile answered (not
+/// released), and the elector exits.
 void elector_actor::lose(std::string reason) {
   if (!set_state(elector_state::ended))
     return;
   fence_.valid_until->store(0);
   send(opt_.runner, leadership_lost{std::move(reason)});
+  answer_release(false);
   quit();
 }
 
@@ -48,23 +50,28 @@ bool elector_actor::written_here(const lease_spec& s) const {
 }
 
 void elector_actor::identity_conflict(const lease& rec) {
-  emit(event_type::identity_conflict, [&](runtime_event& e) {
-    e.holder = rec.spec.holder_identity;
-    e.term = rec.spec.lease_transitions;
-  });
   auto why = "another process renewed lease " + opt_.lease.to_string()
              + " under this replica's identity \"" + opt_.identity
              + "\" (two replicas with one identity)";
+  // A release asked during the read that showed it: the record is not ours
+  // alone, so nothing is released; the release is answered now (lose() or
+  // done_attempt() -> release_step()).
+  bool asked = release_asked();
+  emit(event_type::identity_conflict, [&](runtime_event& e) {
+    e.holder = rec.spec.holder_identity;
+    e.term = rec.spec.lease_transitions;
+    if (asked)
+      e.reason = "release asked: not released, nothing written";
+  });
   if (has_term()) {
     lose(why);
-  } else {
-    // Our unannounced hold (a created lease) is not ours alone: give it up.
-    drop_hold();
-    mem_.created_at.reset();
-    report_memory();
-    in_flight_ = false;
-    schedule_tick(next_delay());
+    return;
   }
+  // Our unannounced hold (a created lease) is not ours alone: give it up.
+  drop_hold();
+  mem_.created_at.reset();
+  report_memory();
+  done_attempt();   // closing: answers the release (release_step: no term of ours)
 }
 
 // -- release ---------------------------------------------------------------
@@ -122,10 +129,15 @@ bool elector_actor::may_retry_release(int tries) const {
 void elector_actor::finish_release(bool released) {
   if (!set_state(elector_state::ended))
     return;
+  answer_release(released);
+  quit();
+}
+
+/// The runner's release request, if one is out, gets its answer (once).
+void elector_actor::answer_release(bool released) {
   if (release_rp_)
     release_rp_->deliver(released);
   release_rp_.reset();
-  quit();
 }
 
 } // namespace leasehold

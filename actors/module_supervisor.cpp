@@ -16,10 +16,12 @@ const char* to_string(module_state s) {
   return "?";
 }
 
-bool add_restart(std::deque<caf::actor_clock::time_point>& times,
+bool add_restart(std::vector<caf::actor_clock::time_point>& times,
                  caf::actor_clock::time_point now, const restart_policy& p) {
-  while (!times.empty() && now - times.front() > p.within)
-    times.pop_front();
+  auto first_kept = times.begin();
+  while (first_kept != times.end() && now - *first_kept > p.within)
+    ++first_kept;
+  times.erase(times.begin(), first_kept);
   times.push_back(now);
   return static_cast<int>(times.size()) <= p.max_restarts;
 }

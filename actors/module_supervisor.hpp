@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -36,7 +35,7 @@ namespace leasehold {
 /// OTP supervisor's add_restart: notes a restart at `now` in `times`,
 /// forgetting those older than `p.within`; false when this restart is more
 /// than `p.max_restarts` within the window (the supervisor gives up).
-bool add_restart(std::deque<caf::actor_clock::time_point>& times,
+bool add_restart(std::vector<caf::actor_clock::time_point>& times,
                  caf::actor_clock::time_point now, const restart_policy& p);
 
 /// What the supervisor needs to know: whose modules, built how, stopped how.
@@ -106,7 +105,9 @@ private:
     module_spec spec;
     caf::actor actor;                            // the running instance, if any
     module_state state = module_state::stopped;
-    std::deque<caf::actor_clock::time_point> restart_times;   // within its policy's window
+    std::vector<caf::actor_clock::time_point> restart_times;  // within its policy's window (no
+                                                             // allocation until a restart; a deque
+                                                             // took 576 bytes per module at once)
     backoff delays;                              // restart delay; reset when the window empties
     caf::actor_clock::time_point restart_at{};   // state restarting: when
     int restarts = 0;

@@ -38,30 +38,37 @@ const std::vector<event_words>& event_words_table();
 /// The row of `ev`: its variant's if the event is one, else its type's.
 const event_words& words_for(const runtime_event& ev);
 
-/// Stamps events of one replica and lease and hands them to a sink.
+/// Stamps events of one replica and lease and hands them to a sink. Copies
+/// share one sink and one pair of names (a runner, its module supervisor
+/// and its electors: one copy per lease, not one per holder).
 class event_emitter {
 public:
   event_emitter() = default;
   event_emitter(event_sink sink, std::string identity, std::string lease)
-    : sink_(std::move(sink)), identity_(std::move(identity)), lease_(std::move(lease)) {}
+    : s_(sink ? std::make_shared<const stamp>(stamp{std::move(sink), std::move(identity),
+                                                    std::move(lease)})
+              : nullptr) {}
 
   /// `fill(runtime_event&)` sets the fields of this event type.
   template <class F>
   void operator()(event_type t, F fill) const {
-    if (!sink_)
+    if (!s_)
       return;
     runtime_event ev;
     ev.type = t;
-    ev.identity = identity_;
-    ev.lease = lease_;
+    ev.identity = s_->identity;
+    ev.lease = s_->lease;
     fill(ev);
-    sink_(ev);
+    s_->sink(ev);
   }
 
 private:
-  event_sink sink_;
-  std::string identity_;
-  std::string lease_;
+  struct stamp {
+    event_sink sink;
+    std::string identity;
+    std::string lease;
+  };
+  std::shared_ptr<const stamp> s_;
 };
 
 /// How an actor ended: `words` for a `reason` field (no CAF names), `code`

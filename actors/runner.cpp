@@ -151,7 +151,7 @@ void runner_impl::start_elector() {
   eo.transport = opt_.backend.transport;
   eo.backend = opt_.backend.traits;
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
-  eo.events = opt_.events;
+  eo.emit = emit;
   eo.seed = rng_();
   eo.memory = memory_;
   eo.watch = opt_.watch;
@@ -266,9 +266,9 @@ void runner_impl::stop_electing() {
 
 /// Takes the current elector out of the runner's care (no down message of
 /// it is handled any more) and returns it.
-caf::actor runner_impl::detach_elector() {
+elector_handle runner_impl::detach_elector() {
   auto e = elector_;
-  demonitor(e);
+  demonitor(e.address());
   elector_ = nullptr;
   return e;
 }

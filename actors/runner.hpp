@@ -13,7 +13,7 @@
 
 namespace leasehold {
 
-/// get_elector_atom -> caf::actor: the current elector, if any (tests kill it
+/// get_elector_atom -> elector_handle: the current elector, if any (tests kill it
 /// to exercise supervision). Sent on the runner's dynamically typed handle,
 /// `caf::actor_cast<caf::actor>(runner)`.
 using get_elector_atom = caf::atom_constant<caf::atom("lh_elector")>;
@@ -34,7 +34,7 @@ using runner_internal_actor = runner_actor::extend<
   caf::reacts_to<restart_atom, std::string, std::uint64_t>,
   caf::reacts_to<respawn_atom, std::uint64_t>,
   caf::reacts_to<yield_timeout_atom, std::uint64_t>,
-  caf::replies_to<get_elector_atom>::with<caf::actor>>;
+  caf::replies_to<get_elector_atom>::with<elector_handle>>;
 
 /// Spawns the runner actor without checking `opts` (spawn_runner checks them).
 runner_actor spawn_runner_actor(caf::actor_system& sys, runner_options opts);

@@ -69,7 +69,7 @@ void runner_impl::set_competing(bool on) {
   if (on)
     yield_out_until_ = {};   // a group assigned it this lease: its own yield window ends
   if (elector_)
-    caf::unsafe_send_as(this, elector_, compete_atom::value, on);
+    send(elector_, compete_atom::value, on);
   if (!on)
     begin_yield("", standing_by, std::nullopt);   // refused unless leading
 }

@@ -63,7 +63,7 @@ private:
   void elector_gone(const std::string& reason, const std::string& code = {});
   void schedule_respawn();
   void stop_electing();
-  caf::actor detach_elector();
+  elector_handle detach_elector();
   void release_elector(std::function<void(bool released)> then, const std::string& target = {});
   void on_down(const caf::down_msg& dm);
 
@@ -95,7 +95,7 @@ private:
   runner_status make_status();
 
   runner_options opt_;
-  std::mt19937_64 rng_;
+  std::minstd_rand rng_;                    // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   backoff backoff_;
   backoff handover_backoff_;                // after handing over for a crash-looping module
   std::optional<time_point> compete_after_; // no elector before this (handover backoff)
@@ -107,7 +107,7 @@ private:
   module_supervisor modules_;
   module_config cfg_;
   runner_state state_ = runner_state::idle;
-  caf::actor elector_;
+  elector_handle elector_;
   std::uint64_t respawn_seq_ = 0;
   std::int64_t electors_started_ = 0;
   std::optional<fencing_token> fence_;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "modules/child_process.hpp"
-#include "modules/output.hpp"
+#include "modules/module_type.hpp"
 
 extern char** environ;
 
@@ -293,14 +293,10 @@ caf::behavior exec(exec_actor* self, module_context ctx, exec_settings settings)
     },
     [self](const module_settings& update) {
       auto& st = self->state;
-      auto p = parse_exec_settings(update.settings);
-      if (!p.errors.empty()) {
-        st.out.line("settings rejected: " + p.errors.front());
+      auto s = accept_settings(parse_exec_settings, update.settings, st.out);
+      if (!s || *s == st.settings || st.quit_reason)
         return;
-      }
-      if (p.value == st.settings || st.quit_reason)
-        return;
-      st.restart_with = std::move(p.value);
+      st.restart_with = std::move(*s);
       if (st.child) {
         st.out.line("settings changed: restarting the command");
         terminate_child(self);
@@ -314,12 +310,10 @@ caf::behavior exec(exec_actor* self, module_context ctx, exec_settings settings)
 } // namespace
 
 module_type exec_module() {
-  module_type t;
-  t.type = "exec";
-  t.default_leader_only = true;
-  t.factory = [](caf::actor_system& sys, const module_context& ctx) {
-    return sys.spawn<caf::detached>(exec, ctx, parse_exec_settings(ctx.settings).value);
-  };
+  auto t = make_module_type("exec", true, parse_exec_settings,
+                            [](caf::actor_system& sys, const module_context& ctx, exec_settings s) {
+                              return sys.spawn<caf::detached>(exec, ctx, std::move(s));
+                            });
   // Validation also finds the command: a missing binary is a config error
   // no restart can fix. (The module itself still reports one that vanishes.)
   t.validate = [](const nlohmann::json& s) {

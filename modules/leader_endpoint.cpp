@@ -1,6 +1,6 @@
 #include "modules/leader_endpoint.hpp"
 
-#include "modules/output.hpp"
+#include "modules/module_type.hpp"
 #include "modules/subscription.hpp"
 
 namespace leasehold::modules {
@@ -81,14 +81,12 @@ caf::behavior leader_endpoint(leader_endpoint_actor* self, std::shared_ptr<leade
       st.publish();
     },
     [self, out = output_reporter{ctx}](const module_settings& update) {
-      auto p = parse_leader_endpoint_settings(update.settings);
-      if (!p.errors.empty()) {
-        out.line("settings rejected: " + p.errors.front());
+      auto s = accept_settings(parse_leader_endpoint_settings, update.settings, out);
+      if (!s)
         return;
-      }
       auto& st = self->state;
       st.view->withdraw(st.path);
-      st.path = p.value.path;
+      st.path = s->path;
       st.publish();
     },
   };
@@ -97,15 +95,11 @@ caf::behavior leader_endpoint(leader_endpoint_actor* self, std::shared_ptr<leade
 } // namespace
 
 module_type leader_endpoint_module(std::shared_ptr<leader_view> view) {
-  module_type t;
-  t.type = "leader_endpoint";
-  t.default_leader_only = false;
-  t.factory = [view](caf::actor_system& sys, const module_context& ctx) {
-    return sys.spawn(leader_endpoint, view, ctx,
-                     parse_leader_endpoint_settings(ctx.settings).value);
-  };
-  t.validate = [](const nlohmann::json& s) { return parse_leader_endpoint_settings(s).errors; };
-  return t;
+  return make_module_type(
+    "leader_endpoint", false, parse_leader_endpoint_settings,
+    [view](caf::actor_system& sys, const module_context& ctx, leader_endpoint_settings s) {
+      return sys.spawn(leader_endpoint, view, ctx, std::move(s));
+    });
 }
 
 } // namespace leasehold::modules

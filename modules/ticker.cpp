@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "modules/output.hpp"
+#include "modules/module_type.hpp"
 
 namespace leasehold::modules {
 
@@ -60,12 +60,10 @@ caf::behavior ticker(ticker_actor* self, module_context ctx, ticker_settings set
       st.out.line(std::move(line));
     },
     [=](const module_settings& update) {
-      auto p = parse_ticker_settings(update.settings);
-      if (!p.errors.empty()) {
-        self->state.out.line("settings rejected: " + p.errors.front());
+      auto s = accept_settings(parse_ticker_settings, update.settings, self->state.out);
+      if (!s)
         return;
-      }
-      self->state.settings = std::move(p.value);
+      self->state.settings = std::move(*s);
       ++self->state.generation;
       schedule_tick(self);
     },
@@ -75,14 +73,10 @@ caf::behavior ticker(ticker_actor* self, module_context ctx, ticker_settings set
 } // namespace
 
 module_type ticker_module() {
-  module_type t;
-  t.type = "ticker";
-  t.default_leader_only = true;
-  t.factory = [](caf::actor_system& sys, const module_context& ctx) {
-    return sys.spawn(ticker, ctx, parse_ticker_settings(ctx.settings).value);
-  };
-  t.validate = [](const nlohmann::json& s) { return parse_ticker_settings(s).errors; };
-  return t;
+  return make_module_type("ticker", true, parse_ticker_settings,
+                          [](caf::actor_system& sys, const module_context& ctx, ticker_settings s) {
+                            return sys.spawn(ticker, ctx, std::move(s));
+                          });
 }
 
 } // namespace leasehold::modules

@@ -10,7 +10,7 @@
 
 #include <httplib.h>
 
-#include "modules/output.hpp"
+#include "modules/module_type.hpp"
 #include "modules/subscription.hpp"
 #include "leasehold/lease.hpp"
 
@@ -205,14 +205,12 @@ caf::behavior webhook(webhook_actor* self, module_context ctx, webhook_settings 
       self->state.sender->post(notification(self->state.ctx, x));
     },
     [self](const module_settings& update) {
-      auto p = parse_webhook_settings(update.settings);
       output_reporter out{self->state.ctx};
-      if (!p.errors.empty()) {
-        out.line("settings rejected: " + p.errors.front());
+      auto s = accept_settings(parse_webhook_settings, update.settings, out);
+      if (!s)
         return;
-      }
       self->state.sender.reset();
-      self->state.sender = std::make_unique<webhook_sender>(p.value, out);
+      self->state.sender = std::make_unique<webhook_sender>(*s, out);
     },
   };
 }
@@ -220,15 +218,11 @@ caf::behavior webhook(webhook_actor* self, module_context ctx, webhook_settings 
 } // namespace
 
 module_type webhook_module() {
-  module_type t;
-  t.type = "webhook";
-  t.default_leader_only = false;
-  t.factory = [](caf::actor_system& sys, const module_context& ctx) {
-    // Detached: stopping joins the sender thread, which may wait on a connect.
-    return sys.spawn<caf::detached>(webhook, ctx, parse_webhook_settings(ctx.settings).value);
-  };
-  t.validate = [](const nlohmann::json& s) { return parse_webhook_settings(s).errors; };
-  return t;
+  // Detached: stopping joins the sender thread, which may wait on a connect.
+  return make_module_type("webhook", false, parse_webhook_settings,
+                          [](caf::actor_system& sys, const module_context& ctx, webhook_settings s) {
+                            return sys.spawn<caf::detached>(webhook, ctx, std::move(s));
+                          });
 }
 
 } // namespace leasehold::modules

@@ -125,11 +125,11 @@ struct pool_state {
                 st->done(w);
               });
     };
-    std::string where = opts.where ? opts.where(verb, k) : k.to_string();
-    j.expire = [this, rp, verb, where](steady::duration waited) mutable {
+    // The request's path is named only if it expires (built then, not per request).
+    j.expire = [this, rp, verb, k](steady::duration waited) mutable {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
       rp.deliver(Reply::failure(
-        {error_kind::timeout, 0, verb, where,
+        {error_kind::timeout, 0, verb, opts.where ? opts.where(verb, k) : k.to_string(),
          "not sent: waited " + std::to_string(ms) + "ms for one of the transport's "
            + std::to_string(opts.workers) + " workers (all busy; the limit is "
            + std::to_string(opts.max_wait.count()) + "ms)",
@@ -166,11 +166,15 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     [st](get_lease_atom atom, lease_key& k) -> caf::result<lease_reply> {
       return st->submit<lease_reply>(st, "GET", k, atom, k);
     },
+    // The key is taken before the lease moves into the request (arguments
+    // are evaluated in no set order).
     [st](create_lease_atom atom, lease& l) -> caf::result<lease_reply> {
-      return st->submit<lease_reply>(st, "POST", lease_key{l.ns, l.name}, atom, std::move(l));
+      lease_key k{l.ns, l.name};
+      return st->submit<lease_reply>(st, "POST", k, atom, std::move(l));
     },
     [st](update_lease_atom atom, lease& l) -> caf::result<lease_reply> {
-      return st->submit<lease_reply>(st, "PUT", lease_key{l.ns, l.name}, atom, std::move(l));
+      lease_key k{l.ns, l.name};
+      return st->submit<lease_reply>(st, "PUT", k, atom, std::move(l));
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

@@ -4,9 +4,11 @@
 
 namespace leasehold {
 
-void watch_fanout::add(const std::string& name, caf::actor who) {
+void watch_fanout::add(const std::string& name, lease_watch_subscriber who) {
   std::lock_guard<std::mutex> g(mx_);
-  by_name_[name].push_back(who);
+  auto it = by_name_.try_emplace(name).first;
+  it->second.push_back(who);
+  by_subscriber_.emplace(who.address(), it);
   ++count_;
   if (health_known_)
     caf::anon_send(who, health_);
@@ -14,15 +16,28 @@ void watch_fanout::add(const std::string& name, caf::actor who) {
 
 std::size_t watch_fanout::remove(const caf::actor_addr& who) {
   std::lock_guard<std::mutex> g(mx_);
-  for (auto it = by_name_.begin(); it != by_name_.end();) {
+  auto [first, last] = by_subscriber_.equal_range(who);
+  std::vector<by_name_map::iterator> entries;   // each once (`who` may follow a name twice)
+  for (auto sub = first; sub != last; ++sub)
+    if (std::find(entries.begin(), entries.end(), sub->second) == entries.end())
+      entries.push_back(sub->second);
+  by_subscriber_.erase(first, last);
+  for (auto it : entries) {
     auto& v = it->second;
     auto before = v.size();
-    v.erase(std::remove_if(v.begin(), v.end(), [&](const caf::actor& a) { return a.address() == who; }),
+    examined_ += before;
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const lease_watch_subscriber& a) { return a.address() == who; }),
             v.end());
     count_ -= before - v.size();
-    it = v.empty() ? by_name_.erase(it) : std::next(it);
+    if (v.empty())
+      by_name_.erase(it);   // no subscription refers to it any more
   }
   return count_;
+}
+
+std::size_t watch_fanout::examined() const {
+  std::lock_guard<std::mutex> g(mx_);
+  return examined_;
 }
 
 std::size_t watch_fanout::size() const {

@@ -171,6 +171,11 @@ std::size_t elastic_pool::threads() const {
   return running_.size();
 }
 
+std::size_t elastic_pool::queued() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return jobs_.size();
+}
+
 std::size_t elastic_pool::busy() const {
   std::lock_guard<std::mutex> g(mu_);
   return running_.size() - std::min(idle_, running_.size());

@@ -49,6 +49,7 @@ public:
 
   std::size_t threads() const;   // started and not ended
   std::size_t busy() const;
+  std::size_t queued() const;    // jobs no thread has taken yet
 
 private:
   static void* start(void* self);

@@ -91,6 +91,7 @@ std::optional<log_record> describe(const runtime_event& e) {
     case event_type::identity_conflict:
       r.fields["holder"] = e.holder;
       with_term();
+      with_reason();   // identity_conflict: a release it refused
       break;
     case event_type::elector_started:
       r.fields["attempt"] = e.value;

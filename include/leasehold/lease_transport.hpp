@@ -19,6 +19,21 @@ namespace leasehold {
 using lease_reply = api_result<lease>;
 using event_reply = api_result<bool>;   // a write whose answer is only success or why not
 
+/// One change seen by a watch, or a change of the watch's own health.
+/// `up`: a stream is open and events flow; `down`: there is none (reason
+/// says why) and the subscriber must poll until the next `up`.
+struct lease_watch_event {
+  enum class kind { record, deleted, up, down };
+  kind what = kind::down;
+  std::optional<lease> record;    // kind::record: the Lease as written (ADDED/MODIFIED)
+  std::string reason;             // kind::down: why (names the request)
+};
+
+/// Who a watch streams to: an actor that takes lease_watch_event (an
+/// elector's typed handle converts to it), so that the compiler checks
+/// every event a transport sends.
+using lease_watch_subscriber = caf::typed_actor<caf::reacts_to<lease_watch_event>>;
+
 /// Asks the transport to stream the changes of one Lease to `subscriber`
 /// (lease_watch_event messages) until the subscriber terminates. The
 /// transport reconnects with backoff, resumes from the last resourceVersion
@@ -29,17 +44,7 @@ struct lease_watch_request {
   lease_key lease;
   std::string resource_version;   // deliver changes after this version ("" = current state first)
   caf::timespan idle_timeout{0};  // a stream silent this long is restarted (0: never)
-  caf::actor subscriber;
-};
-
-/// One change seen by a watch, or a change of the watch's own health.
-/// `up`: a stream is open and events flow; `down`: there is none (reason
-/// says why) and the subscriber must poll until the next `up`.
-struct lease_watch_event {
-  enum class kind { record, deleted, up, down };
-  kind what = kind::down;
-  std::optional<lease> record;    // kind::record: the Lease as written (ADDED/MODIFIED)
-  std::string reason;             // kind::down: why (names the request)
+  lease_watch_subscriber subscriber;
 };
 } // namespace leasehold
 

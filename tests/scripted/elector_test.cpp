@@ -214,6 +214,69 @@ TEST_CASE("another process renewing this replica's own term (one identity twice)
   }
 }
 
+namespace {
+
+/// Replica 0 holds the lease (`leading`: its term started; else it created
+/// the lease and holds it, its term not started); an impostor renews that
+/// term under its name; the runner's shutdown asks the elector to release
+/// while its renew (then the read after the conflict) is out. The release
+/// must be answered when the read shows the conflict: not released, nothing
+/// written, the identity_conflict event saying so.
+void release_during_identity_conflict(bool leading) {
+  world_options o;
+  o.watch = false;   // the conflict is found by the read, not streamed first
+  o.lease_exists = leading;
+  sim_world w(o);
+  if (leading) {
+    REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  } else {
+    REQUIRE(w.run_until([&] { return w.api().peek(o.lease).has_value(); }, 10s));
+    REQUIRE(w.rep(0).count(event_type::creation_hold) == 1);
+  }
+  auto rec = *w.api().peek(o.lease);
+  REQUIRE(rec.spec.holder_identity == "replica-0");
+  rec.spec.renew_time = *rec.spec.renew_time + std::chrono::milliseconds(700);   // not ours
+  REQUIRE(w.api().update("impostor", rec).ok());
+  auto impostors = *w.api().peek(o.lease);
+  w.api().set_latency(300ms);
+  auto gets = w.api().count("GET", "replica-0");
+  // The next renew goes out on the stale version, conflicts, and reads.
+  REQUIRE(w.run_until([&] { return w.api().count("GET", "replica-0") > gets; }, 10s));
+  auto puts = w.api().count("PUT", "replica-0");
+  auto asked = w.now();
+  REQUIRE(w.shutdown(0));
+  INFO("shutdown took " << std::chrono::duration<double, std::milli>(w.now() - asked).count() << " ms");
+  CHECK(w.now() - asked <= 1s);   // the read's answer, not the release bound (4 s here)
+  CHECK(w.rep(0).count(event_type::identity_conflict) == 1);
+  bool named = false;
+  for (auto& ev : w.rep(0).events)
+    if (ev.type == event_type::identity_conflict)
+      named = ev.reason.find("not released") != std::string::npos;
+  CHECK(named);
+  CHECK(w.api().count("PUT", "replica-0") == puts);   // no release written
+  CHECK(w.api().peek(o.lease)->resource_version == impostors.resource_version);
+  CHECK(w.tracker().alive("replica-0") == 0);
+  if (!leading)
+    CHECK(w.tracker().started("replica-0") == 0);
+}
+
+} // namespace
+
+TEST_CASE("a release asked while a read out shows an identity conflict on a created hold is "
+          "answered at once: released=false, nothing written, the reason named (issue 22, item 3)") {
+  // Before, the read's identity conflict rescheduled a tick that a release
+  // never runs: the release went unanswered and the runner waited out its
+  // release bound (release_timeout + request timeout) to kill the elector.
+  release_during_identity_conflict(false);
+}
+
+TEST_CASE("a release asked while a read out shows an identity conflict on a running term is "
+          "answered at once: released=false, nothing written, the reason named (issue 22, item 3)") {
+  // Before, the term ended (lose) without answering the release: the runner
+  // had let that elector go and waited out its release bound the same way.
+  release_during_identity_conflict(true);
+}
+
 TEST_CASE("after an outage a watching follower is ready again when its stream reopens") {
   // The outage ends; the follower's stream is back before its next poll, and
   // the leader's renews (one per retry period) stream in while it waits.

@@ -35,7 +35,7 @@ std::vector<tp> terms(sim_world& w, std::size_t i) {
 } // namespace
 
 TEST_CASE("add_restart: more than max_restarts within the window gives up; old restarts expire") {
-  std::deque<tp> times;
+  std::vector<tp> times;
   restart_policy p{2, 10s};
   tp t0{};
   CHECK(add_restart(times, t0, p));
@@ -74,7 +74,11 @@ TEST_CASE("a lone replica with a crash-looping module hands over and backs off: 
   CHECK(st.state == runner_state::follower);
   CHECK(st.electing);
   CHECK(st.handover_module == "work");
-  CHECK(st.handover_backoff >= 6s);   // 10 s +-20 %, 1 s later
+  // Drawn from 10 s +-20 % at the handover; the run steps from one timeout
+  // to the next, so the status is read 1-4 s of simulated time after it
+  // (which draw comes out depends on the runner's RNG, not on the rule).
+  CHECK(st.handover_backoff > 3s);
+  CHECK(st.handover_backoff <= 12s);
   REQUIRE(st.modules.size() == 1);
   CHECK(st.modules[0].restarts_in_window == 3);
   CHECK(st.modules[0].max_restarts == 2);

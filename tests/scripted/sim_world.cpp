@@ -370,13 +370,13 @@ runner_status sim_world::status(std::size_t i) {
   return out;
 }
 
-caf::actor sim_world::elector(std::size_t i) {
+elector_handle sim_world::elector(std::size_t i) {
   caf::scoped_actor self{*sys_};
   auto h = self->request(caf::actor_cast<caf::actor>(rep(i).runner), caf::infinite,
                          get_elector_atom::value);
   sched_->run();
-  caf::actor out;
-  h.receive([&](caf::actor& e) { out = std::move(e); },
+  elector_handle out;
+  h.receive([&](elector_handle& e) { out = std::move(e); },
             [&](caf::error& e) { FAIL("elector: " << sys_->render(e)); });
   check_safety();
   return out;

@@ -129,7 +129,7 @@ public:
 
   runner_status status(std::size_t i);
   /// The replica's current elector (null when none), asked of its runner.
-  caf::actor elector(std::size_t i);
+  elector_handle elector(std::size_t i);
   /// Simulated time of replica i's last successful renew (or acquisition).
   sim_clock_time last_renew(std::size_t i) const;
   config_result configure(std::size_t i, module_config cfg);

@@ -901,7 +901,7 @@ private:
         break;
       case op_kind::elector_kill:
         for (auto k : ks)
-          if (auto e = ask<caf::actor>(i, k, get_elector_atom::value); e && *e) {
+          if (auto e = ask<elector_handle>(i, k, get_elector_atom::value); e && *e) {
             note(p.identity + " elector killed" + at_lease(k));
             caf::anon_send_exit(*e, caf::exit_reason::kill);
           }
@@ -1333,7 +1333,7 @@ private:
             violation(p.identity + " has leader-only modules enabled but no elector and no respawn"
                       + at_lease(k));
           if (st && st->state == runner_state::leader) {
-            auto el = ask<caf::actor>(p.index, k, get_elector_atom::value);
+            auto el = ask<elector_handle>(p.index, k, get_elector_atom::value);
             if (el && !*el)
               violation(p.identity + " is leader without an elector (nothing renews its term)"
                         + at_lease(k));

@@ -55,7 +55,7 @@ struct fixture {
 
   /// Subscriber `who` follows lease `name` on the one transport.
   void follow(const std::string& who, const std::string& name) {
-    auto a = sys->spawn([this, who](caf::event_based_actor*) -> caf::behavior {
+    auto a = sys->spawn([this, who]() -> lease_watch_subscriber::behavior_type {
       return {[this, who](lease_watch_event& ev) { seen[who].push_back(words(ev)); }};
     });
     subs[who] = a;
@@ -121,7 +121,7 @@ struct fixture {
   caf::scheduler::test_coordinator* sched = nullptr;
   std::shared_ptr<sim_store> store;
   lease_transport_actor transport;
-  std::map<std::string, caf::actor> subs;
+  std::map<std::string, lease_watch_subscriber> subs;
   std::map<std::string, std::vector<std::string>> seen;
 };
 

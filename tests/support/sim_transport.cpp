@@ -303,7 +303,7 @@ using time_point = caf::actor_clock::time_point;
 struct sim_watch {
   lease_key scope;
   caf::timespan idle_timeout{0};
-  std::map<std::string, std::vector<caf::actor>> subscribers;   // by lease name
+  std::map<std::string, std::vector<lease_watch_subscriber>> subscribers;   // by lease name
   std::uint64_t rv = 0;           // the last change delivered
   bool up = false;                // a stream is open (the subscribers were told)
   bool said = false;              // up or down was told at least once
@@ -536,7 +536,7 @@ void end_watch(sim_self self, const caf::actor_addr& who) {
     auto& subs = it->second.subscribers;
     for (auto s = subs.begin(); s != subs.end();) {
       auto& v = s->second;
-      v.erase(std::remove_if(v.begin(), v.end(), [&](const caf::actor& a) { return a.address() == who; }),
+      v.erase(std::remove_if(v.begin(), v.end(), [&](const lease_watch_subscriber& a) { return a.address() == who; }),
               v.end());
       s = v.empty() ? subs.erase(s) : std::next(s);
     }

@@ -164,7 +164,7 @@ void watch(caf::scoped_actor& self, const lease_transport_actor& transport, cons
   req.lease = {"ns1", name};
   req.resource_version = rv;
   req.idle_timeout = idle;
-  req.subscriber = caf::actor{self.ptr()};
+  req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
   self->send(transport, watch_lease_atom::value, req);
 }
 

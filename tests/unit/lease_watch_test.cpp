@@ -15,6 +15,7 @@
 #include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
 #include "transport/kube_watch.hpp"
+#include "transport/watch_fanout.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -81,7 +82,7 @@ void watch(caf::scoped_actor& self, const lease_transport_actor& transport, cons
   lease_watch_request req;
   req.lease = k;
   req.idle_timeout = idle;
-  req.subscriber = caf::actor{self.ptr()};
+  req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
   self->send(transport, watch_lease_atom::value, req);
 }
 
@@ -229,7 +230,7 @@ TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well u
     lease_watch_request req;
     req.lease = key;
     req.idle_timeout = 3s;
-    req.subscriber = caf::actor{self.ptr()};
+    req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
     auto w = std::make_unique<lease_watcher>(cc, req);
     std::this_thread::sleep_for(std::chrono::milliseconds(5 + i % 7));
     stall = true;
@@ -304,4 +305,37 @@ TEST_CASE("a watch the API forbids is reported down once, naming the refusal") {
   CHECK(more.empty());
   CHECK(refused >= 2);
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("watch_fanout: a subscriber's removal looks at its own subscriptions, not at every lease's") {
+  // Regression (h-cost, issue 19): remove() scanned every lease's
+  // subscribers, so 10,000 electors ending at once (a SIGTERM of 10,000
+  // leases) cost the transport's dispatcher 10^8 comparisons while their
+  // releases waited in its queue (3,147 of 10,000 released in time).
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto idle = [](lease_watch_subscriber::pointer) -> lease_watch_subscriber::behavior_type {
+    return {[](const lease_watch_event&) {}};
+  };
+  constexpr int n = 1000;
+  watch_fanout f;
+  std::vector<lease_watch_subscriber> subs;
+  for (int i = 0; i < n; ++i) {
+    subs.push_back(sys.spawn(idle));
+    f.add("lease-" + std::to_string(i), subs.back());
+  }
+  f.add("lease-0", subs[1]);   // one subscriber of two leases
+  f.add("lease-1", subs[1]);   // and of one lease twice
+  REQUIRE(f.size() == n + 2);
+  CHECK(f.remove(subs[1].address()) == n - 1);
+  CHECK_FALSE(f.follows("lease-1"));
+  CHECK(f.follows("lease-0"));   // subs[0] still follows it
+  for (int i = 0; i < n; ++i)
+    if (i != 1)
+      f.remove(subs[i].address());
+  CHECK(f.size() == 0);
+  CHECK(f.names().empty());
+  CHECK(f.examined() <= 2 * n);   // each removal looks at its own lease's few (before: ~n^2 / 2)
+  for (auto& a : subs)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }

@@ -223,25 +223,65 @@ struct slow_client : lease_client {
   lease_reply update_lease(const lease& l) override { return lease_reply::success(l); }
 };
 
+/// One worker that takes 300 ms a request, a 50 ms queue limit, and the
+/// backend's name of a request: "VERB ns/name".
+transport_pool_options one_slow_worker(std::shared_ptr<std::atomic<int>> calls) {
+  transport_pool_options o;
+  o.workers = 1;
+  o.max_wait = 50ms;
+  o.make_client = [calls] { return std::make_unique<slow_client>(300ms, calls); };
+  o.where = [](const std::string& verb, const lease_key& k) { return verb + " " + k.to_string(); };
+  return o;
+}
+
 } // namespace
 
 TEST_CASE("a request that waited longer than max_wait for a worker is answered timeout, unsent") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   auto calls = std::make_shared<std::atomic<int>>(0);
-  transport_pool_options o;
-  o.workers = 1;
-  o.max_wait = 50ms;
-  o.make_client = [calls] { return std::make_unique<slow_client>(300ms, calls); };
-  o.where = [](const std::string& verb, const lease_key& k) { return verb + " where:" + k.name; };
-  auto t = spawn_transport_pool(sys, o);
+  auto t = spawn_transport_pool(sys, one_slow_worker(calls));
   auto replies = get_all(sys, t, {"first", "second"});
   CHECK(replies["first"].ok());
   CHECK(replies["second"].kind() == error_kind::timeout);
   CHECK(replies["second"].error.verb == "GET");
-  CHECK(replies["second"].error.path == "GET where:second");   // named by the backend
+  CHECK(replies["second"].error.path == "GET default/second");   // named by the backend
   CHECK(replies["second"].error.reason.find("not sent") == 0);
   CHECK(*calls == 1);   // the second never reached the client
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a PUT or POST that waited longer than max_wait names its lease in the timeout") {
+  // Regression (h-cost): the dispatcher built the lease's key from a lease
+  // it had already moved into the request (arguments evaluated right to
+  // left), so an expired write named ".../namespaces//leases/".
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto t = spawn_transport_pool(sys, one_slow_worker(calls));
+  caf::scoped_actor self{sys};
+  lease busy, put, post;
+  busy.ns = put.ns = post.ns = "default";
+  busy.name = "busy";
+  put.name = "put-me";
+  post.name = "post-me";
+  auto first = self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"});
+  auto updated = self->request(t, 10s, update_lease_atom::value, put);
+  auto created = self->request(t, 10s, create_lease_atom::value, post);
+  std::map<std::string, lease_reply> got;
+  auto keep = [&](const char* as) {
+    return [&got, as](lease_reply& r) { got[as] = std::move(r); };
+  };
+  auto lost = [](caf::error&) {};
+  first.receive(keep("GET"), lost);
+  updated.receive(keep("PUT"), lost);
+  created.receive(keep("POST"), lost);
+  REQUIRE(got.size() == 3);
+  CHECK(got["GET"].ok());
+  CHECK(got["PUT"].kind() == error_kind::timeout);
+  CHECK(got["PUT"].error.path == "PUT default/put-me");
+  CHECK(got["POST"].kind() == error_kind::timeout);
+  CHECK(got["POST"].error.path == "POST default/post-me");
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
 }
 
