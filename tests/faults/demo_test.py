@@ -51,9 +51,10 @@ else:
     # scripts/demo balance (issue 20, item 5): its own checks, and a `kubectl
     # get leases` table after every step.
     balance_out = run(["balance"], 60)
-    if balance_out.count("$ kubectl get leases -n default") != 5:
+    if balance_out.count("$ kubectl get leases -n default") != 6:
         failures.append("demo balance: not one kubectl get leases table per step")
-    for step in ("SIGKILL agent-3", "start agent-4", "leasehold yield --to", "SIGTERM agent-2"):
+    for step in ("SIGKILL agent-3", "start agent-4", "leasehold yield --to",
+                 "leasehold yield --lease", "SIGTERM agent-2"):
         if ">>> " + step not in balance_out:
             failures.append(f"demo balance: no step {step!r}")
 if failures:
