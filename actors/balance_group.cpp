@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "actors/balance.hpp"
+#include "actors/blocking_request.hpp"
 #include "actors/messages.hpp"
 
 namespace leasehold {
@@ -345,30 +346,18 @@ caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opt
 }
 
 bool leave_group(caf::actor_system& sys, const caf::actor& group, caf::timespan timeout) {
-  bool ok = false;
-  caf::scoped_actor self{sys};
-  self->request(group, timeout, shutdown_atom::value)
-    .receive([&](bool done) { ok = done; }, [](caf::error&) {});
-  return ok;
+  return blocking_request<bool>(sys, group, timeout, shutdown_atom::value).value_or(false);
 }
 
 std::optional<yield_result> yield_lease(caf::actor_system& sys, const caf::actor& group,
                                         const std::string& lease, std::string to,
                                         caf::timespan timeout) {
-  std::optional<yield_result> out;
-  caf::scoped_actor self{sys};
-  self->request(group, timeout, yield_atom::value, lease, std::move(to))
-    .receive([&](yield_result& r) { out = std::move(r); }, [](caf::error&) {});
-  return out;
+  return blocking_request<yield_result>(sys, group, timeout, yield_atom::value, lease, std::move(to));
 }
 
 std::optional<balance_status> group_status(caf::actor_system& sys, const caf::actor& group,
                                            caf::timespan timeout) {
-  std::optional<balance_status> out;
-  caf::scoped_actor self{sys};
-  self->request(group, timeout, get_status_atom::value)
-    .receive([&](balance_status& st) { out = std::move(st); }, [](caf::error&) {});
-  return out;
+  return blocking_request<balance_status>(sys, group, timeout, get_status_atom::value);
 }
 
 } // namespace leasehold

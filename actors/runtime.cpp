@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "actors/blocking_request.hpp"
+
 namespace leasehold {
 
 connection_config bounded_by(connection_config c, const election_timings& t) {
@@ -29,11 +31,7 @@ void tune_for_idle(caf::actor_system_config& cfg, size_t threads) {
 
 std::optional<runner_status> status(caf::actor_system& sys, const runner_actor& runner,
                                     caf::timespan timeout) {
-  std::optional<runner_status> out;
-  caf::scoped_actor self{sys};
-  self->request(runner, timeout, get_status_atom::value)
-    .receive([&](runner_status& st) { out = std::move(st); }, [](caf::error&) {});
-  return out;
+  return blocking_request<runner_status>(sys, runner, timeout, get_status_atom::value);
 }
 
 config_result apply_config(caf::actor_system& sys, const runner_actor& runner, module_config cfg,
@@ -52,19 +50,11 @@ void subscribe(caf::actor_system&, const runner_actor& runner, const caf::actor&
 
 std::optional<yield_result> yield_leadership(caf::actor_system& sys, const runner_actor& runner,
                                              std::string target, caf::timespan timeout) {
-  std::optional<yield_result> out;
-  caf::scoped_actor self{sys};
-  self->request(runner, timeout, yield_atom::value, std::move(target))
-    .receive([&](yield_result& r) { out = std::move(r); }, [](caf::error&) {});
-  return out;
+  return blocking_request<yield_result>(sys, runner, timeout, yield_atom::value, std::move(target));
 }
 
 bool shutdown(caf::actor_system& sys, const runner_actor& runner, caf::timespan timeout) {
-  bool ok = false;
-  caf::scoped_actor self{sys};
-  self->request(runner, timeout, shutdown_atom::value)
-    .receive([&](bool done) { ok = done; }, [](caf::error&) {});
-  return ok;
+  return blocking_request<bool>(sys, runner, timeout, shutdown_atom::value).value_or(false);
 }
 
 } // namespace leasehold

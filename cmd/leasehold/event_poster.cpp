@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/blocking_request.hpp"
 #include "leasehold/lease.hpp"
 #include "transport/log_time.hpp"
 
@@ -145,11 +146,7 @@ event_sink event_poster_sink(caf::actor poster, lease_key lease) {
 }
 
 bool flush_events(caf::actor_system& sys, const caf::actor& poster, caf::timespan bound) {
-  caf::scoped_actor self{sys};
-  bool done = false;
-  self->request(poster, bound, flush_atom::value)
-    .receive([&](bool) { done = true; }, [&](const caf::error&) { done = false; });
-  return done;
+  return blocking_request<bool>(sys, poster, bound, flush_atom::value).has_value();   // any answer: flushed
 }
 
 } // namespace leasehold::agent
