@@ -199,7 +199,10 @@ std::optional<time_point> elector_actor::hold_back(const lease* rec) const {
 
 // -- writes from outside the protocol (outside_writes.hpp) ---------------------
 
-/// etcd: a read sent at `sent` reported the key's remaining TTL.
+/// etcd: a read sent at `sent` reported the key's remaining TTL, read
+/// rec.ttl_age before the transport began it (a reading shared by the keys
+/// of one etcd lease): it counts from sent - ttl_age, no later than its
+/// real send time.
 void elector_actor::note_ttl(const lease& rec, time_point sent) {
   if (!opt_.backend.server_expiry || !rec.ttl_seconds)
     return;
@@ -208,7 +211,7 @@ void elector_actor::note_ttl(const lease& rec, time_point sent) {
     mem_.ttl_zero_since.reset();
   else if (!mem_.ttl_zero_since || mem_.ttl_left != 0)
     mem_.ttl_zero_since = clock().now();   // the reply of the first read of 0
-  mem_.ttl_read_at = sent;
+  mem_.ttl_read_at = sent - std::chrono::duration_cast<caf::timespan>(rec.ttl_age);
   mem_.ttl_left = left;
 }
 

@@ -25,8 +25,11 @@ constexpr std::int64_t history_revisions = 16 * txn_ops;
 struct etcd_client::impl {
   etcd_connection conn;
   const etcd_config& cfg;
+  std::shared_ptr<ttl_cache> readings;
 
-  explicit impl(etcd_config c) : conn(std::move(c)), cfg(conn.config()) {}
+  impl(etcd_config c, std::shared_ptr<ttl_cache> r)
+    : conn(std::move(c)), cfg(conn.config()),
+      readings(r ? std::move(r) : std::make_shared<ttl_cache>()) {}
 
   api_result<json> call(const std::string& path, const json& body) { return conn.call(path, body); }
 
@@ -92,6 +95,7 @@ struct etcd_client::impl {
   }
 
   api_result<lease> get_lease(const lease_key& k) {
+    auto began = std::chrono::steady_clock::now();
     auto cur = range(k);
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
@@ -105,13 +109,23 @@ struct etcd_client::impl {
     // whether the key could have expired when it vanishes (docs/safety.md,
     // "Writes from outside the protocol"). A key without a lease (written
     // by hand) has none; a failed read leaves it unknown (judged as "could
-    // not have expired").
+    // not have expired"). One reading per etcd lease serves every key
+    // bound to it while it is young enough (etcd_ttl_readings.hpp), with
+    // its age.
     auto& id = cur.value->kv->lease_id;
     if (!id.empty() && id != "0") {
+      if (auto r = readings->find(id, began)) {
+        rec.ttl_seconds = r->ttl_seconds;
+        rec.ttl_age = std::max<std::chrono::nanoseconds>(began - r->sent, {});
+        return api_result<lease>::success(std::move(rec));
+      }
+      auto sent = std::chrono::steady_clock::now();
       auto t = call("/v3/lease/timetolive", {{"ID", id}});
       std::int64_t ttl = 0;
-      if (t.ok() && int64_field(*t.value, "TTL", ttl))
+      if (t.ok() && int64_field(*t.value, "TTL", ttl)) {
         rec.ttl_seconds = ttl;
+        readings->note(id, sent, ttl);
+      }
     }
     return api_result<lease>::success(std::move(rec));
   }
@@ -295,7 +309,8 @@ struct etcd_client::impl {
   }
 };
 
-etcd_client::etcd_client(etcd_config cfg) : impl_(std::make_unique<impl>(std::move(cfg))) {}
+etcd_client::etcd_client(etcd_config cfg, std::shared_ptr<ttl_cache> readings)
+  : impl_(std::make_unique<impl>(std::move(cfg), std::move(readings))) {}
 
 etcd_client::~etcd_client() = default;
 

@@ -17,7 +17,12 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   opts.workers = cfg.http.workers;
   opts.max_wait = max_request_time(cfg.http);
   opts.thread_name = "lh.etcd";
-  opts.make_client = [cfg] { return std::make_unique<lease_client_of<etcd_client>>(cfg); };
+  // The workers share their TTL readings: one per etcd lease, however
+  // many keys are bound to it (transport/etcd_ttl_readings.hpp).
+  auto readings = std::make_shared<etcd_client::ttl_cache>();
+  opts.make_client = [cfg, readings] {
+    return std::make_unique<lease_client_of<etcd_client>>(cfg, readings);
+  };
   opts.where = b.traits.request_path;
   // One watch stream per namespace, shared by every subscriber in it (one
   // thread and one connection however many leases): the keys under

@@ -7,7 +7,9 @@
 //   term   the key's create_revision (strictly increasing in the cluster),
 //          reported as spec.leaseTransitions; resource_version is mod_revision;
 //   GET    /v3/kv/range, then /v3/lease/timetolive of the key's lease
-//          (lease::ttl_seconds); no key: not_found;
+//          (lease::ttl_seconds), or a reading of that etcd lease one of
+//          the transport's workers took and that still serves, with its
+//          age (lease::ttl_age; etcd_ttl_readings.hpp); no key: not_found;
 //   create /v3/lease/grant + /v3/kv/txn (create_revision == 0, then put with
 //          the lease); key present: already_exists;
 //   update a renew (same holder and term): /v3/kv/range (the key still has

@@ -72,6 +72,12 @@ struct lease {
   /// "Writes from outside the protocol"). nullopt elsewhere, and on records
   /// that came from a watch stream.
   std::optional<std::int64_t> ttl_seconds;
+  /// etcd only: how long before the transport began this read the reading
+  /// in ttl_seconds was sent (a reading of the same etcd lease shared with
+  /// other keys: transport/etcd_ttl_readings.hpp); 0 when it was sent
+  /// during this read. A follower counts the reading from its own send
+  /// time minus this age.
+  std::chrono::nanoseconds ttl_age{0};
   /// etcd create only (a request field): the store revision of the read
   /// that found the key absent (0: none). The transport then reports in
   /// `unwritten_since_read` whether etcd's history of the key shows no

@@ -400,6 +400,72 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
   }
 }
 
+/// How many requests of gRPC method `method` etcd has handled (the sum of
+/// its grpc_server_handled_total rows); -1 when /metrics cannot be read.
+long etcd_handled(const std::string& endpoint, const std::string& method) {
+  httplib::Client c(endpoint);
+  c.set_connection_timeout(std::chrono::seconds(2));
+  auto r = c.Get("/metrics");
+  if (!r || r->status != 200)
+    return -1;
+  long sum = 0;
+  std::size_t at = 0;
+  const std::string row = "\ngrpc_server_handled_total{";
+  while ((at = r->body.find(row, at)) != std::string::npos) {
+    auto end = r->body.find('\n', at + 1);
+    auto line = r->body.substr(at + 1, end - at - 1);
+    at = end;
+    if (line.find("grpc_method=\"" + method + "\"") != std::string::npos)
+      sum += std::atol(line.c_str() + line.rfind(' ') + 1);
+  }
+  return sum;
+}
+
+TEST_CASE("etcd transport: keys bound to one etcd lease cost one TTL read per transport, "
+          "answered with the reading's age") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_client admin(config({etcd.endpoint()}));
+  auto g = admin.post("/v3/lease/grant", {{"TTL", "10"}});
+  REQUIRE_MESSAGE(g.ok(), g.error.describe());
+  auto id = id_field(*g.value, "ID");
+  REQUIRE(!id.empty());
+  for (auto name : {"k1", "k2", "k3"}) {
+    auto value = nlohmann::json{{"holderIdentity", "X"}, {"leaseDurationSeconds", 10}}.dump();
+    auto p = admin.post("/v3/kv/put", {{"key", encode_base64(admin.scope("ns1").key(name))},
+                                       {"value", encode_base64(value)}, {"lease", id}});
+    REQUIRE_MESSAGE(p.ok(), p.error.describe());
+  }
+  // Two workers of one transport share their readings; a third client
+  // (another transport) has its own.
+  auto shared = std::make_shared<etcd_client::ttl_cache>();
+  etcd_client w1(config({etcd.endpoint()}), shared), w2(config({etcd.endpoint()}), shared);
+  etcd_client other(config({etcd.endpoint()}));
+  long before = etcd_handled(etcd.endpoint(), "LeaseTimeToLive");
+  REQUIRE(before >= 0);
+  auto first = w1.get_lease({"ns1", "k1"});
+  REQUIRE_MESSAGE(first.ok(), first.error.describe());
+  REQUIRE(first.value->ttl_seconds);
+  CHECK(*first.value->ttl_seconds >= 8);
+  CHECK(first.value->ttl_age == std::chrono::nanoseconds{0});   // read during this get
+  std::this_thread::sleep_for(50ms);
+  auto second = w2.get_lease({"ns1", "k2"});
+  auto third = w1.get_lease({"ns1", "k3"});
+  REQUIRE_MESSAGE(second.ok(), second.error.describe());
+  REQUIRE_MESSAGE(third.ok(), third.error.describe());
+  CHECK(second.value->ttl_seconds == first.value->ttl_seconds);
+  CHECK(third.value->ttl_seconds == first.value->ttl_seconds);
+  // Served from the first reading, with its age (the follower counts from it).
+  CHECK(second.value->ttl_age >= 50ms);
+  CHECK(second.value->ttl_age < 4s);
+  CHECK(third.value->ttl_age >= second.value->ttl_age);
+  CHECK(etcd_handled(etcd.endpoint(), "LeaseTimeToLive") - before == 1);
+  auto own = other.get_lease({"ns1", "k2"});
+  REQUIRE_MESSAGE(own.ok(), own.error.describe());
+  CHECK(own.value->ttl_age == std::chrono::nanoseconds{0});
+  CHECK(etcd_handled(etcd.endpoint(), "LeaseTimeToLive") - before == 2);
+}
+
 TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, a paused member goes down and up") {
   etcd_member etcd;
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");

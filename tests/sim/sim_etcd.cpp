@@ -129,9 +129,18 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
     } else {
       log(client, "GET", k, error_kind::none, i->second.value.holder_identity);
       auto rec = to_lease(k, i->second);
-      // /v3/lease/timetolive: the remaining TTL in whole seconds, truncated.
-      if (auto l = leases_.find(i->second.lease_id); l != leases_.end())
-        rec.ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(l->second.expires - now_()).count();
+      // /v3/lease/timetolive: the remaining TTL in whole seconds, truncated,
+      // or the client's reading of the same etcd lease while it serves.
+      auto& readings = readings_[client];
+      auto id = std::to_string(i->second.lease_id);
+      auto now = now_();
+      if (auto r = readings.find(id, now)) {
+        rec.ttl_seconds = r->ttl_seconds;
+        rec.ttl_age = now - r->sent;
+      } else if (auto l = leases_.find(i->second.lease_id); l != leases_.end()) {
+        rec.ttl_seconds = std::chrono::duration_cast<std::chrono::seconds>(l->second.expires - now).count();
+        readings.note(id, now, *rec.ttl_seconds);
+      }
       out = lease_reply::success(std::move(rec));
     }
   }

@@ -12,7 +12,9 @@
 //     lease whose TTL passes without a keepalive is revoked and its key
 //     deleted (server-side expiry);
 //   - GET: range, with the key's lease's remaining TTL (timetolive, whole
-//     seconds, truncated; no key: not_found); POST: grant + txn
+//     seconds, truncated; no key: not_found), or, as the transport does, a
+//     reading of that etcd lease the same client took before and that still
+//     serves (transport/etcd_ttl_readings.hpp), with its age; POST: grant + txn
 //     create_revision == 0 (key present: already_exists); PUT: a release
 //     (holder "") puts the released record on the key (same lease, which
 //     is not revoked: the key goes with its TTL unless taken first), if the
@@ -35,6 +37,7 @@
 #include <string>
 
 #include "tests/support/sim_transport.hpp"
+#include "transport/etcd_ttl_readings.hpp"
 
 namespace leasehold {
 
@@ -95,6 +98,8 @@ private:
   mutable std::mutex mx_;
   std::map<lease_key, kv> keys_;
   std::map<std::int64_t, grant> leases_;
+  /// Each client's (transport's) TTL readings, as etcd_client shares them.
+  std::map<std::string, ttl_readings<time_point>> readings_;
   std::int64_t revision_ = 1;   // etcd starts at 1; the first write makes it 2
   std::int64_t next_lease_ = 1;
 };

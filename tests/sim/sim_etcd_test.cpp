@@ -174,3 +174,30 @@ TEST_CASE("sim_etcd: faults answer in etcd's terms and are logged") {
   CHECK(r.error.path.find("/v3/kv/range") == 0);
   CHECK(f.store.count("GET", "a") == 1);
 }
+
+TEST_CASE("ttl_readings: a reading of n >= 2 s serves for (n - 0.5 s) / 2 from its send, with its age; "
+          "readings under 2 s never serve; a later-sent reading replaces an earlier one") {
+  using tp = sim_etcd::time_point;
+  ttl_readings<tp> r;
+  tp t0 = tp{} + 1h;
+  r.note("7", t0, 15);
+  auto got = r.find("7", t0 + 7s);
+  REQUIRE(got);
+  CHECK(got->ttl_seconds == 15);
+  CHECK(got->sent == t0);   // the reader counts from this send, not from its own read
+  CHECK(r.find("7", t0 + 7250ms));
+  CHECK_FALSE(r.find("7", t0 + 7251ms));   // next_ttl_read's n - 0.5 s must reach etcd
+  CHECK_FALSE(r.find("8", t0));
+  r.note("7", t0 - 1s, 3);   // sent earlier: does not replace
+  CHECK(r.find("7", t0 + 1s)->ttl_seconds == 15);
+  r.note("7", t0 + 1s, 1);   // a key's last seconds are always read afresh
+  CHECK_FALSE(r.find("7", t0 + 1s));
+  r.note("7", t0 + 2s, 0);
+  CHECK_FALSE(r.find("7", t0 + 2s));
+  // Readings that no longer serve are swept as the map grows.
+  for (int i = 0; i < 200; ++i)
+    r.note(std::to_string(100 + i), t0 + 3s, 15);
+  for (int i = 0; i < 200; ++i)
+    r.note(std::to_string(1000 + i), t0 + 60s, 15);
+  CHECK(r.size() <= 264);
+}
