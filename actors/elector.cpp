@@ -299,7 +299,7 @@ void elector_actor::put(lease l, bool fallback) {
   call("PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
-           succeeded(*r.value, started);
+           succeeded(*r.value, started, r.value->renewed_age);
            return;
          }
          if (r.kind() == error_kind::conflict && !has_term() && term > mem_.max_term) {
@@ -338,7 +338,11 @@ bool elector_actor::held_by_other(const lease& rec) const {
 /// R1a release asked: release it; R1b answered past the renew deadline: no
 /// term; R1c in the creation hold: keep holding; R1d the term starts (or
 /// R1e goes on). Then the renew deadline and the next renew are scheduled.
-void elector_actor::succeeded(const lease& rec, time_point started) {
+void elector_actor::succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age) {
+  // etcd: a renew served by a keepalive of its session lease sent `age`
+  // before the renew: as good as a renew sent then, so the term counts
+  // from then (the next renew is still due a retry period after this one).
+  const time_point valid_from = started - std::chrono::duration_cast<caf::timespan>(age);
   const auto& written = rec.spec;
   in_flight_ = false;
   answered();
@@ -349,7 +353,7 @@ void elector_actor::succeeded(const lease& rec, time_point started) {
   report_memory();   // the record and our term: one report per write
   auto now = clock().now();
   if (release_asked()) {
-    if (!has_term() && in_created_hold(started)) {
+    if (!has_term() && in_created_hold(valid_from)) {
       // A lease we created may have replaced a live term that an API wipe
       // lost: a release would free it for anyone at once, while that
       // term's work may still be stopping. It must expire instead.
@@ -362,7 +366,7 @@ void elector_actor::succeeded(const lease& rec, time_point started) {
     release_step(0);
     return;
   }
-  auto valid_until = started + opt_.timings.renew_deadline;
+  auto valid_until = valid_from + opt_.timings.renew_deadline;
   if (valid_until <= now) {
     // The answer came after the deadline counted from its send time: the
     // fence would be void already. Never announce or keep such a term.
@@ -378,7 +382,7 @@ void elector_actor::succeeded(const lease& rec, time_point started) {
     done_attempt();
     return;
   }
-  if (!has_term() && in_created_hold(started)) {
+  if (!has_term() && in_created_hold(valid_from)) {
     // R1c. A lease we created: hold it (keep renewing) without starting the
     // term until a lease duration has passed since the create.
     if (!set_state(elector_state::holding))

@@ -56,7 +56,7 @@ private:
   void absent(time_point seen_by, std::int64_t store_revision = 0);
   void put(lease l, bool fallback);
   bool held_by_other(const lease& rec) const;
-  void succeeded(const lease& rec, time_point started);
+  void succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age = {});
   bool in_created_hold(time_point sent) const;
   void schedule_renew(time_point sent, time_point now);
   void schedule_tick(caf::timespan delay);

@@ -26,10 +26,14 @@ struct etcd_client::impl {
   etcd_connection conn;
   const etcd_config& cfg;
   std::shared_ptr<ttl_cache> readings;
+  std::shared_ptr<etcd_session> session;
+  etcd_session::call_fn caller;
 
-  impl(etcd_config c, std::shared_ptr<ttl_cache> r)
+  impl(etcd_config c, std::shared_ptr<ttl_cache> r, std::shared_ptr<etcd_session> s)
     : conn(std::move(c)), cfg(conn.config()),
-      readings(r ? std::move(r) : std::make_shared<ttl_cache>()) {}
+      readings(r ? std::move(r) : std::make_shared<ttl_cache>()),
+      session(s ? std::move(s) : std::make_shared<etcd_session>()),
+      caller([this](const std::string& path, const json& body) { return call(path, body); }) {}
 
   api_result<json> call(const std::string& path, const json& body) { return conn.call(path, body); }
 
@@ -78,9 +82,8 @@ struct etcd_client::impl {
     return api_result<current_key>::success(std::move(out));
   }
 
-  void revoke(const std::string& id) {
-    if (!id.empty() && id != "0")
-      call("/v3/lease/revoke", {{"ID", id}});
+  static std::int64_t ttl_of(const lease& rec) {
+    return std::max(1, rec.spec.lease_duration_seconds.value_or(1));
   }
 
   api_error not_found(const lease_key& k, std::string why) {
@@ -169,17 +172,20 @@ struct etcd_client::impl {
   }
 
   api_result<lease> create_lease(const lease& l) {
-    const std::string grant_path = "/v3/lease/grant";
+    // The transport's session lease of this TTL, kept alive by a keepalive
+    // sent after this create began: the key has a whole TTL from here
+    // (etcd_session.hpp).
     int ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
-    auto g = call(grant_path, {{"TTL", std::to_string(ttl)}});
-    if (!g.ok())
-      return api_result<lease>::failure(g.error);
-    auto id = id_field(*g.value, "ID");
-    if (id.empty() || id == "0")
-      return api_result<lease>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", grant_path, "ID: missing"});
+    auto s = session->lease_for(ttl, caller);
+    if (!s.ok())
+      return api_result<lease>::failure(s.error);
+    const std::string& id = *s.value;
     const std::string path = "/v3/kv/txn";
     auto key = encode_base64(key_of(l.key()));
+    // Asked before the put: a key put on a txn whose answer is lost is
+    // deleted a TTL later unless its elector takes it up (no revoke: the
+    // lease holds other keys).
+    session->asked(key, id, ttl);
     json txn = {
       {"compare",
        json::array({{{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
@@ -190,29 +196,22 @@ struct etcd_client::impl {
       {"failure", json::array({{{"request_range", {{"key", key}}}}})},
     };
     auto t = call(path, txn);
-    if (!t.ok()) {
-      revoke(id);   // the put may or may not have happened: its key dies with the lease
+    if (!t.ok())
       return api_result<lease>::failure(t.error);
-    }
     if (t.value->value("succeeded", false)) {
       std::int64_t rev = header_revision(*t.value);
-      if (rev <= 0) {
-        revoke(id);
+      if (rev <= 0)
         return api_result<lease>::failure(
           api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
-      }
       etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
       auto rec = to_lease(l.key(), kv);
-      if (!rec.ok()) {
-        revoke(id);
+      if (!rec.ok())
         return api_result<lease>::failure(
           api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-      }
       if (l.absent_at_revision > 0)
         rec.value->unwritten_since_read = unwritten_between(l.key(), l.absent_at_revision, rev);
       return api_result<lease>::success(std::move(*rec.value));
     }
-    revoke(id);
     auto cur = range(l.key());
     if (cur.ok() && cur.value->record)
       return api_result<lease>::failure(conflict(path, *cur.value->record,
@@ -222,6 +221,7 @@ struct etcd_client::impl {
   }
 
   api_result<lease> update_lease(const lease& l) {
+    auto began = std::chrono::steady_clock::now();
     auto cur = range(l.key());
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
@@ -242,11 +242,12 @@ struct etcd_client::impl {
       // etcd lease's TTL. A keepalive first gives it a whole TTL: a key that
       // went within a poll of its release would be seen only as a vanished
       // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
-      auto alive = call("/v3/lease/keepalive", {{"ID", kv.lease_id}});
+      auto key = encode_base64(key_of(l.key()));
+      session->asked(key, kv.lease_id, ttl_of(rec));
+      auto alive = session->renewed(kv.lease_id, ttl_of(rec), began, caller);
       if (!alive.ok())
         return api_result<lease>::failure(alive.error);
       const std::string path = "/v3/kv/txn";
-      auto key = encode_base64(key_of(l.key()));
       json txn = {
         {"compare", json::array({{{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
                                   {"create_revision", std::to_string(kv.create_revision)}}})},
@@ -268,20 +269,23 @@ struct etcd_client::impl {
     }
     if (!rec.spec.holder_identity.empty() && rec.spec.holder_identity != l.spec.holder_identity)
       return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
-    if (same_term) {   // renew
-      const std::string path = "/v3/lease/keepalive";
-      auto r = call(path, {{"ID", kv.lease_id}});
+    if (same_term) {
+      // A renew: the key is still there in this term (the range above), and
+      // its etcd lease (the transport's session lease) was kept alive by a
+      // keepalive sent at most a tenth of its TTL before this renew began,
+      // or now; the reply says how long before (renewed_age), so the
+      // elector counts the term's validity from that send, never later
+      // (etcd_session.hpp, docs/safety.md).
+      session->asked(encode_base64(key_of(l.key())), kv.lease_id, ttl_of(rec));
+      auto r = session->renewed(kv.lease_id, ttl_of(rec), began, caller);
       if (!r.ok())
         return api_result<lease>::failure(r.error);
-      std::int64_t ttl = 0;
-      auto result = r.value->find("result");
-      if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
-        return api_result<lease>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing"});
-      if (ttl <= 0)
+      if (r.value->ttl_seconds <= 0)
         return api_result<lease>::failure(
           not_found(l.key(), "etcd lease " + kv.lease_id + " expired"));
-      return api_result<lease>::success(rec);
+      lease out = rec;
+      out.renewed_age = std::max<std::chrono::nanoseconds>(began - r.value->sent, {});
+      return api_result<lease>::success(std::move(out));
     }
     // A new term on a released record (its revoke did not follow) or on a
     // record naming this holder (the elector re-takes its own ended term):
@@ -301,7 +305,7 @@ struct etcd_client::impl {
       return api_result<lease>::failure(d.error);
     if (!d.value->value("succeeded", false))
       return api_result<lease>::failure(conflict(path, rec, error_kind::conflict));
-    revoke(kv.lease_id);
+    // No revoke: the old key's lease may be another process's session lease.
     auto created = create_lease(l);
     if (!created.ok() && created.kind() == error_kind::already_exists)
       created.error.kind = error_kind::conflict;
@@ -309,8 +313,9 @@ struct etcd_client::impl {
   }
 };
 
-etcd_client::etcd_client(etcd_config cfg, std::shared_ptr<ttl_cache> readings)
-  : impl_(std::make_unique<impl>(std::move(cfg), std::move(readings))) {}
+etcd_client::etcd_client(etcd_config cfg, std::shared_ptr<ttl_cache> readings,
+                         std::shared_ptr<etcd_session> session)
+  : impl_(std::make_unique<impl>(std::move(cfg), std::move(readings), std::move(session))) {}
 
 etcd_client::~etcd_client() = default;
 

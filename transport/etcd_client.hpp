@@ -16,6 +16,7 @@
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/transports.hpp"
+#include "transport/etcd_session.hpp"
 #include "transport/etcd_ttl_readings.hpp"
 #include "transport/etcd_wire.hpp"
 
@@ -30,9 +31,10 @@ public:
   /// The TTL readings of a transport's etcd leases, shared by its clients.
   using ttl_cache = ttl_readings<std::chrono::steady_clock::time_point>;
 
-  /// `readings`: the TTL readings shared with the transport's other
-  /// clients (null: this client's own).
-  explicit etcd_client(etcd_config cfg, std::shared_ptr<ttl_cache> readings = nullptr);
+  /// `readings`, `session`: the TTL readings and the session lease shared
+  /// with the transport's other clients (null: this client's own).
+  explicit etcd_client(etcd_config cfg, std::shared_ptr<ttl_cache> readings = nullptr,
+                       std::shared_ptr<etcd_session> session = nullptr);
   ~etcd_client();
   etcd_client(const etcd_client&) = delete;
   etcd_client& operator=(const etcd_client&) = delete;

@@ -17,11 +17,14 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   opts.workers = cfg.http.workers;
   opts.max_wait = max_request_time(cfg.http);
   opts.thread_name = "lh.etcd";
-  // The workers share their TTL readings: one per etcd lease, however
-  // many keys are bound to it (transport/etcd_ttl_readings.hpp).
+  // The workers share one session lease per TTL (every key the transport
+  // creates is bound to it; one keepalive renews them all:
+  // transport/etcd_session.hpp) and their TTL readings (one per etcd
+  // lease, however many keys are bound to it: etcd_ttl_readings.hpp).
   auto readings = std::make_shared<etcd_client::ttl_cache>();
-  opts.make_client = [cfg, readings] {
-    return std::make_unique<lease_client_of<etcd_client>>(cfg, readings);
+  auto session = std::make_shared<etcd_session>();
+  opts.make_client = [cfg, readings, session] {
+    return std::make_unique<lease_client_of<etcd_client>>(cfg, readings, session);
   };
   opts.where = b.traits.request_path;
   // One watch stream per namespace, shared by every subscriber in it (one

@@ -78,6 +78,13 @@ struct lease {
   /// during this read. A follower counts the reading from its own send
   /// time minus this age.
   std::chrono::nanoseconds ttl_age{0};
+  /// etcd renew reply: how long before the transport began this renew the
+  /// keepalive that renewed the key was sent (one keepalive of a session
+  /// lease serves the renews of every key bound to it:
+  /// transport/etcd_session.hpp); 0 when it was sent during this renew.
+  /// The elector counts the renew's validity from its own send time minus
+  /// this age.
+  std::chrono::nanoseconds renewed_age{0};
   /// etcd create only (a request field): the store revision of the read
   /// that found the key absent (0: none). The transport then reports in
   /// `unwritten_since_read` whether etcd's history of the key shows no

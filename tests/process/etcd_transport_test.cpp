@@ -5,6 +5,7 @@
 // stream, and 3 replicas x 20 leases electing in one process through it.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -172,6 +173,25 @@ long etcd_gauge(const std::string& endpoint, const std::string& metric) {
   if (at == std::string::npos)
     return -1;
   return std::atol(r->body.c_str() + at + metric.size() + 2);
+}
+
+/// A runner of `identity` for lease ns1/`name` whose one leader-only
+/// module "work" is of registry type `type`.
+runner_options one_module_runner(const std::string& identity, const std::string& name,
+                                 const std::string& type, const election_timings& timings,
+                                 const lease_backend& backend,
+                                 const std::shared_ptr<module_registry>& registry) {
+  runner_options o;
+  o.identity = identity;
+  o.lease = {"ns1", name};
+  o.timings = timings;
+  o.backend = backend;
+  o.registry = registry;
+  module_spec m;
+  m.name = "work";
+  m.type = type;
+  o.modules.modules = {m};
+  return o;
 }
 
 /// Runs `cmd` (etcdctl) and returns its exit status.
@@ -583,16 +603,7 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
   std::map<std::string, std::vector<runner_actor>> runners;   // by replica
   for (auto& id : replicas)
     for (int i = 0; i < leases; ++i) {
-      runner_options o;
-      o.identity = id;
-      o.lease = {"ns1", "many-" + std::to_string(i)};
-      o.timings = timings;
-      o.backend = backend;
-      o.registry = registry;
-      module_spec m;
-      m.name = "work";
-      m.type = "idle";
-      o.modules.modules = {m};
+      auto o = one_module_runner(id, "many-" + std::to_string(i), "idle", timings, backend, registry);
       o.events = sink;
       auto spawned = spawn_runner(sys, o);
       REQUIRE(spawned.errors.empty());
@@ -655,6 +666,94 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
     for (auto& r : rs)
       self->send_exit(r, caf::exit_reason::user_shutdown);
   self->send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease, one keepalive "
+          "per renew round, and revoking that lease stops every lease's work; election goes on") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  constexpr int leases = 8;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  // The work itself says when it runs: each leader-only module counts
+  // itself while its actor lives (until it has terminated, not when the
+  // runtime says it stopped it). One module per lease: the count is the
+  // number of leases whose work runs.
+  std::atomic<int> live{0};
+  auto registry = std::make_shared<module_registry>();
+  registry->add({"marker", /*default_leader_only*/ true,
+                 [&](caf::actor_system& s, const module_context&) {
+                   return s.spawn([&](caf::event_based_actor* self) -> caf::behavior {
+                     ++live;
+                     self->attach_functor([&] { --live; });
+                     return {[](module_settings&) {}};
+                   });
+                 },
+                 nullptr});
+  auto working = [&] { return live.load(); };
+  auto timings = test::short_timings();
+  timings.lease_duration = 3s;   // TTL 3 s: whole seconds
+  timings.renew_deadline = 2s;
+  auto backend = spawn_etcd_backend(sys, config({etcd.endpoint()}));
+  std::vector<runner_actor> runners;
+  for (int i = 0; i < leases; ++i) {
+    auto spawned = spawn_runner(
+      sys, one_module_runner("solo", "session-" + std::to_string(i), "marker", timings, backend, registry));
+    REQUIRE(spawned.errors.empty());
+    runners.push_back(spawned.runner);
+  }
+  etcd_client admin(config({etcd.endpoint()}));
+  auto leases_of_keys = [&] {
+    std::set<std::string> ids;
+    for (int i = 0; i < leases; ++i) {
+      auto r = admin.post("/v3/kv/range",
+                          {{"key", encode_base64(admin.scope("ns1").key("session-" + std::to_string(i)))}});
+      if (r.ok())
+        if (auto kv = first_kv(*r.value); kv.ok() && *kv.value)
+          ids.insert((*kv.value)->lease_id);
+    }
+    return ids;
+  };
+  auto ms = [](caf::timespan t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t); };
+  CHECK(test::eventually([&] { return working() == leases; },
+                         ms(timings.lease_duration + 5s) + test::load_slack, 50ms));
+  auto bound = leases_of_keys();
+  REQUIRE(bound.size() == 1);   // every key on the one session lease
+
+  // Renews: one range per key, and the keepalives of one round shared.
+  long kept0 = etcd_handled(etcd.endpoint(), "LeaseKeepAlive");
+  long ranges0 = etcd_handled(etcd.endpoint(), "Range");
+  REQUIRE(kept0 >= 0);
+  std::this_thread::sleep_for(3s);
+  long kept = etcd_handled(etcd.endpoint(), "LeaseKeepAlive") - kept0;
+  long ranges = etcd_handled(etcd.endpoint(), "Range") - ranges0;
+  MESSAGE("in 3 s: " << kept << " keepalives, " << ranges << " ranges for " << leases
+                     << " leases renewed every " << ms(timings.retry_period).count() << " ms");
+  CHECK(ranges >= leases * 4);   // 10 rounds of 8 renews, at load fewer
+  CHECK(kept * 3 <= ranges);     // one per key would be as many as the ranges
+  CHECK(working() == leases);
+
+  // An operator revokes the session lease: every key goes, and every
+  // lease's work stops (within renew deadline + stop); then the leases are
+  // created anew, on one new session lease.
+  auto revoked = admin.post("/v3/lease/revoke", {{"ID", *bound.begin()}});
+  REQUIRE_MESSAGE(revoked.ok(), revoked.error.describe());
+  CHECK(test::eventually([&] { return working() == 0; },
+                         ms(timings.renew_deadline + timings.module_stop_timeout) + test::load_slack, 20ms));
+  CHECK(test::eventually([&] { return working() == leases; },
+                         ms(2 * timings.lease_duration + 5s) + test::load_slack, 50ms));
+  auto rebound = leases_of_keys();
+  CHECK(rebound.size() == 1);
+  CHECK(rebound != bound);
+
+  caf::scoped_actor self{sys};
+  for (auto& r : runners)
+    self->send(r, shutdown_atom::value);
+  for (std::size_t i = 0; i < runners.size(); ++i)
+    self->receive([](bool) {}, caf::after(10s) >> [] {});
+  for (auto& r : runners)
+    self->send_exit(r, caf::exit_reason::user_shutdown);
+  self->send_exit(backend.transport, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd lease, join order, withdraw, expiry") {

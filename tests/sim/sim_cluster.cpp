@@ -1089,13 +1089,25 @@ private:
         }
         break;
       }
-      case op_kind::outside_write:
-        for (auto k : ks) {
+      case op_kind::outside_write: {
+        // etcd: revoking a key's lease revokes its replica's session lease,
+        // so every key of that replica goes (sim_etcd.hpp).
+        auto hit = ks;
+        if (etcd_ && o.param == 1)
+          for (auto k : ks)
+            for (auto& other : etcd_->keys_sharing_lease(leases_[k]))
+              for (std::size_t j = 0; j < leases_.size(); ++j)
+                if (leases_[j] == other && std::find(hit.begin(), hit.end(), j) == hit.end())
+                  hit.push_back(j);
+        for (auto k : hit) {   // every term it ends, before it ends them
           auto& chk = chk_[k];
           chk.outside_write = true;
           chk.dirty = true;   // the next check clears the flag
           if (auto rec = api_->peek(leases_[k]))
             chk.outside_ended_term = rec->spec.lease_transitions;
+        }
+        for (auto k : ks) {
+          auto& chk = chk_[k];
           if (o.param == 1) {
             api_->outside_revoke(leases_[k]);
           } else {
@@ -1108,6 +1120,7 @@ private:
           }
         }
         break;
+      }
       case op_kind::stream_cut:
       case op_kind::stream_gone:
       case op_kind::stream_replay:

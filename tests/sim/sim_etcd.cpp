@@ -73,7 +73,54 @@ bool sim_etcd::expire_locked(bool& changed) {
       due.push_back(id);
   for (auto id : due)
     revoke_locked(id, changed);
-  return !due.empty();
+  // The transport's reaper: a key unasked for a TTL, still on that lease.
+  std::vector<lease_key> stale;
+  for (auto i = asked_.begin(); i != asked_.end();) {
+    if (i->second.at + std::chrono::seconds(i->second.ttl_seconds) < t) {
+      if (auto k = keys_.find(i->first); k != keys_.end() && k->second.lease_id == i->second.lease_id)
+        stale.push_back(i->first);
+      i = asked_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  for (auto& k : stale)
+    delete_locked(k, changed);
+  return !due.empty() || !stale.empty();
+}
+
+void sim_etcd::asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds) {
+  asked_[k] = ask{lease_id, now_(), std::max<std::int64_t>(1, ttl_seconds)};
+}
+
+void sim_etcd::keepalive_locked(std::int64_t lease_id) {
+  if (auto g = leases_.find(lease_id); g != leases_.end()) {
+    g->second.kept_at = now_();
+    g->second.expires = g->second.kept_at + std::chrono::seconds(g->second.ttl_seconds);
+  }
+}
+
+caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id) {
+  auto g = leases_.find(lease_id);
+  if (g == leases_.end())
+    return caf::timespan{0};
+  auto window = std::chrono::milliseconds(1000 * g->second.ttl_seconds) / etcd_session::shared_window_parts;
+  if (g->second.kept_at + window >= now_())
+    return now_() - g->second.kept_at;
+  keepalive_locked(lease_id);
+  return caf::timespan{0};
+}
+
+std::vector<lease_key> sim_etcd::keys_sharing_lease(const lease_key& k) const {
+  std::lock_guard<std::mutex> g(mx_);
+  std::vector<lease_key> out;
+  auto i = keys_.find(k);
+  if (i == keys_.end())
+    return out;
+  for (auto& [other, v] : keys_)
+    if (v.lease_id == i->second.lease_id)
+      out.push_back(other);
+  return out;
 }
 
 bool sim_etcd::expire_due() {
@@ -93,6 +140,11 @@ std::optional<sim_etcd::time_point> sim_etcd::next_expiry() const {
   for (auto& [id, l] : leases_)
     if (!out || l.expires < *out)
       out = l.expires;
+  for (auto& [k, a] : asked_) {   // the reaper's next deletion
+    auto due = a.at + std::chrono::seconds(a.ttl_seconds) + std::chrono::milliseconds(1);
+    if (!out || due < *out)
+      out = due;
+  }
   return out;
 }
 
@@ -152,14 +204,18 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
 lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, bool& changed,
                                     const char* verb) {
   auto k = l.key();
-  // /v3/lease/grant: TTL = leaseDurationSeconds (at least 1 s).
-  auto id = next_lease_++;
+  // The client's session lease of TTL = leaseDurationSeconds (at least 1 s),
+  // kept alive (a keepalive), or granted anew when it is gone.
   auto ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
-  leases_[id] = grant{ttl, now_() + std::chrono::seconds(ttl)};
+  auto& id = sessions_[{client, ttl}];
+  if (leases_.count(id) == 0) {
+    id = next_lease_++;
+    leases_[id] = grant{ttl};
+  }
+  keepalive_locked(id);
   // /v3/kv/txn: create_revision == 0, then put with the lease.
   auto i = keys_.find(k);
   if (i != keys_.end()) {
-    leases_.erase(id);   // the transport revokes its unused grant
     log(client, verb, k, error_kind::already_exists, l.spec.holder_identity);
     return lease_reply::failure(held_error("/v3/kv/txn", i->second, error_kind::already_exists));
   }
@@ -176,6 +232,7 @@ lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, b
   v.create_revision = v.mod_revision = ++revision_;
   v.lease_id = id;
   keys_[k] = v;
+  asked_locked(k, id, ttl);
   auto rec = to_lease(k, v);
   record_change(change{k, static_cast<std::uint64_t>(revision_), rec});
   rec.unwritten_since_read = unwritten;   // the create's answer only
@@ -222,8 +279,8 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         } else {
           // A keepalive first (as the transport sends): the released record
           // lives a whole TTL, so a polling follower reads it before it goes.
-          auto& g = leases_.at(cur.lease_id);
-          g.expires = now_() + std::chrono::seconds(g.ttl_seconds);
+          asked_locked(k, cur.lease_id, cur.value.lease_duration_seconds.value_or(1));
+          renewed_locked(cur.lease_id);
           auto& marked = i->second;
           marked.value.holder_identity.clear();
           marked.value.lease_duration_seconds = l.spec.lease_duration_seconds;
@@ -241,8 +298,8 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         log(client, "PUT", k, error_kind::conflict, holder);
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)
-        auto& g = leases_.at(cur.lease_id);
-        g.expires = now_() + std::chrono::seconds(g.ttl_seconds);
+        asked_locked(k, cur.lease_id, cur.value.lease_duration_seconds.value_or(1));
+        rec.renewed_age = renewed_locked(cur.lease_id);
         log(client, "PUT", k, error_kind::none, holder);
         out = lease_reply::success(std::move(rec));
       } else if (l.resource_version != rec.resource_version) {
@@ -250,10 +307,9 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else {
         // A new term on a released key or one naming the same holder: delete
-        // the unchanged key, revoke its lease, create the key anew (a new
-        // create_revision: a new term).
+        // the unchanged key (its lease, a session lease, lives on), create
+        // the key anew (a new create_revision: a new term).
         delete_locked(k, changed);
-        leases_.erase(cur.lease_id);
         out = create_locked(client, l, changed, "PUT");
         if (!out.ok() && out.kind() == error_kind::already_exists)
           out.error.kind = error_kind::conflict;

@@ -23,7 +23,18 @@
 //     released key or one naming the same holder deletes the key (if
 //     mod_revision matches) and creates it anew; anything else: conflict.
 //     Events are not stored.
-//   - outside writes (an operator): delete_key, revoke_lease_of.
+//   - one session lease per client (transport) and TTL, as the transport
+//     keeps (transport/etcd_session.hpp): a create keeps the client's session
+//     lease alive (granted anew when it is gone) and binds the key to it, so
+//     a keepalive (a renew, a release) renews every key of that client and a
+//     renew rides on one sent up to TTL / 10 before it (its reply says how
+//     long before: lease::renewed_age), and a
+//     revoke or an expiry deletes all of them; a key no request of its
+//     client asked about for a TTL is deleted if still bound to that lease
+//     (the transport's reaper); nothing revokes a session lease but an
+//     operator;
+//   - outside writes (an operator): delete_key, revoke_lease_of (the key's
+//     lease: its replica's session lease, so every key of that replica).
 // Each transport call is one atomic step here (the real client makes two or
 // three HTTP calls; etcd itself makes the decisive one, the txn or the
 // keepalive, atomic).
@@ -35,8 +46,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/support/sim_transport.hpp"
+#include "transport/etcd_session.hpp"
 #include "transport/etcd_ttl_readings.hpp"
 
 namespace leasehold {
@@ -66,6 +80,9 @@ public:
   std::string path_of(const std::string& verb, const lease_key& k) const override;
   void outside_delete(const lease_key& k) override;   // etcdctl del
   void outside_revoke(const lease_key& k) override;   // etcdctl lease revoke
+  /// The keys bound to the same etcd lease as `k` now (`k` too; none when
+  /// `k` has no key): what revoking its lease deletes.
+  std::vector<lease_key> keys_sharing_lease(const lease_key& k) const;
   /// A compacted watch re-reads its keys: one gone since is reported deleted.
   bool relist_tells_deleted() const override { return true; }
   bool server_expiry() const override { return true; }
@@ -80,6 +97,7 @@ private:
   struct grant {
     std::int64_t ttl_seconds = 1;
     time_point expires{};
+    time_point kept_at{};   // its latest keepalive
   };
 
   // All under mx_; `changed` is set when a key was put or deleted.
@@ -100,6 +118,20 @@ private:
   std::map<std::int64_t, grant> leases_;
   /// Each client's (transport's) TTL readings, as etcd_client shares them.
   std::map<std::string, ttl_readings<time_point>> readings_;
+  /// Each client's session lease by TTL; when a request of the client last
+  /// asked about each key (the reaper's books).
+  std::map<std::pair<std::string, std::int64_t>, std::int64_t> sessions_;
+  struct ask {
+    std::int64_t lease_id = 0;
+    time_point at{};
+    std::int64_t ttl_seconds = 1;
+  };
+  std::map<lease_key, ask> asked_;
+  void asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds);
+  void keepalive_locked(std::int64_t lease_id);
+  /// A renew's keepalive (etcd_session::renewed): the latest one if sent
+  /// within TTL / shared_window_parts, else one now; how long ago it was sent.
+  caf::timespan renewed_locked(std::int64_t lease_id);
   std::int64_t revision_ = 1;   // etcd starts at 1; the first write makes it 2
   std::int64_t next_lease_ = 1;
 };

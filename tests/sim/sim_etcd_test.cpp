@@ -157,9 +157,68 @@ TEST_CASE("sim_etcd: a create that names the read that found the key absent lear
 TEST_CASE("sim_etcd: a raft leader change gives every lease its full TTL again") {
   fixture f;
   REQUIRE(f.store.create("a", f.record("a", 0, 3)).ok());
+  auto created = f.now;
   f.now += 2s;
   f.store.leader_change();
-  CHECK(f.store.next_expiry() == f.now + 3s);
+  f.now += 1500ms;   // past the TTL from the create: the lease lives on
+  CHECK(f.store.peek(f.key));
+  // The key itself, unasked for a TTL, is the transport's reaper's (its
+  // lease, a session lease, may keep other keys alive).
+  CHECK(f.store.next_expiry() == created + 3s + 1ms);
+  CHECK(f.store.expire_due());
+  CHECK_FALSE(f.store.peek(f.key));
+}
+
+TEST_CASE("sim_etcd: a client's keys share its session lease: a keepalive renews all, a revoke "
+          "deletes all, a delete one; a re-created key binds to the live lease; TTL readings are shared") {
+  fixture f;
+  lease_key k2{"default", "other"};
+  auto l2 = f.record("a", 0, 5);
+  l2.name = k2.name;
+  auto a = f.store.create("a", f.record("a", 0, 5));
+  REQUIRE(a.ok());
+  f.now += 3s;
+  auto b = f.store.create("a", l2);   // keeps the session lease alive: a whole TTL from here
+  REQUIRE(b.ok());
+  auto c = f.store.create("c", [&] { auto l = f.record("c", 0, 5); l.name = "third"; return l; }());
+  REQUIRE(c.ok());
+  CHECK(f.store.keys_sharing_lease(f.key) == std::vector<lease_key>{f.key, k2});
+  CHECK(f.store.keys_sharing_lease({"default", "third"}).size() == 1);
+  f.now += 1500ms;
+  REQUIRE(f.store.update("a", *b.value).ok());   // a renew of one key ...
+  auto ra = f.store.update("a", *a.value);       // ... and of the other (its ask)
+  REQUIRE(ra.ok());
+  REQUIRE(f.store.update("c", *c.value).ok());
+  f.now += 2s;   // 6.5 s after the first create
+  f.store.expire_due();
+  REQUIRE(f.store.peek(f.key));   // both alive: the keepalives renewed the lease
+  REQUIRE(f.store.peek(k2));
+  // One TTL reading serves both keys for the same client, with its age.
+  auto g1 = f.store.get("x", f.key);
+  f.now += 200ms;
+  auto g2 = f.store.get("x", k2);
+  REQUIRE(g1.ok());
+  REQUIRE(g2.ok());
+  CHECK(g2.value->ttl_seconds == g1.value->ttl_seconds);
+  CHECK(g2.value->ttl_age == 200ms);
+  CHECK(f.store.get("y", k2).value->ttl_age == 0ns);   // another client reads its own
+  // Deleting one key ends only that term.
+  f.store.outside_delete(k2);
+  CHECK_FALSE(f.store.peek(k2));
+  REQUIRE(f.store.peek(f.key));
+  // A key re-created is bound to the live session lease.
+  auto again = f.store.create("a", l2);
+  REQUIRE(again.ok());
+  CHECK(f.store.keys_sharing_lease(k2).size() == 2);
+  // Revoking it deletes every key of the client, not the other client's.
+  f.store.outside_revoke(f.key);
+  CHECK_FALSE(f.store.peek(f.key));
+  CHECK_FALSE(f.store.peek(k2));
+  CHECK(f.store.peek({"default", "third"}));
+  // The next create grants a new session lease.
+  auto fresh = f.store.create("a", f.record("a", 0, 5));
+  REQUIRE(fresh.ok());
+  CHECK(f.store.keys_sharing_lease(f.key) == std::vector<lease_key>{f.key});
 }
 
 TEST_CASE("sim_etcd: faults answer in etcd's terms and are logged") {

@@ -1,0 +1,168 @@
+#include "transport/etcd_session.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/etcd_wire.hpp"
+
+namespace leasehold {
+
+using json = nlohmann::json;
+
+namespace {
+
+/// At most this many stale keys are deleted per keepalive (the rest at the
+/// next one), so one keepalive's sender is not held up for long.
+constexpr std::size_t reap_per_keepalive = 64;
+
+/// One /v3/lease/keepalive of `id`: the TTL etcd reported (0: gone).
+api_result<std::int64_t> send_keepalive(const std::string& id, const etcd_session::call_fn& call) {
+  const std::string path = "/v3/lease/keepalive";
+  auto r = call(path, {{"ID", id}});
+  if (!r.ok())
+    return api_result<std::int64_t>::failure(r.error);
+  std::int64_t ttl = 0;
+  auto result = r.value->find("result");
+  if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
+    return api_result<std::int64_t>::failure(
+      api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing", 0});
+  return api_result<std::int64_t>::success(std::max<std::int64_t>(ttl, 0));
+}
+
+} // namespace
+
+api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string& id,
+                                                              const call_fn& call) {
+  std::unique_lock<std::mutex> lk(mx_);
+  auto& s = sending_[id];   // kept: entries are never erased
+  // A keepalive in flight now was sent before this request asked: only a
+  // later one serves it.
+  const std::uint64_t need = s.started + 1;
+  while (s.done < need) {
+    if (s.in_flight) {
+      answered_.wait(lk);
+      continue;
+    }
+    s.in_flight = true;
+    auto mine = ++s.started;
+    ++sent_;
+    auto stale = stale_keys_locked(id, clock::now());
+    lk.unlock();
+    auto sent = clock::now();
+    auto r = send_keepalive(id, call);
+    if (!stale.empty() && r.ok() && *r.value > 0)
+      reap(id, stale, call);
+    lk.lock();
+    s.in_flight = false;
+    s.done = mine;
+    s.last = r.ok() ? api_result<kept_alive>::success(kept_alive{*r.value, sent})
+                    : api_result<kept_alive>::failure(r.error);
+    if (r.ok() && *r.value > 0 && (!s.alive || s.alive->sent < sent))
+      s.alive = kept_alive{*r.value, sent};
+    if (r.ok() && *r.value == 0)
+      s.alive.reset();   // gone: no reading of it serves a renew
+    answered_.notify_all();
+    return s.last;
+  }
+  ++shared_;
+  return s.last;
+}
+
+api_result<etcd_session::kept_alive> etcd_session::renewed(const std::string& id,
+                                                           std::int64_t ttl_seconds,
+                                                           clock::time_point began,
+                                                           const call_fn& call) {
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    auto& s = sending_[id];
+    auto window = std::chrono::milliseconds(1000 * std::max<std::int64_t>(1, ttl_seconds)) / shared_window_parts;
+    if (s.alive && s.alive->sent + window >= began) {
+      ++shared_;
+      return api_result<kept_alive>::success(*s.alive);
+    }
+  }
+  return keep_alive(id, call);
+}
+
+api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const call_fn& call) {
+  ttl_seconds = std::max<std::int64_t>(1, ttl_seconds);
+  auto current = [&] {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = lease_of_ttl_.find(ttl_seconds);
+    return i == lease_of_ttl_.end() ? std::string() : i->second;
+  };
+  // The current lease, kept alive by a keepalive sent from here (shared
+  // with the other requests that ask now); a grant only when it is gone,
+  // one grant at a time (a worker that waited for another's grant uses it).
+  std::string gone;
+  for (int tries = 0; tries < 2; ++tries) {
+    auto id = current();
+    if (!id.empty() && id != gone) {
+      auto alive = keep_alive(id, call);
+      if (!alive.ok())
+        return api_result<std::string>::failure(alive.error);
+      if (alive.value->ttl_seconds > 0)
+        return api_result<std::string>::success(std::move(id));
+      gone = id;   // expired or revoked: its keys went with it
+    }
+    std::lock_guard<std::mutex> one_grant(grant_mx_);
+    if (auto now = current(); !now.empty() && now != gone)
+      continue;   // granted by another worker meanwhile: keep that one alive
+    const std::string path = "/v3/lease/grant";
+    auto r = call(path, {{"TTL", std::to_string(ttl_seconds)}});
+    if (!r.ok())
+      return api_result<std::string>::failure(r.error);
+    id = id_field(*r.value, "ID");
+    if (id.empty() || id == "0")
+      return api_result<std::string>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, "ID: missing", 0});
+    std::lock_guard<std::mutex> g(mx_);
+    lease_of_ttl_[ttl_seconds] = id;
+    return api_result<std::string>::success(std::move(id));   // a whole TTL from its grant
+  }
+  return api_result<std::string>::failure(api_error{
+    error_kind::other, 0, "POST", "/v3/lease/grant", "no live session lease after two tries", 0});
+}
+
+void etcd_session::asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds) {
+  std::lock_guard<std::mutex> g(mx_);
+  keys_[key] = bound_key{id, clock::now(), std::max<std::int64_t>(1, ttl_seconds)};
+}
+
+std::vector<std::string> etcd_session::stale_keys_locked(const std::string& id, clock::time_point now) {
+  std::vector<std::string> out;
+  for (auto i = keys_.begin(); i != keys_.end() && out.size() < reap_per_keepalive;) {
+    auto& k = i->second;
+    if (k.lease_id == id && now - k.asked > std::chrono::seconds(k.ttl_seconds)) {
+      out.push_back(i->first);
+      i = keys_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+void etcd_session::reap(const std::string& id, const std::vector<std::string>& keys,
+                        const call_fn& call) {
+  // Deleted only while still bound to this lease: a key another replica
+  // created since (its own lease) is not ours to delete.
+  for (auto& key : keys)
+    call("/v3/kv/txn",
+         {{"compare", json::array({{{"key", key}, {"target", "LEASE"}, {"result", "EQUAL"},
+                                    {"lease", id}}})},
+          {"success", json::array({{{"request_delete_range", {{"key", key}}}}})}});
+}
+
+std::uint64_t etcd_session::keepalives_sent() const {
+  std::lock_guard<std::mutex> g(mx_);
+  return sent_;
+}
+
+std::uint64_t etcd_session::keepalives_shared() const {
+  std::lock_guard<std::mutex> g(mx_);
+  return shared_;
+}
+
+} // namespace leasehold

@@ -1,0 +1,118 @@
+// etcd: the session lease of a transport, shared by its workers (as etcd's
+// own concurrency.Session): every key the transport creates with a TTL of n
+// seconds is bound to ONE etcd lease of TTL n, granted on first need and
+// granted anew when a keepalive says it is gone. So one keepalive renews
+// every key of the transport, and a follower reads one TTL for all of them
+// (etcd_ttl_readings.hpp).
+//
+// What keeps it safe (docs/safety.md, "One etcd lease per process"):
+//   - a renew (or a create, or a release) is served only by a keepalive SENT
+//     after the request asked for it: the keepalive of a lease that is in
+//     flight when a request asks serves only the requests that asked before
+//     it was sent; later ones wait for the next. So the TTL a renew relies on
+//     runs from a moment no earlier than the renew's own start (the elector
+//     counts its validity from that start);
+//   - a create keeps the session lease alive before it binds the key to it,
+//     so a new key has a whole TTL from its create, however long the lease
+//     went without keepalives before;
+//   - nothing revokes a session lease (a release puts the released record,
+//     a new term deletes the old key only): its other keys live on;
+//   - a key bound to it that no request of the transport asked about for a
+//     whole TTL (its elector is gone: a release that failed, a stopped
+//     runner) is deleted, if it is still bound to that lease, by the worker
+//     that sends the next keepalive: with per-key etcd leases such a key
+//     went with its TTL, and a shared lease must not keep it forever.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "leasehold/api_result.hpp"
+
+namespace leasehold {
+
+class etcd_session {
+public:
+  using clock = std::chrono::steady_clock;
+  /// One gateway call on the caller's connection (etcd_connection::call).
+  using call_fn = std::function<api_result<nlohmann::json>(const std::string& path,
+                                                           const nlohmann::json& body)>;
+
+  /// The session lease for keys of TTL `ttl_seconds`, kept alive by a
+  /// keepalive sent after this call began (granted now when there is none
+  /// or the keepalive says it is gone): its ID.
+  api_result<std::string> lease_for(std::int64_t ttl_seconds, const call_fn& call);
+
+  /// What a keepalive answered: the TTL etcd reported (0: the lease is
+  /// gone) and when it was sent.
+  struct kept_alive {
+    std::int64_t ttl_seconds = 0;
+    clock::time_point sent{};
+  };
+
+  /// A keepalive of etcd lease `id` sent at or after this call (one shared
+  /// by every caller that asked before it was sent). The caller that sends
+  /// it first deletes the keys that went a TTL unasked (see above).
+  api_result<kept_alive> keep_alive(const std::string& id, const call_fn& call);
+
+  /// A renew's keepalive of etcd lease `id` (TTL `ttl_seconds`) for a renew
+  /// the transport began at `began`: the latest keepalive of it that said
+  /// it lives, if it was sent at most TTL / shared_window_parts before
+  /// `began`, else a new one (keep_alive). The renew is then as good as
+  /// one sent when that keepalive was: the elector counts its validity
+  /// from its own start minus (began - sent) (lease::renewed_age).
+  api_result<kept_alive> renewed(const std::string& id, std::int64_t ttl_seconds,
+                                 clock::time_point began, const call_fn& call);
+
+  /// A renew may ride on a keepalive sent up to TTL / this before it (with
+  /// the default 15 s lease: 1.5 s, under the 2 s retry period; the term's
+  /// validity is that much shorter at worst).
+  static constexpr int shared_window_parts = 10;
+
+  /// A request asked about `key` (base64, as the gateway takes it), bound
+  /// to etcd lease `id` of TTL `ttl_seconds`, now: it lives at least a TTL
+  /// from now without another.
+  void asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds);
+
+  /// Keepalives sent and renews they served since start (the agent's
+  /// metrics; the bench).
+  std::uint64_t keepalives_sent() const;
+  std::uint64_t keepalives_shared() const;
+
+private:
+  struct sending {
+    bool in_flight = false;
+    std::uint64_t started = 0;   // keepalives sent
+    std::uint64_t done = 0;      // of them, answered
+    api_result<kept_alive> last;
+    std::optional<kept_alive> alive;   // the latest-sent keepalive that said it lives
+  };
+  struct bound_key {
+    std::string lease_id;
+    clock::time_point asked;
+    std::int64_t ttl_seconds = 1;
+  };
+
+  /// Under mx_: the keys of `id` unasked for a TTL, taken off the books.
+  std::vector<std::string> stale_keys_locked(const std::string& id, clock::time_point now);
+  void reap(const std::string& id, const std::vector<std::string>& keys, const call_fn& call);
+
+  mutable std::mutex mx_;
+  std::condition_variable answered_;
+  std::mutex grant_mx_;   // one grant at a time
+  std::map<std::int64_t, std::string> lease_of_ttl_;
+  std::map<std::string, sending> sending_;
+  std::map<std::string, bound_key> keys_;
+  std::uint64_t sent_ = 0, shared_ = 0;
+};
+
+} // namespace leasehold
