@@ -152,6 +152,15 @@ void elector_actor::renew(const lease& rec, bool fallback) {
   l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
+  // etcd: the renew may ride on a keepalive of its session lease sent this
+  // long before it, which then counts as its start (succeeded): at most half
+  // a retry period and a quarter of what the renew deadline leaves over it,
+  // so the term still outlives the next renew and its retry by as much as
+  // before, nearly (1 s with the defaults; none when the deadline leaves
+  // nothing).
+  auto& t = opt_.timings;
+  l.renew_max_age = std::max(caf::timespan{0},
+                             std::min(t.retry_period / 2, (t.renew_deadline - t.retry_period) / 4));
   put(std::move(l), fallback);
 }
 

@@ -244,7 +244,7 @@ struct etcd_client::impl {
       // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
       auto key = encode_base64(key_of(l.key()));
       session->asked(key, kv.lease_id, ttl_of(rec));
-      auto alive = session->renewed(kv.lease_id, ttl_of(rec), began, caller);
+      auto alive = session->renewed(kv.lease_id, l.renew_max_age, began, caller);
       if (!alive.ok())
         return api_result<lease>::failure(alive.error);
       const std::string path = "/v3/kv/txn";
@@ -272,12 +272,12 @@ struct etcd_client::impl {
     if (same_term) {
       // A renew: the key is still there in this term (the range above), and
       // its etcd lease (the transport's session lease) was kept alive by a
-      // keepalive sent at most a tenth of its TTL before this renew began,
-      // or now; the reply says how long before (renewed_age), so the
+      // keepalive sent at most renew_max_age before this renew began, or
+      // now; the reply says how long before (renewed_age), so the
       // elector counts the term's validity from that send, never later
       // (etcd_session.hpp, docs/safety.md).
       session->asked(encode_base64(key_of(l.key())), kv.lease_id, ttl_of(rec));
-      auto r = session->renewed(kv.lease_id, ttl_of(rec), began, caller);
+      auto r = session->renewed(kv.lease_id, l.renew_max_age, began, caller);
       if (!r.ok())
         return api_result<lease>::failure(r.error);
       if (r.value->ttl_seconds <= 0)

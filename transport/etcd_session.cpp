@@ -70,14 +70,13 @@ api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string&
 }
 
 api_result<etcd_session::kept_alive> etcd_session::renewed(const std::string& id,
-                                                           std::int64_t ttl_seconds,
+                                                           std::chrono::nanoseconds max_age,
                                                            clock::time_point began,
                                                            const call_fn& call) {
-  {
+  if (max_age > std::chrono::nanoseconds{0}) {
     std::lock_guard<std::mutex> g(mx_);
     auto& s = sending_[id];
-    auto window = std::chrono::milliseconds(1000 * std::max<std::int64_t>(1, ttl_seconds)) / shared_window_parts;
-    if (s.alive && s.alive->sent + window >= began) {
+    if (s.alive && s.alive->sent + max_age >= began) {
       ++shared_;
       return api_result<kept_alive>::success(*s.alive);
     }

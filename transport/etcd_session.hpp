@@ -64,19 +64,14 @@ public:
   /// it first deletes the keys that went a TTL unasked (see above).
   api_result<kept_alive> keep_alive(const std::string& id, const call_fn& call);
 
-  /// A renew's keepalive of etcd lease `id` (TTL `ttl_seconds`) for a renew
-  /// the transport began at `began`: the latest keepalive of it that said
-  /// it lives, if it was sent at most TTL / shared_window_parts before
-  /// `began`, else a new one (keep_alive). The renew is then as good as
-  /// one sent when that keepalive was: the elector counts its validity
-  /// from its own start minus (began - sent) (lease::renewed_age).
-  api_result<kept_alive> renewed(const std::string& id, std::int64_t ttl_seconds,
+  /// A renew's keepalive of etcd lease `id` for a renew the transport
+  /// began at `began`: the latest keepalive of it that said it lives, if it
+  /// was sent at most `max_age` before `began` (lease::renew_max_age, set by
+  /// the elector), else a new one (keep_alive). The renew is then as good as
+  /// one sent when that keepalive was: the elector counts its validity from
+  /// its own start minus (began - sent) (lease::renewed_age).
+  api_result<kept_alive> renewed(const std::string& id, std::chrono::nanoseconds max_age,
                                  clock::time_point began, const call_fn& call);
-
-  /// A renew may ride on a keepalive sent up to TTL / this before it (with
-  /// the default 15 s lease: 1.5 s, under the 2 s retry period; the term's
-  /// validity is that much shorter at worst).
-  static constexpr int shared_window_parts = 10;
 
   /// A request asked about `key` (base64, as the gateway takes it), bound
   /// to etcd lease `id` of TTL `ttl_seconds`, now: it lives at least a TTL

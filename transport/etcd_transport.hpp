@@ -2,21 +2,26 @@
 //
 // The same typed interface as the Kubernetes backend; the mapping:
 //   key    <prefix>/<namespace>/<name>, value JSON {holderIdentity,
-//          leaseDurationSeconds, acquireTime}, bound to an etcd lease whose
-//          TTL is leaseDurationSeconds;
+//          leaseDurationSeconds, acquireTime}, bound to the transport's
+//          session lease of TTL leaseDurationSeconds (one etcd lease per
+//          transport and TTL for all its keys: etcd_session.hpp);
 //   term   the key's create_revision (strictly increasing in the cluster),
 //          reported as spec.leaseTransitions; resource_version is mod_revision;
 //   GET    /v3/kv/range, then /v3/lease/timetolive of the key's lease
 //          (lease::ttl_seconds), or a reading of that etcd lease one of
 //          the transport's workers took and that still serves, with its
 //          age (lease::ttl_age; etcd_ttl_readings.hpp); no key: not_found;
-//   create /v3/lease/grant + /v3/kv/txn (create_revision == 0, then put with
-//          the lease); key present: already_exists;
+//   create a keepalive of the session lease (a grant when there is none or
+//          it is gone) + /v3/kv/txn (create_revision == 0, then put with
+//          the session lease); key present: already_exists;
 //   update a renew (same holder and term): /v3/kv/range (the key still has
-//          this create_revision) + /v3/lease/keepalive (TTL > 0), else
+//          this create_revision) + a keepalive of the key's lease sent
+//          during the renew, or the latest one sent at most
+//          lease::renew_max_age before it (lease::renewed_age), TTL > 0, else
 //          not_found / conflict; a release (holder ""): /v3/kv/txn putting
 //          the released record on the key (same lease, if create_revision
-//          is unchanged; no revoke: it goes with the TTL unless taken); a new term
+//          is unchanged; no revoke: the session lease holds other keys; an
+//          untaken one is reaped a TTL later: etcd_session.hpp); a new term
 //          on a released record or one naming the same holder (the elector
 //          re-taking its own ended term): delete (if
 //          mod_revision unchanged) + create; anything else: conflict.

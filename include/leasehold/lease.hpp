@@ -85,6 +85,11 @@ struct lease {
   /// The elector counts the renew's validity from its own send time minus
   /// this age.
   std::chrono::nanoseconds renewed_age{0};
+  /// etcd renew request: the oldest keepalive (by its send, before the
+  /// transport begins the renew) the renew may ride on instead of sending
+  /// one (0: a keepalive sent during the renew). The elector sets what its
+  /// timings spare (elector_actor::renew).
+  std::chrono::nanoseconds renew_max_age{0};
   /// etcd create only (a request field): the store revision of the read
   /// that found the key absent (0: none). The transport then reports in
   /// `unwritten_since_read` whether etcd's history of the key shows no

@@ -100,12 +100,11 @@ void sim_etcd::keepalive_locked(std::int64_t lease_id) {
   }
 }
 
-caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id) {
+caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id, caf::timespan max_age) {
   auto g = leases_.find(lease_id);
   if (g == leases_.end())
     return caf::timespan{0};
-  auto window = std::chrono::milliseconds(1000 * g->second.ttl_seconds) / etcd_session::shared_window_parts;
-  if (g->second.kept_at + window >= now_())
+  if (max_age > caf::timespan{0} && g->second.kept_at + max_age >= now_())
     return now_() - g->second.kept_at;
   keepalive_locked(lease_id);
   return caf::timespan{0};
@@ -280,7 +279,7 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
           // A keepalive first (as the transport sends): the released record
           // lives a whole TTL, so a polling follower reads it before it goes.
           asked_locked(k, cur.lease_id, cur.value.lease_duration_seconds.value_or(1));
-          renewed_locked(cur.lease_id);
+          renewed_locked(cur.lease_id, l.renew_max_age);
           auto& marked = i->second;
           marked.value.holder_identity.clear();
           marked.value.lease_duration_seconds = l.spec.lease_duration_seconds;
@@ -299,7 +298,7 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)
         asked_locked(k, cur.lease_id, cur.value.lease_duration_seconds.value_or(1));
-        rec.renewed_age = renewed_locked(cur.lease_id);
+        rec.renewed_age = renewed_locked(cur.lease_id, l.renew_max_age);
         log(client, "PUT", k, error_kind::none, holder);
         out = lease_reply::success(std::move(rec));
       } else if (l.resource_version != rec.resource_version) {

@@ -27,8 +27,8 @@
 //     keeps (transport/etcd_session.hpp): a create keeps the client's session
 //     lease alive (granted anew when it is gone) and binds the key to it, so
 //     a keepalive (a renew, a release) renews every key of that client and a
-//     renew rides on one sent up to TTL / 10 before it (its reply says how
-//     long before: lease::renewed_age), and a
+//     renew rides on one sent up to lease::renew_max_age before it (its
+//     reply says how long before: lease::renewed_age), and a
 //     revoke or an expiry deletes all of them; a key no request of its
 //     client asked about for a TTL is deleted if still bound to that lease
 //     (the transport's reaper); nothing revokes a session lease but an
@@ -50,7 +50,6 @@
 #include <vector>
 
 #include "tests/support/sim_transport.hpp"
-#include "transport/etcd_session.hpp"
 #include "transport/etcd_ttl_readings.hpp"
 
 namespace leasehold {
@@ -130,8 +129,8 @@ private:
   void asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds);
   void keepalive_locked(std::int64_t lease_id);
   /// A renew's keepalive (etcd_session::renewed): the latest one if sent
-  /// within TTL / shared_window_parts, else one now; how long ago it was sent.
-  caf::timespan renewed_locked(std::int64_t lease_id);
+  /// within `max_age`, else one now; how long ago it was sent.
+  caf::timespan renewed_locked(std::int64_t lease_id, caf::timespan max_age);
   std::int64_t revision_ = 1;   // etcd starts at 1; the first write makes it 2
   std::int64_t next_lease_ = 1;
 };
