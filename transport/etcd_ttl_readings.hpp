@@ -8,15 +8,19 @@
 // follower rules that use it (actors/outside_writes.hpp), and the follower
 // is told its age (lease::ttl_age), so its rules count from the reading's
 // real send time, never a later one:
-//   - a reading under 2 s is never reused: a key's last seconds (a reading
-//     of 0, judge_vanished_key's fast path, next_ttl_read every half
-//     request timeout) are always read afresh;
 //   - a reading of n >= 2 s serves for (n - 0.5 s) / 2: next_ttl_read reads
 //     again n - 0.5 s after a reading's send, by when the reading no longer
-//     serves, so that read goes to etcd.
-// A served reading only ever makes a follower read earlier (its read time
-// is the older send time) or judge a vanish as an outside write (a reading
-// of n > 0 never takes the fast path): stale readings cost time, never safety.
+//     serves, so that read goes to etcd;
+//   - a reading of 0 or 1 s (a lease's last seconds) serves for 50 ms only:
+//     every key of a session lease that runs out is in its last second at
+//     once, and each of its followers reads it every half request timeout
+//     (at least 100 ms) there, so one reading per 50 ms serves them all
+//     (1,000 keys of a killed process were 1,000 timetolive reads per
+//     round), and the next round still goes to etcd.
+// A served reading counts from its real send (judge_vanished_key's freshness
+// and gapless watch are judged from it: an older reading can only fail
+// them), and the follower's first read of 0 is its own reply to it, no
+// earlier than the reading's: stale readings cost time, never safety.
 #pragma once
 
 #include <algorithm>
@@ -33,7 +37,9 @@ namespace leasehold {
 /// Whether a TTL reading of `ttl_seconds`, sent `age` ago, may answer a read.
 inline bool ttl_reading_serves(std::int64_t ttl_seconds, std::chrono::nanoseconds age) {
   using namespace std::chrono_literals;
-  return ttl_seconds >= 2 && age <= (std::chrono::seconds(ttl_seconds) - 500ms) / 2;
+  if (ttl_seconds < 2)
+    return age <= 50ms;
+  return age <= (std::chrono::seconds(ttl_seconds) - 500ms) / 2;
 }
 
 /// The readings by etcd lease ID; TimePoint is the clock the reads are

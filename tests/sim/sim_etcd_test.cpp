@@ -235,7 +235,7 @@ TEST_CASE("sim_etcd: faults answer in etcd's terms and are logged") {
 }
 
 TEST_CASE("ttl_readings: a reading of n >= 2 s serves for (n - 0.5 s) / 2 from its send, with its age; "
-          "readings under 2 s never serve; a later-sent reading replaces an earlier one") {
+          "readings under 2 s serve for 50 ms; a later-sent reading replaces an earlier one") {
   using tp = sim_etcd::time_point;
   ttl_readings<tp> r;
   tp t0 = tp{} + 1h;
@@ -249,10 +249,12 @@ TEST_CASE("ttl_readings: a reading of n >= 2 s serves for (n - 0.5 s) / 2 from i
   CHECK_FALSE(r.find("8", t0));
   r.note("7", t0 - 1s, 3);   // sent earlier: does not replace
   CHECK(r.find("7", t0 + 1s)->ttl_seconds == 15);
-  r.note("7", t0 + 1s, 1);   // a key's last seconds are always read afresh
-  CHECK_FALSE(r.find("7", t0 + 1s));
+  r.note("7", t0 + 1s, 1);   // a lease's last seconds: 50 ms, then afresh
+  CHECK(r.find("7", t0 + 1050ms));
+  CHECK_FALSE(r.find("7", t0 + 1051ms));
   r.note("7", t0 + 2s, 0);
-  CHECK_FALSE(r.find("7", t0 + 2s));
+  CHECK(r.find("7", t0 + 2s)->ttl_seconds == 0);
+  CHECK_FALSE(r.find("7", t0 + 2051ms));
   // Readings that no longer serve are swept as the map grows.
   for (int i = 0; i < 200; ++i)
     r.note(std::to_string(100 + i), t0 + 3s, 15);
