@@ -156,8 +156,7 @@ struct etcd_client::impl {
 
   api_result<lease> create_lease(const lease& l) {
     const std::string grant_path = "/v3/lease/grant";
-    int ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
-    auto g = call(grant_path, {{"TTL", std::to_string(ttl)}});
+    auto g = call(grant_path, {{"TTL", std::to_string(etcd_key_ttl(l.spec))}});
     if (!g.ok())
       return api_result<lease>::failure(g.error);
     auto id = id_field(*g.value, "ID");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "transport/etcd_wire.hpp"
+
 namespace leasehold {
 
 sim_etcd::sim_etcd(std::function<time_point()> now, std::string prefix)
@@ -143,9 +145,10 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
 lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, bool& changed,
                                     const char* verb) {
   auto k = l.key();
-  // /v3/lease/grant: TTL = leaseDurationSeconds (at least 1 s).
+  // /v3/lease/grant: TTL = leaseDurationSeconds (at least 1 s; twice it
+  // for a record without a holder), as the transport grants it.
   auto id = next_lease_++;
-  auto ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
+  auto ttl = etcd_key_ttl(l.spec);
   leases_[id] = grant{ttl, now_() + std::chrono::seconds(ttl)};
   // /v3/kv/txn: create_revision == 0, then put with the lease.
   auto i = keys_.find(k);
