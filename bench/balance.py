@@ -115,7 +115,7 @@ def balance_figures(runs, backend="kubernetes"):
 
     rows = [
         ("3 agents start: 4/4/4 after the last start", cell("balanced_s", "{:.2f} s"),
-         "2 s (a fresh store: each new Lease is held by its creator for one lease duration)"),
+         "2 s (a fresh store: each new Lease is held one lease duration from its create)"),
         ("3 agents restart onto the Leases: 4/4/4 after the last start",
          cell("rebalanced_s", "{:.2f} s"), "2 s"),
         ("a 4th joins: its 3 running after its start", cell("join_s", "{:.2f} s"), "2 s"),
