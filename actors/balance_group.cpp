@@ -63,8 +63,12 @@ public:
       leases_[name].runner = runner;
       // No holder known yet: free until a runner reports one, so a lease no
       // runner ever reports held still becomes everyone's after a lease
-      // duration (the views of a restarted member and the others may differ).
-      leases_[name].free_since = clock().now();
+      // duration (the views of a restarted member and the others may differ),
+      // counted from when this replica can first decide (its settle time and
+      // a round): on a fresh store the first standby creates each Lease
+      // unheld and its creation hold runs during the settle time; its
+      // assignee takes it when the hold ends, before anybody else competes.
+      leases_[name].free_since = clock().now() + opt_.settle + opt_.timings.retry_period;
       runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
       send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
     }

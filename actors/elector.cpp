@@ -14,7 +14,9 @@
 //                         free: acquire (PUT a new term on this version)
 //   5. absent()           a leader puts its term back (etcd: lost); a
 //                         follower waits for the last holder or creates it
-//                         (POST), its term held for a lease duration
+//                         (POST), its term held for a lease duration; a
+//                         standby that never saw a record creates it as
+//                         nobody's (create_unheld, elector_follow.cpp)
 // The replies:
 //   R1. succeeded()       a write accepted: release (R1a), void (R1b), hold
 //                         (R1c), the term starts (R1d) or goes on (R1e)
@@ -245,7 +247,10 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
     return;
   }
   if (!has_term() && !opt_.compete) {
-    done_attempt();   // a standby only follows
+    if (mem_.record)
+      done_attempt();   // a standby only follows
+    else
+      create_unheld();   // one that never saw a record starts the hold for all
     return;
   }
   // etcd: a released key vanishes while its preferredHolder takes it (a

@@ -96,6 +96,7 @@ private:
   void forget_ttl();
   caf::timespan ttl_of(const lease& rec) const;
   bool vanished_under_a_holder(time_point sent, std::int64_t store_revision);
+  void create_unheld();
   void note_error(const api_error& err);
   void answered();
 

@@ -112,6 +112,10 @@ void elector_actor::observe(const lease& rec, bool report) {
     return;
   bool holder_changed = !mem_.record
                         || mem_.record->spec.holder_identity != rec.spec.holder_identity;
+  // Emptied by a write that is not a release: a warning when a holder was
+  // seen before (a record first seen empty may be an unheld create).
+  bool emptied = holder_changed && mem_.record && rec.spec.holder_identity.empty()
+                 && !released_record(rec.spec);
   mem_.record = rec;
   mem_.observed_at = clock().now();
   mem_.ttl_read_at.reset();   // another record: another key or lease
@@ -121,7 +125,7 @@ void elector_actor::observe(const lease& rec, bool report) {
   mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
   if (report)
     report_memory();   // else the caller reports once it has noted the rest
-  if (holder_changed && rec.spec.holder_identity.empty() && !released_record(rec.spec))
+  if (emptied)
     emit(event_type::outside_write, [&](runtime_event& ev) {
       ev.term = rec.spec.lease_transitions;
       ev.reason = "holderIdentity was emptied by a write that is not a release; no acquisition for "
@@ -172,8 +176,11 @@ caf::timespan elector_actor::next_delay() {
     // holder (the holder view counts from it: docs/operations.md), and
     // reads at half the key's remaining TTL keep the TTL reading fresh
     // (outside_writes.hpp).
-    d = opt_.backend.server_expiry ? opt_.timings.lease_duration / 2
-                                   : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
+    // A record without a holder (emptied, or created unheld) is waited out
+    // by our clock on etcd too: wake when it expires.
+    d = opt_.backend.server_expiry && !mem_.record->spec.holder_identity.empty()
+          ? opt_.timings.lease_duration / 2
+          : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
   } else {
     std::uniform_real_distribution<double> u(0.0, jitter_factor);
     auto base = opt_.timings.retry_period;
@@ -252,7 +259,10 @@ bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_
     mem_.ttl_read_at.reset();   // the key is gone: nothing left to read a TTL of
     mem_.ttl_zero_since.reset();
     report_memory();
-    if (v.hold)
+    // A key created unheld (no holder, no release) is taken by a delete
+    // and a create: its vanishing is the protocol's, said by no warning.
+    bool unheld = spec.holder_identity.empty() && !released_record(spec);
+    if (v.hold && !unheld)
       emit(event_type::outside_write, [&](runtime_event& ev) {
         ev.holder = spec.holder_identity;
         ev.term = spec.lease_transitions;
@@ -265,6 +275,37 @@ bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_
       });
   }
   return clock().now() < *mem_.outside_wait_until;
+}
+
+// -- a standby's first create --------------------------------------------------
+
+/// 5. A standby (not competing) that never saw a record of the lease (a
+/// process just started) finds none: it creates it as nobody's (holder
+/// empty, leaseDurationSeconds a lease duration, no term of its own), so
+/// the creation hold starts now for whoever will lead it. Every replica,
+/// this one included, waits such a record out as an emptied one (a lease
+/// duration from when it saw it, by its own clock: held_by_other) before
+/// it acquires it, and a term is then the acquisition of an existing
+/// record. In a balance group every member stands by until its settle time
+/// has passed, so the hold runs during the settle time (docs/safety.md, "A
+/// created lease starts its term a lease duration later"). Lost to another
+/// create: the attempt ends, the next read (or the watch) shows its record.
+void elector_actor::create_unheld() {
+  lease l;
+  l.name = opt_.lease.name;
+  l.ns = opt_.lease.ns;
+  l.spec.lease_duration_seconds = duration_seconds(opt_.timings.lease_duration);
+  l.spec.acquire_time = l.spec.renew_time = wall_now();
+  l.spec.lease_transitions = static_cast<int>(std::max<std::int64_t>(0, mem_.max_term));
+  call("POST", create_lease_atom::value, std::move(l), [=](lease_reply& r) {
+    if (!r.ok()) {
+      failed(r.error);
+      return;
+    }
+    answered();
+    observe(*r.value);
+    done_attempt();
+  });
 }
 
 // -- the API's health ------------------------------------------------------------

@@ -82,10 +82,6 @@ struct etcd_client::impl {
     return api_result<current_key>::success(std::move(out));
   }
 
-  static std::int64_t ttl_of(const lease& rec) {
-    return std::max(1, rec.spec.lease_duration_seconds.value_or(1));
-  }
-
   api_error not_found(const lease_key& k, std::string why) {
     return api_error{error_kind::not_found, 404, "POST", "/v3/kv/range " + key_of(k),
         std::move(why)};
@@ -172,10 +168,10 @@ struct etcd_client::impl {
   }
 
   api_result<lease> create_lease(const lease& l) {
-    // The transport's session lease of this TTL, kept alive by a keepalive
-    // sent after this create began: the key has a whole TTL from here
-    // (etcd_session.hpp).
-    int ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
+    // The transport's session lease of this TTL (etcd_key_ttl), kept alive
+    // by a keepalive sent after this create began: the key has a whole TTL
+    // from here (etcd_session.hpp).
+    int ttl = etcd_key_ttl(l.spec);
     auto s = session->lease_for(ttl, caller);
     if (!s.ok())
       return api_result<lease>::failure(s.error);
@@ -243,7 +239,7 @@ struct etcd_client::impl {
       // went within a poll of its release would be seen only as a vanished
       // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
       auto key = encode_base64(key_of(l.key()));
-      session->asked(key, kv.lease_id, ttl_of(rec));
+      session->asked(key, kv.lease_id, etcd_key_ttl(rec.spec));
       auto alive = session->renewed(kv.lease_id, l.renew_max_age, began, caller);
       if (!alive.ok())
         return api_result<lease>::failure(alive.error);
@@ -276,7 +272,7 @@ struct etcd_client::impl {
       // now; the reply says how long before (renewed_age), so the
       // elector counts the term's validity from that send, never later
       // (etcd_session.hpp, docs/safety.md).
-      session->asked(encode_base64(key_of(l.key())), kv.lease_id, ttl_of(rec));
+      session->asked(encode_base64(key_of(l.key())), kv.lease_id, etcd_key_ttl(rec.spec));
       auto r = session->renewed(kv.lease_id, l.renew_max_age, began, caller);
       if (!r.ok())
         return api_result<lease>::failure(r.error);

@@ -1,5 +1,7 @@
 #include "transport/etcd_wire.hpp"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -145,6 +147,11 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
       *dst = f->get<std::string>();
   out.value = std::move(l);
   return out;
+}
+
+int etcd_key_ttl(const lease_spec& s) {
+  int ttl = std::max(1, s.lease_duration_seconds.value_or(1));
+  return s.holder_identity.empty() ? 2 * ttl : ttl;
 }
 
 std::int64_t header_revision(const json& reply) {

@@ -58,6 +58,14 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
                              const std::string& where = "kvs[0]");
 /// header.revision of a reply; 0 when absent or not an int64.
 std::int64_t header_revision(const nlohmann::json& reply);
+/// The TTL (whole seconds) of the etcd lease a key created with `s` is
+/// bound to: its leaseDurationSeconds (at least 1), twice that for a record
+/// without a holder (a standby's unheld create, elector_follow.cpp): every
+/// replica waits that one out a lease duration from when it saw it, by its
+/// own clock, and nobody keeps it alive, so it must outlive the wait for its
+/// assignee to take it (a key that vanished unseen would be held a lease
+/// duration more).
+int etcd_key_ttl(const lease_spec& s);
 
 /// Every key of a scope as one range read saw it.
 struct etcd_scope_state {

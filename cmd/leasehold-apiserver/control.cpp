@@ -15,14 +15,14 @@ void local_api_server::impl::control(const httplib::Request& req, httplib::Respo
   }
   if (req.path == "/_leasehold/faults" && req.method == "POST")
     return change_faults(req, res);
-  if (req.path == "/_leasehold/stats" && req.method == "GET") {
+  bool reset = req.path == "/_leasehold/stats/reset" && req.method == "POST";
+  if (reset || (req.path == "/_leasehold/stats" && req.method == "GET")) {
     std::lock_guard<std::mutex> lock(mu);
-    return set_json(res, 200, stats.to_json());
-  }
-  if (req.path == "/_leasehold/stats/reset" && req.method == "POST") {
-    std::lock_guard<std::mutex> lock(mu);
-    stats.reset();
-    return set_json(res, 200, stats.to_json());
+    if (reset)
+      stats.reset();
+    auto body = stats.to_json();
+    body["held"] = held;   // gauges, not counters: reset leaves them
+    return set_json(res, 200, body);
   }
   set_status(res, 404, "unknown control endpoint " + req.method + " " + req.path);
 }

@@ -23,7 +23,11 @@ local_api_server::impl::outcome local_api_server::impl::apply_faults(
       return outcome::dropped;
     if (faults.mode == fault_mode::hang || partitioned) {
       auto version = fault_version;
-      if (!cv.wait_until(lock, deadline, [&] { return stopping || fault_version != version; }))
+      ++held[user_agent];
+      bool changed = cv.wait_until(lock, deadline, [&] { return stopping || fault_version != version; });
+      if (--held[user_agent] == 0)
+        held.erase(user_agent);
+      if (!changed)
         return outcome::dropped;
       continue;
     }

@@ -44,6 +44,7 @@ struct local_api_server::impl {
   apiserver::fault_state faults;
   std::uint64_t fault_version = 0;
   apiserver::request_stats stats;
+  std::map<std::string, int> held;   // by User-Agent: requests a hang fault or a hanging partition holds now
   bool stopping = false;
 
   // Listeners: main_listener is null while "down"; closed ones wait in retired.

@@ -14,7 +14,9 @@
 
 #include <caf/all.hpp>
 
+#include "actors/elector_rules.hpp"
 #include "actors/handover.hpp"
+#include "actors/outside_writes.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
 #include "cmd/leasehold/config_watcher.hpp"
 #include "cmd/leasehold/connection_check.hpp"
@@ -217,6 +219,30 @@ resolved_run resolve_run(const run_options& opts, const config_environment& env,
   return out;
 }
 
+/// etcd: why failover after a crash will take two lease durations, or ""
+/// when it takes one. A follower can tell a key that ran out (its holder
+/// died) from one an operator deleted or revoked only when a TTL reading of
+/// 0 s left proves the holder past its renew deadline (ttl_tells_expiry);
+/// otherwise it holds every key it takes after a vanish one more lease
+/// duration. Safe either way, so a warning, not an error.
+std::string etcd_failover_warning(const agent_config& cfg) {
+  if (cfg.backend != "etcd")
+    return "";
+  auto& t = cfg.timings;
+  auto ttl = std::chrono::seconds(std::max(1, duration_seconds(t.lease_duration)));
+  if (ttl_tells_expiry(t, ttl))
+    return "";
+  auto ms = [](caf::timespan d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+  };
+  return "timings: on etcd renew_deadline + request_timeout + 1 s (" + ms(t.renew_deadline) + " + "
+         + ms(t.effective_request_timeout()) + " + 1000 ms) exceeds the key's TTL ("
+         + std::to_string(ttl.count())
+         + " s): a follower cannot tell a crashed holder's key running out from an operator's "
+           "delete, so a takeover after a crash waits two lease durations instead of one; "
+           "shorten renew_deadline (or lengthen lease_duration) to take over in one";
+}
+
 /// Set when the API rejects the lease itself as invalid (422/400): no retry
 /// can fix that, so the agent stops and exits 1.
 std::atomic<bool> rejected_by_api{false};
@@ -244,6 +270,8 @@ int validate_file(const run_options& opts, std::ostream& out, std::ostream& err)
     err << name << ": " << r.errors.size() << (r.errors.size() == 1 ? " error" : " errors") << '\n';
     return 1;
   }
+  if (auto w = etcd_failover_warning(r.cfg); !w.empty())
+    err << "warning: " << w << '\n';
   std::string leases;
   for (auto& p : r.cfg.leases.others)
     if (p.group.empty())
@@ -390,6 +418,8 @@ public:
               {"renew_deadline_ms", to_ms(cfg_.timings.renew_deadline)},
               {"retry_period_ms", to_ms(cfg_.timings.retry_period)},
               {"module_stop_timeout_ms", to_ms(cfg_.timings.module_stop_timeout)}});
+    if (auto w = etcd_failover_warning(cfg_); !w.empty())
+      log_.log(log_level::warn, "slow failover after a crash", {{"detail", w}});
     reloader_ = std::make_unique<config_reloader>(sys_, leases_, *modules_.registry, opts_, env_,
                                                   cfg_, log_);
     if (auto text = read_text_file(opts_.config_path))

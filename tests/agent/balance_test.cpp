@@ -182,7 +182,14 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
   auto started = steady::now();
   std::map<std::string, int> three_each{{"agent-a", 3}, {"agent-b", 3}, {"agent-c", 3}};
   REQUIRE(wait_until([&] { return loads(runners(dir, ended)) == three_each; }, 20s));
-  MESSAGE("3/3/3 by the work files " << ms_since(started) << " ms after the start");
+  auto balanced_ms = ms_since(started);
+  MESSAGE("3/3/3 by the work files " << balanced_ms << " ms after the start");
+  // A fresh store: each Lease is created unheld by the first agent to find
+  // it absent, and its creation hold (a lease duration, 2 s) runs during
+  // the settle time. Not a timed goal (bench/README.md has the figure): an
+  // upper bound that holds only if they overlap (in sequence they took
+  // settle + 2 rounds + lease duration + a round, ~5.4 s; now ~3.4 s).
+  CHECK(balanced_ms < settle_ms + 2000);
   std::this_thread::sleep_for(600ms);   // settled: nothing moves
   auto who = runners(dir, ended);
   CHECK(loads(who) == three_each);

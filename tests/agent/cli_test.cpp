@@ -354,3 +354,31 @@ TEST_CASE("validate names every etcd endpoint, not only the first (issue 21, ite
                   != std::string::npos,
                 r.out);
 }
+
+TEST_CASE("validate warns when etcd timings make a crash's takeover take two lease durations") {
+  temp_dir dir;
+  auto etcd_args = [&](const std::string& file) {
+    return std::vector<std::string>{"validate", "--config", dir.file(file), "--backend", "etcd",
+                                    "--etcd-endpoints", "http://127.0.0.1:1"};
+  };
+  // 1.5 s + 300 ms + 1 s > 2 s: no TTL reading can tell an expiry.
+  write_file(dir.file("slow.json"), short_config().dump());
+  auto slow = run_cli(dir, etcd_args("slow.json"));
+  CHECK_MESSAGE(slow.code == 0, slow.err);
+  CHECK_MESSAGE(slow.err.find("warning: timings: on etcd renew_deadline + request_timeout + 1 s "
+                              "(1500 ms + 300 ms + 1000 ms) exceeds the key's TTL (2 s)")
+                  != std::string::npos,
+                slow.err);
+  // 800 ms + 200 ms + 1 s <= 2 s (bench/balance.py's etcd timings): no warning.
+  auto fast_doc = short_config();
+  fast_doc["timings"] = test_timings("2s", "800ms", "200ms", "400ms");
+  write_file(dir.file("fast.json"), fast_doc.dump());
+  auto fast = run_cli(dir, etcd_args("fast.json"));
+  CHECK_MESSAGE(fast.code == 0, fast.err);
+  CHECK_MESSAGE(fast.err.find("warning") == std::string::npos, fast.err);
+  // Kubernetes judges expiry from the last renew seen: no warning at any timings.
+  auto k8s = run_cli(dir, {"validate", "--config", dir.file("slow.json"), "--server",
+                           "http://127.0.0.1:9"});
+  CHECK_MESSAGE(k8s.code == 0, k8s.err);
+  CHECK_MESSAGE(k8s.err.find("warning") == std::string::npos, k8s.err);
+}

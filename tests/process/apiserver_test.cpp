@@ -111,6 +111,14 @@ struct fixture_server {
     REQUIRE(res);
     return json::parse(res->body);
   }
+
+  /// Waits (at most 5 s) until a request of `user_agent` is held by a hang fault.
+  void wait_held(const std::string& user_agent) {
+    auto until = std::chrono::steady_clock::now() + 5s;
+    while (!stats()["held"].contains(user_agent) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    REQUIRE(stats()["held"].contains(user_agent));
+  }
 };
 
 json parse(const httplib::Result& res) {
@@ -438,14 +446,15 @@ TEST_CASE("fault: hang times the client out, recover answers, stop() is not bloc
     if (res)
       CHECK(res->status == 404);
   });
-  std::this_thread::sleep_for(200ms);
+  s.wait_held("waiter");
   s.control({{"mode", "recover"}});
   waiter.join();
+  CHECK(!s.stats()["held"].contains("waiter"));
 
   // stop() ends a hung request at once.
   s.control({{"mode", "hang"}});
   std::thread victim([&] { CHECK(!s.client("victim", 10000ms)->Get(leases + "/l1")); });
-  std::this_thread::sleep_for(200ms);
+  s.wait_held("victim");
   auto stop_started = std::chrono::steady_clock::now();
   s.server.stop();
   CHECK(std::chrono::steady_clock::now() - stop_started < 3s);

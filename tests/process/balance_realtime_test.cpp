@@ -218,8 +218,9 @@ TEST_CASE("three replicas balance 12 leases over real HTTP, then one leaves clea
     reps.push_back(r);
   }
   auto started = steady::now();
-  // New Leases: the creator holds each for a lease duration (2 s), then the
-  // moves of the settling group; bound with margin.
+  // New Leases: created unheld by the first standby, each held a lease
+  // duration (2 s) from its create while the group settles (500 ms), then
+  // taken by its assignee; bound with margin.
   REQUIRE(eventually([&] { return loads_are(log, {{"bal-a", 4}, {"bal-b", 4}, {"bal-c", 4}}); },
                      15s + load_slack));
   MESSAGE("4/4/4 after " << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - started).count() << " ms");

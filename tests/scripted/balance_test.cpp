@@ -46,6 +46,18 @@ bool balanced(sim_world& w, const std::vector<std::size_t>& live) {
   return total == leases;
 }
 
+/// How many leases changed owner from `before` to `after`; each must have
+/// gone to replica `to`.
+int moves_to(const std::vector<int>& before, const std::vector<int>& after, int to) {
+  int moved = 0;
+  for (std::size_t k = 0; k < leases; ++k)
+    if (after[k] != before[k]) {
+      ++moved;
+      CHECK(after[k] == to);
+    }
+  return moved;
+}
+
 /// Starts replicas 0..n-1 together and waits for the balance.
 void start_balanced(sim_world& w, std::size_t n, caf::timespan bound) {
   for (std::size_t i = 0; i < n; ++i)
@@ -79,13 +91,7 @@ TEST_CASE("3 replicas, 12 balanced leases: 4/4/4, then a join moves 3 leases, al
                         w.options().settle + 2 * t.retry_period + t.module_stop_timeout + 2s));
     MESSAGE("the joiner had its share after " << std::chrono::duration_cast<std::chrono::milliseconds>(w.now() - joined_at).count() << " ms");
     auto after = owners(w);
-    int moved = 0;
-    for (std::size_t k = 0; k < leases; ++k)
-      if (after[k] != before[k]) {
-        ++moved;
-        CHECK(after[k] == 3);   // only to the joiner
-      }
-    CHECK(moved == 3);
+    CHECK(moves_to(before, after, 3) == 3);   // only to the joiner
     w.run_for(3 * t.lease_duration);
     CHECK(owners(w) == after);
   }
@@ -228,4 +234,101 @@ TEST_CASE("a member that stopped announcing and comes back under its name waits 
   CHECK_FALSE(counted());
   announce_for(settle + t.retry_period);
   CHECK(counted());
+}
+
+namespace {
+
+/// When each lease's record first existed in the store (0: not yet), noted
+/// after every step of the world (so never earlier than the create).
+struct creations {
+  std::vector<std::optional<sim_clock_time>> at = std::vector<std::optional<sim_clock_time>>(leases);
+  void note(sim_world& w) {
+    for (std::size_t k = 0; k < leases; ++k)
+      if (!at[k] && w.store().peek(w.lease_at(k)))
+        at[k] = w.now();
+  }
+};
+
+/// Every term's work started at least a lease duration after its Lease was
+/// created (the creation hold, whoever created it), and each lease's work
+/// started `starts` times in all.
+void check_held(sim_world& w, const creations& c, int starts) {
+  int n = 0;
+  for (auto& i : w.tracker().instances) {
+    if (!i.leader_only)
+      continue;
+    ++n;
+    auto k = static_cast<std::size_t>(std::stoi(i.module.substr(i.module.find('-') + 1)));
+    REQUIRE(c.at[k]);
+    CAPTURE(i.module);
+    CHECK(i.started - *c.at[k] >= w.options().timings.lease_duration);
+  }
+  CHECK(n == starts);
+}
+
+world_options fresh_store(std::size_t replicas, bool etcd) {
+  auto o = group_of(replicas, etcd);
+  o.lease_exists = false;   // no Lease yet: each is created, and held
+  o.settle = 5s;            // long enough to show the hold running during it
+  return o;
+}
+
+} // namespace
+
+// Issue 20's fresh-store figure: each Lease used to be created by its
+// assignee once the assignment was known (after the settle time and two
+// rounds), then held a lease duration: settle + 2 rounds + lease duration.
+// Now the first standby that finds a Lease absent creates it unheld (no
+// holder), its creation hold runs during the settle time for everyone, and
+// the assignee takes it when the hold ends: the lease duration, not the sum.
+TEST_CASE("a fresh store: the creation hold runs during the settle time, each Lease taken once by its assignee") {
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    sim_world w(fresh_store(3, etcd));
+    auto& t = w.options().timings;
+    creations c;
+    auto t0 = w.now();
+    for (std::size_t i = 0; i < 3; ++i)
+      w.start_group(i);
+    REQUIRE(w.run_until([&] { c.note(w); return balanced(w, {0, 1, 2}); },
+                        t.lease_duration + w.options().settle + 2 * t.retry_period + 4s));
+    auto took = w.now() - t0;
+    MESSAGE("balanced 4/4/4 after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    // The hold and the settle time overlap: within a lease duration and a
+    // round or two (before: settle + 2 rounds + lease duration, 24 s here).
+    CHECK(took <= t.lease_duration + 2 * t.retry_period);
+    check_held(w, c, static_cast<int>(leases));   // no move: each taken once
+    auto before = owners(w);
+    w.run_for(3 * t.lease_duration);
+    CHECK(owners(w) == before);
+  }
+}
+
+// The same with a co-starter seen late: its runners start with the others
+// (they create Leases too) but its group announces itself only after the
+// other two have settled. They take 6/6 when the holds end; it joins as any
+// joiner does: exactly the join's moves (floor(12/3) = 4, at most
+// ceil(12/3)), all to it, and no work ever started inside a creation hold.
+TEST_CASE("a fresh store with a co-starter seen late: the join's moves only, never inside a creation hold") {
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    sim_world w(fresh_store(3, etcd));
+    auto& t = w.options().timings;
+    auto settle = w.options().settle;
+    creations c;
+    w.start_group(0);
+    w.start_group(1);
+    w.run_until([&] { c.note(w); return false; }, settle + 3 * t.retry_period);
+    w.start_group(2);   // seen late: after the others settled, within the holds
+    REQUIRE(w.run_until([&] { c.note(w); return balanced(w, {0, 1}); }, t.lease_duration + 2s));
+    auto before = owners(w);
+    REQUIRE(w.run_until([&] { c.note(w); return balanced(w, {0, 1, 2}); },
+                        settle + 3 * t.retry_period + t.module_stop_timeout + 2s));
+    auto after = owners(w);
+    auto moved = moves_to(before, after, 2);   // only to the late member
+    CHECK(moved == static_cast<int>(leases / 3));
+    check_held(w, c, static_cast<int>(leases) + moved);
+    w.run_for(3 * t.lease_duration);
+    CHECK(owners(w) == after);
+  }
 }

@@ -6,6 +6,7 @@
 // work at once.
 #include <doctest/doctest.h>
 
+#include "actors/elector_rules.hpp"
 #include "sim_world.hpp"
 
 using namespace leasehold;
@@ -87,5 +88,52 @@ TEST_CASE("standbys never acquire a free lease; told to compete, one takes it at
     compete(w, pick, true);
     REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(pick); }, 5s));
     CHECK(w.now() - told < 1s);
+  }
+}
+
+// Issue 20's fresh-store figure (docs/safety.md, "A Lease created unheld
+// ..."): a standby that never saw its lease and finds none creates it with
+// no holder. Nobody acquires it before a lease duration from the create,
+// also a replica told to compete halfway through; standbys never do. After
+// a wipe, standbys that saw the lease do not create it again (only a
+// process that never saw it does).
+TEST_CASE("a standby that never saw its lease creates it unheld; nobody acquires it within a lease duration of the create") {
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    world_options o = three(etcd);
+    o.leases = 2;
+    o.balance = true;          // runners stand by; no group is started
+    o.lease_exists = false;
+    sim_world w(o);
+    auto& t = w.options().timings;
+    auto created = w.now();    // the runners' first reads ran in the constructor
+    auto lease = w.lease_at(0);
+    auto rec = w.store().peek(lease);
+    REQUIRE(rec);
+    CHECK(rec->spec.holder_identity.empty());
+    CHECK(rec->spec.lease_duration_seconds == duration_seconds(t.lease_duration));
+    auto posts = [&] {
+      int n = 0;
+      for (auto& r : w.store().requests())
+        n += r.verb == "POST" && r.result == error_kind::none ? 1 : 0;
+      return n;
+    };
+    CHECK(posts() == 2);       // one per lease, whoever came first
+    w.run_for(t.lease_duration / 2);
+    caf::anon_send(w.rep(1).runners[0], compete_atom::value, true);
+    REQUIRE(w.run_until([&] { return w.leader_of(0) == 1; }, t.lease_duration + 2s));
+    auto* work = w.tracker().last(w.rep(1).identity, "work-0");
+    REQUIRE(work);
+    CHECK(work->started - created >= t.lease_duration);
+    CHECK(work->started - created <= t.lease_duration + t.retry_period);
+    w.run_for(3 * t.lease_duration);
+    CHECK(w.leader_of(1) < 0);  // standbys never acquire
+    CHECK(w.tracker().instances.size() == 1);
+    if (!etcd) {
+      w.api().wipe();
+      w.run_for(3 * t.lease_duration);
+      CHECK_FALSE(w.store().peek(w.lease_at(1)));   // they saw it: nobody creates it unheld
+      CHECK(posts() == 2 + 1);  // the leader of lease 0 put its term back
+    }
   }
 }

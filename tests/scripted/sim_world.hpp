@@ -159,13 +159,14 @@ public:
   std::vector<std::string> group_members(std::size_t i);
   sim_members& members() { return *members_; }
   void check_safety();
+  /// Lease k's key (with `leases` > 1: "<lease.name>-<k>").
+  lease_key lease_at(std::size_t k) const;
 
 private:
   /// etcd: when a lease's TTL runs out before the next timer (and by
   /// `deadline`), time moves there and the store deletes its keys. True
   /// when it did.
   bool expire_etcd_leases(sim_clock_time deadline);
-  lease_key lease_at(std::size_t k) const;
 
   world_options opts_;
   caf::actor_system_config cfg_;

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "actors/outside_writes.hpp"
 #include "leasehold/balance_group.hpp"
 #include "sim_groups.hpp"
 #include "tests/support/sim_membership.hpp"
@@ -124,6 +125,11 @@ void checker::started(probe_instance inst) {
         }
       }
       acquisitions.push_back({inst.identity, inst.incarnation, inst.term, cell, t});
+      if (inst.fence.valid(t) && unheld_created_at && t < *unheld_created_at + lease_duration)
+        violations.push_back(inst.identity + "/" + inst.module + " started term "
+                             + std::to_string(inst.term) + " "
+                             + std::to_string(ms(t - *unheld_created_at))
+                             + "ms after the lease was created unheld, inside its creation hold");
     }
   }
   inst.started = t;
@@ -211,6 +217,12 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
         break;
       }
   }
+  // A new object (none before, another uid, another etcd key) without a
+  // holder that is no release: a standby's unheld create.
+  if (record && record->spec.holder_identity.empty() && !released_record(record->spec)
+      && (!last_record || last_record->uid != record->uid
+          || last_record->spec.lease_transitions != record->spec.lease_transitions))
+    unheld_created_at = t;
   last_record = record;
 }
 
@@ -294,6 +306,7 @@ public:
       c.stale_budget = sc_.timings.lease_duration - sc_.timings.renew_deadline;
       c.room = c.stale_budget - sc_.timings.module_stop_timeout;
       c.renew_deadline = sc_.timings.renew_deadline;
+      c.lease_duration = sc_.timings.lease_duration;
       c.server_expiry = sc_.backend == backend_kind::etcd;
       c.peek = [this, k] { return api_->peek(leases_[k]); };
     }

@@ -118,6 +118,11 @@ public:
   /// latest half this room before another replica may lead.
   caf::timespan room{0};
   caf::timespan renew_deadline{0};
+  caf::timespan lease_duration{0};
+  /// When a standby last created the lease unheld (a new record with no
+  /// holder that is no release): no term may start on the lease for a
+  /// lease duration from then, whoever starts it (docs/safety.md).
+  std::optional<time_point> unheld_created_at;
   /// The record as the previous check saw it (to judge transitions).
   std::optional<lease> last_record;
   /// When the store last recorded a release (Kubernetes: holder emptied;

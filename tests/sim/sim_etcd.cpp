@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "transport/etcd_wire.hpp"
+
 namespace leasehold {
 
 sim_etcd::sim_etcd(std::function<time_point()> now, std::string prefix)
@@ -203,9 +205,10 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
 lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, bool& changed,
                                     const char* verb) {
   auto k = l.key();
-  // The client's session lease of TTL = leaseDurationSeconds (at least 1 s),
-  // kept alive (a keepalive), or granted anew when it is gone.
-  auto ttl = std::max(1, l.spec.lease_duration_seconds.value_or(1));
+  // The client's session lease of TTL = leaseDurationSeconds (at least 1 s;
+  // twice it for a record without a holder: etcd_key_ttl), kept alive (a
+  // keepalive), or granted anew when it is gone, as the transport keeps it.
+  auto ttl = etcd_key_ttl(l.spec);
   auto& id = sessions_[{client, ttl}];
   if (leases_.count(id) == 0) {
     id = next_lease_++;
@@ -278,7 +281,7 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         } else {
           // A keepalive first (as the transport sends): the released record
           // lives a whole TTL, so a polling follower reads it before it goes.
-          asked_locked(k, cur.lease_id, cur.value.lease_duration_seconds.value_or(1));
+          asked_locked(k, cur.lease_id, etcd_key_ttl(cur.value));
           renewed_locked(cur.lease_id, l.renew_max_age);
           auto& marked = i->second;
           marked.value.holder_identity.clear();
@@ -297,7 +300,7 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         log(client, "PUT", k, error_kind::conflict, holder);
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)
-        asked_locked(k, cur.lease_id, cur.value.lease_duration_seconds.value_or(1));
+        asked_locked(k, cur.lease_id, etcd_key_ttl(cur.value));
         rec.renewed_age = renewed_locked(cur.lease_id, l.renew_max_age);
         log(client, "PUT", k, error_kind::none, holder);
         out = lease_reply::success(std::move(rec));

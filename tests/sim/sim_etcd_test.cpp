@@ -110,6 +110,36 @@ TEST_CASE("sim_etcd: a release puts the released record in its own term only, an
   CHECK(f.store.update("c", take).kind() == error_kind::conflict);
 }
 
+TEST_CASE("sim_etcd: a key created unheld lives twice its duration, and a competitor takes it as a released one") {
+  // A standby's unheld create (no holder, no release): every replica waits
+  // it out a lease duration from when it saw it, so its TTL is twice that
+  // (etcd_key_ttl, as the transport grants it) to outlive the wait.
+  fixture f;
+  auto u = f.store.create("a", f.record("", 0, 2));
+  REQUIRE(u.ok());
+  CHECK(u.value->spec.holder_identity.empty());
+  CHECK(f.store.next_expiry() == f.now + 4s);
+  f.now += 3s;
+  CHECK_FALSE(f.store.expire_due());
+  auto seen = f.store.get("b", f.key);
+  REQUIRE(seen.ok());
+  auto take = *seen.value;
+  take.spec = f.record("b", 0, 2).spec;
+  take.spec.lease_transitions = seen.value->spec.lease_transitions + 1;
+  auto b = f.store.update("b", take);   // delete if unchanged, then create: a new term
+  REQUIRE(b.ok());
+  CHECK(b.value->spec.holder_identity == "b");
+  CHECK(b.value->spec.lease_transitions > seen.value->spec.lease_transitions);
+  // A held key: its own duration (b's session lease of 2 s); a's session
+  // lease, empty now, runs out first and deletes nothing of b's.
+  f.now += 1500ms;
+  f.store.expire_due();
+  CHECK(f.store.peek(f.key));
+  f.now += 600ms;
+  f.store.expire_due();
+  CHECK_FALSE(f.store.peek(f.key));
+}
+
 TEST_CASE("sim_etcd: the same holder in a new term deletes its unchanged key and creates it anew") {
   fixture f;
   auto a = f.store.create("a", f.record("a", 0));

@@ -230,9 +230,26 @@ lease_reply sim_api::get(const std::string& client, const lease_key& k) {
   return lease_reply::success(i->second);
 }
 
+namespace {
+
+/// What the API server's validation rejects (422), as leasehold-apiserver
+/// and Kubernetes do: a negative leaseTransitions.
+std::optional<std::string> invalid_spec(const lease_spec& s) {
+  if (s.lease_transitions < 0)
+    return "spec.leaseTransitions: Invalid value: " + std::to_string(s.lease_transitions)
+           + ": must be greater than or equal to 0";
+  return std::nullopt;
+}
+
+} // namespace
+
 lease_reply sim_api::store_create(const std::string& client, lease l) {
   std::lock_guard<std::mutex> g(mx_);
   auto k = l.key();
+  if (auto why = invalid_spec(l.spec)) {
+    log(client, "POST", k, error_kind::invalid, l.spec.holder_identity);
+    return lease_reply::failure(api_error{error_kind::invalid, 422, "POST", leases_path(k.ns), *why});
+  }
   if (store_.count(k) != 0) {
     log(client, "POST", k, error_kind::already_exists, l.spec.holder_identity);
     return lease_reply::failure(
@@ -254,6 +271,10 @@ lease_reply sim_api::store_update(const std::string& client, lease l) {
     log(client, "PUT", k, error_kind::not_found, l.spec.holder_identity);
     return lease_reply::failure(api_error{error_kind::not_found, 404, "PUT", lease_path(k),
         "not found"});
+  }
+  if (auto why = invalid_spec(l.spec)) {
+    log(client, "PUT", k, error_kind::invalid, l.spec.holder_identity);
+    return lease_reply::failure(api_error{error_kind::invalid, 422, "PUT", lease_path(k), *why});
   }
   if (l.resource_version.empty()) {
     log(client, "PUT", k, error_kind::invalid, l.spec.holder_identity);
