@@ -294,7 +294,7 @@ void elector_actor::create_unheld() {
   l.spec.lease_duration_seconds = duration_seconds(opt_.timings.lease_duration);
   l.spec.acquire_time = l.spec.renew_time = wall_now();
   l.spec.lease_transitions = static_cast<int>(std::max<std::int64_t>(0, mem_.max_term));
-  call("POST", create_lease_atom::value, std::move(l), [=](lease_reply& r) {
+  call(clock().now(), "POST", create_lease_atom::value, std::move(l), [=](lease_reply& r) {
     if (!r.ok()) {
       failed(r.error);
       return;

@@ -318,3 +318,61 @@ TEST_CASE("a lost race (409 on create or update) is an answer, not an outage: re
   CHECK(races >= 1);   // the race did happen
   CHECK(w.leader() == static_cast<int>(l));
 }
+
+// Issue 19 (CPU per renewal): a request's deadline is the elector's own
+// tick, not a CAF request timeout (a timer set on CAF's clock thread and
+// cancelled at the reply, per request); a renew's next attempt shares it.
+
+namespace {
+
+/// CAF request timeouts pending on the simulated clock now.
+std::size_t request_timeouts(sim_world& w) {
+  std::size_t n = 0;
+  for (auto& [due, ev] : w.sched().clock().schedule())
+    if (ev->subtype == caf::detail::simple_actor_clock::request_timeout_type)
+      ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("a renew in flight has no CAF request timeout pending; the leader still renews once per retry period") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  w.api().set_latency(300ms);   // each renew is in flight for 600 ms
+  auto puts = w.api().count("PUT");
+  std::size_t most = 0;
+  w.run_until([&] {
+    most = std::max(most, request_timeouts(w));
+    return false;
+  }, 60s);
+  CHECK(most == 0);
+  auto renewals = w.api().count("PUT") - puts;
+  CHECK(renewals >= 29);
+  CHECK(renewals <= 31);
+  CHECK(w.leader() == 0);
+}
+
+TEST_CASE("a renew answered after request_timeout is a timeout at sent + request_timeout; its late success is dropped") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto renewed = w.last_renew(0);
+  // Every renew reaches the API (and is written there) but is answered
+  // 400 ms after the elector's 2 s request timeout.
+  w.api().set_latency(2400ms);
+  auto errors = w.rep(0).count(event_type::api_error);
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::term_lost) > 0; }, 30s));
+  // The term ends at the renew deadline of the last renew answered in time:
+  // none of the late successes extended it.
+  CHECK(w.last_renew(0) == renewed);
+  CHECK(w.now() - renewed <= o.timings.renew_deadline + 1ms);
+  CHECK(w.rep(0).count(event_type::api_error) > errors);
+  bool timed_out = false;
+  for (auto& ev : w.rep(0).events)
+    if (ev.type == event_type::api_error && ev.error.kind == error_kind::timeout
+        && ev.error.reason.find("no reply within 2000ms") != std::string::npos)
+      timed_out = true;
+  CHECK(timed_out);
+}
