@@ -70,6 +70,13 @@ elector_actor::behavior_type elector_actor::make_behavior() {
           arm_tick(call_deadline_, false);
         return;
       }
+      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend.server_expiry) {
+        auto d = next_delay();
+        if (d > caf::timespan{0}) {
+          arm_tick(clock().now() + d, true);   // renewed since it was set
+          return;
+        }
+      }
       if (tick_attempts_)
         attempt();
     },
@@ -462,6 +469,7 @@ void elector_actor::arm_tick(time_point t, bool attempt) {
   tick_at_ = t;
   tick_pending_ = true;
   tick_attempts_ = attempt;
+  tick_rechecks_ = false;
   delayed_send(this, std::max(caf::timespan{0}, t - clock().now()), tick_atom::value, ++tick_seq_);
 }
 

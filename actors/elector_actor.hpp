@@ -99,6 +99,10 @@ private:
   /// deadline of the request out. A tick already set for `t` is kept (no
   /// second timer); any other one set before is void.
   void arm_tick(time_point t, bool attempt);
+  /// A follower waiting on the watch (Kubernetes) wakes at the lease's
+  /// expiry by its clock: an earlier tick already set is kept and
+  /// recomputed when it fires, so a renewal seen sets no timer.
+  void wake_at_expiry();
 
   caf::timespan timeout() const { return opt_.timings.effective_request_timeout(); }
 
@@ -153,6 +157,7 @@ private:
   time_point tick_at_{};                  // when the latest tick fires
   bool tick_pending_ = false;             // the latest tick has not fired yet
   bool tick_attempts_ = false;            // it is an attempt (else only a request's deadline)
+  bool tick_rechecks_ = false;            // kept though a later wake was asked: recompute it
   // The request out (call): its number, deadline and reply handler.
   std::uint64_t call_seq_ = 0;
   bool call_out_ = false;

@@ -334,7 +334,47 @@ std::size_t request_timeouts(sim_world& w) {
   return n;
 }
 
+/// Timers (delayed messages) pending on the simulated clock for `to`.
+std::size_t timers_for(sim_world& w, const elector_handle& to) {
+  std::size_t n = 0;
+  auto addr = caf::actor_cast<caf::strong_actor_ptr>(to);
+  for (auto& [due, ev] : w.sched().clock().schedule())
+    if (ev->subtype == caf::detail::simple_actor_clock::actor_msg_type
+        && static_cast<caf::detail::simple_actor_clock::actor_msg*>(ev.get())->receiver == addr)
+      ++n;
+  return n;
+}
+
 } // namespace
+
+TEST_CASE("a watching follower sets no timer per renewal it sees; it still wakes at the leader's expiry") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  auto f = 1 - l;
+  auto e = w.elector(f);
+  REQUIRE(e);
+  w.run_for(20s);   // its first read and the watch's start are behind it
+  std::size_t most = 0;
+  w.run_until([&] {
+    most = std::max(most, timers_for(w, e));
+    return false;
+  }, 30s);
+  // Before: each renewal seen (every 2 s) set a tick at the new expiry
+  // (15 s on), the ones it replaced still pending: 7-8 at once.
+  CHECK(most <= 2);
+  CHECK(w.api().count("GET", w.rep(f).identity) + w.api().count("PUT", w.rep(f).identity) > 0);
+  auto gets = w.api().count("GET", w.rep(f).identity);
+  w.run_for(10s);
+  CHECK(w.api().count("GET", w.rep(f).identity) == gets);   // a follower on the watch asks nothing
+  // The leader dies: the follower leads one lease duration after the last renew.
+  auto last = w.last_renew(l);
+  caf::anon_send_exit(w.rep(l).runner, caf::exit_reason::kill);
+  REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(f); }, 30s));
+  CHECK(w.now() - last >= o.timings.lease_duration);
+  CHECK(w.now() - last <= o.timings.lease_duration + 100ms);
+}
 
 TEST_CASE("a renew in flight has no CAF request timeout pending; the leader still renews once per retry period") {
   world_options o;
