@@ -45,6 +45,8 @@ elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
 }
 
 elector_actor::behavior_type elector_actor::make_behavior() {
+  tick_at_ = clock().now();
+  tick_pending_ = tick_attempts_ = true;
   send(this, tick_atom::value, ++tick_seq_);
   if (opt_.watch) {
     lease_watch_request req;
@@ -56,7 +58,26 @@ elector_actor::behavior_type elector_actor::make_behavior() {
   }
   return {
     [=](tick_atom, std::uint64_t seq) {
-      if (seq == tick_seq_)
+      if (seq != tick_seq_)
+        return;   // replaced by a later one
+      tick_pending_ = false;
+      if (call_out_) {
+        // An attempt is skipped while a request is out (as attempt() does);
+        // the request's deadline is kept.
+        if (clock().now() >= call_deadline_)
+          time_out_call();
+        else
+          arm_tick(call_deadline_, false);
+        return;
+      }
+      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend.server_expiry) {
+        auto d = next_delay();
+        if (d > caf::timespan{0}) {
+          arm_tick(clock().now() + d, true);   // renewed since it was set
+          return;
+        }
+      }
+      if (tick_attempts_)
         attempt();
     },
     [=](lease_watch_event& ev) { on_watch(ev); },
@@ -175,7 +196,7 @@ void elector_actor::renew(const lease& rec, bool fallback) {
 /// "Every timing relation the code enforces").
 void elector_actor::get_then_decide() {
   auto started = clock().now();
-  call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+  call(started, "GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
     if (r.ok()) {
       answered();
       mem_.confirmed_at = clock().now();
@@ -289,7 +310,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   if (ask_history)
     l.absent_at_revision = mem_.vanish_revision;
   auto started = clock().now();
-  call("POST", create_lease_atom::value, std::move(l),
+  call(started, "POST", create_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
            // etcd: counted from the answer, by when any term whose key
@@ -310,7 +331,7 @@ void elector_actor::put(lease l, bool fallback) {
   auto started = clock().now();
   auto term = l.spec.lease_transitions;
   remember_write(l.spec);
-  call("PUT", update_lease_atom::value, std::move(l),
+  call(started, "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
            succeeded(*r.value, started, r.value->renewed_age);
@@ -447,7 +468,37 @@ void elector_actor::schedule_renew(time_point sent, time_point now) {
 
 /// The next attempt in `delay`; replaces any attempt scheduled before.
 void elector_actor::schedule_tick(caf::timespan delay) {
-  delayed_send(this, delay, tick_atom::value, ++tick_seq_);
+  arm_tick(clock().now() + delay, true);
+}
+
+void elector_actor::arm_tick(time_point t, bool attempt) {
+  if (tick_pending_ && tick_at_ == t) {
+    // A renew answered in time: its next attempt (sent + retry_period) is
+    // the tick its request's deadline set (sent + request timeout, equal
+    // by default). One timer per renew, not a tick and a request timeout.
+    tick_attempts_ = tick_attempts_ || attempt;
+    return;
+  }
+  tick_at_ = t;
+  tick_pending_ = true;
+  tick_attempts_ = attempt;
+  tick_rechecks_ = false;
+  delayed_send(this, std::max(caf::timespan{0}, t - clock().now()), tick_atom::value, ++tick_seq_);
+}
+
+void elector_actor::end_call(std::uint64_t seq, lease_reply& r) {
+  if (!call_out_ || seq != call_seq_)
+    return;   // answered after its deadline: time_out_call() answered it
+  call_out_ = false;
+  auto f = std::move(call_reply_);
+  call_reply_ = nullptr;
+  f(r);
+}
+
+void elector_actor::time_out_call() {
+  auto r = lease_reply::failure(request_error(
+    call_verb_, opt_.backend.path_of(call_verb_, opt_.lease), make_error(caf::sec::request_timeout)));
+  end_call(call_seq_, r);
 }
 
 /// R3. The attempt failed (`err` reported) or ends without a write.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -65,19 +66,43 @@ private:
   api_error late_reply(caf::timespan took) const;
   api_error request_error(const char* verb, std::string path, const caf::error& e);
 
-  /// One request to the transport; a transport error or timeout arrives as
-  /// a failed lease_reply naming the request (as the backend names it), like
-  /// any API error.
+  /// One request to the transport, sent at `sent` (the caller's clock
+  /// reading); a transport error or timeout arrives as a failed lease_reply
+  /// naming the request (as the backend names it), like any API error. No
+  /// CAF request timeout (a timer set and cancelled on CAF's clock thread
+  /// per request): the request's deadline, sent + timeout(), is kept by the
+  /// elector's tick (arm_tick), which a renew's next attempt at sent +
+  /// retry_period usually shares; a reply after it is dropped, as CAF drops
+  /// one after its timeout.
   template <class Atom, class Arg, class F>
-  void call(const char* verb, Atom atom, Arg arg, F on_reply) {
-    request(opt_.transport, timeout(), atom, std::move(arg))
-      .then([=](lease_reply& r) { on_reply(r); },
+  void call(time_point sent, const char* verb, Atom atom, Arg arg, F on_reply) {
+    auto seq = ++call_seq_;
+    call_out_ = true;
+    call_deadline_ = sent + timeout();
+    call_verb_ = verb;
+    call_reply_ = std::move(on_reply);
+    if (!(tick_pending_ && tick_at_ <= call_deadline_))
+      arm_tick(call_deadline_, /*attempt*/ false);
+    request(opt_.transport, caf::infinite, atom, std::move(arg))
+      .then([=](lease_reply& r) { end_call(seq, r); },
             [=](caf::error& e) {   // the path is built only here, not per request
               auto r = lease_reply::failure(
                 request_error(verb, opt_.backend.path_of(verb, opt_.lease), e));
-              on_reply(r);
+              end_call(seq, r);
             });
   }
+  /// The reply to call number `seq` (dropped unless it is the one out).
+  void end_call(std::uint64_t seq, lease_reply& r);
+  /// The request out passed its deadline: answered `timeout` here.
+  void time_out_call();
+  /// The next tick at `t`: an attempt, or (`attempt` false) only the
+  /// deadline of the request out. A tick already set for `t` is kept (no
+  /// second timer); any other one set before is void.
+  void arm_tick(time_point t, bool attempt);
+  /// A follower waiting on the watch (Kubernetes) wakes at the lease's
+  /// expiry by its clock: an earlier tick already set is kept and
+  /// recomputed when it fires, so a renewal seen sets no timer.
+  void wake_at_expiry();
 
   caf::timespan timeout() const { return opt_.timings.effective_request_timeout(); }
 
@@ -129,6 +154,16 @@ private:
   bool in_flight_ = false;                // an attempt's (or the release's) request is out
   bool recheck_ = false;                  // a change was streamed during an attempt
   std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs
+  time_point tick_at_{};                  // when the latest tick fires
+  bool tick_pending_ = false;             // the latest tick has not fired yet
+  bool tick_attempts_ = false;            // it is an attempt (else only a request's deadline)
+  bool tick_rechecks_ = false;            // kept though a later wake was asked: recompute it
+  // The request out (call): its number, deadline and reply handler.
+  std::uint64_t call_seq_ = 0;
+  bool call_out_ = false;
+  time_point call_deadline_{};
+  const char* call_verb_ = "";
+  std::function<void(lease_reply&)> call_reply_;
   // The watch, orthogonal to the state:
   bool watch_up_ = false;                 // the transport streams the lease's changes
   bool watch_said_ = false;               // its first up or down was reported

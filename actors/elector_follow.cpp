@@ -84,14 +84,27 @@ void elector_actor::on_watched(const lease& rec) {
     // Waiting on the watch: wake when this renew could expire. Polling:
     // the poll already scheduled stands (a renew must not postpone it).
     // etcd: a new key comes without its TTL; read it at once.
-    if (waits_on_watch())
-      schedule_tick(opt_.backend.server_expiry && !mem_.ttl_read_at ? caf::timespan{0} : next_delay());
+    if (waits_on_watch()) {
+      if (opt_.backend.server_expiry)
+        schedule_tick(mem_.ttl_read_at ? next_delay() : caf::timespan{0});
+      else
+        wake_at_expiry();
+    }
     return;
   }
   // Released or expired: take this very version with one PUT (step 4).
   in_flight_ = true;
   attempt_started_ = clock().now();
   decide(rec);
+}
+
+void elector_actor::wake_at_expiry() {
+  auto t = clock().now() + next_delay();
+  if (tick_pending_ && tick_attempts_ && !call_out_ && tick_at_ <= t) {
+    tick_rechecks_ = true;   // 5,000 renewals/s seen: no timer set for each
+    return;
+  }
+  arm_tick(t, true);
 }
 
 /// An attempt as soon as possible (after the one in flight).
@@ -297,7 +310,7 @@ void elector_actor::create_unheld() {
   l.spec.lease_duration_seconds = duration_seconds(opt_.timings.lease_duration);
   l.spec.acquire_time = l.spec.renew_time = wall_now();
   l.spec.lease_transitions = static_cast<int>(std::max<std::int64_t>(0, mem_.max_term));
-  call("POST", create_lease_atom::value, std::move(l), [=](lease_reply& r) {
+  call(clock().now(), "POST", create_lease_atom::value, std::move(l), [=](lease_reply& r) {
     if (!r.ok()) {
       failed(r.error);
       return;

@@ -90,7 +90,7 @@ void elector_actor::release_step(int tries) {
   lease l = *mem_.record;
   l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
   in_flight_ = true;
-  call("PUT", update_lease_atom::value, std::move(l),
+  call(clock().now(), "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          in_flight_ = false;
          if (r.ok()) {
@@ -111,7 +111,7 @@ void elector_actor::release_step(int tries) {
 
 void elector_actor::reread_then_release(int tries) {
   in_flight_ = true;
-  call("GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+  call(clock().now(), "GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
     in_flight_ = false;
     if (!r.ok()) {
       finish_release(false);

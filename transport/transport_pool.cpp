@@ -1,6 +1,8 @@
 #include "transport/transport_pool.hpp"
 
 #include <deque>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "leasehold/transports.hpp"
@@ -29,116 +31,156 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-/// What a worker answers: the transport's requests without the watch.
-using pool_worker_actor = caf::typed_actor<
-  caf::replies_to<get_lease_atom, lease_key>::with<lease_reply>,
-  caf::replies_to<create_lease_atom, lease>::with<lease_reply>,
-  caf::replies_to<update_lease_atom, lease>::with<lease_reply>>;
+using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
-/// One worker: detached (its client blocks), one request at a time; ends
-/// when its dispatcher does.
+/// One request for a worker: the blocking call and whom to answer. The
+/// worker answers the requester itself (from its own thread), not through
+/// the dispatcher: one hop and one wake-up of the dispatcher less per
+/// request, and no response handler kept by the dispatcher.
+struct pool_job {
+  steady::time_point queued;
+  std::function<lease_reply(lease_client&)> call;
+  const char* verb = "";
+  lease_key key;
+  caf::strong_actor_ptr to;   // the requester (null: an anonymous send, no answer)
+  caf::message_id mid;        // its request
+};
+
+/// The jobs the dispatcher queues and the workers take: a worker that ends
+/// a request takes the next queued one itself (no message, no dispatcher
+/// in between, no sleep when there is more to do); only an idle worker is
+/// handed a job by the dispatcher and woken. Locked briefly by both (never
+/// across a request).
+struct pool_queue {
+  std::mutex mx;
+  std::deque<pool_job> jobs;
+  std::vector<std::optional<pool_job>> handed;   // per worker: its next job
+  std::vector<std::size_t> idle;                 // workers waiting, last-in first-out
+  bool closed = false;                           // the dispatcher ended: no more jobs
+  transport_pool_options opts;                   // max_wait, workers, where
+
+  /// Answers `j`'s requester with `r` (the answer is sent by `from`).
+  static void answer(pool_job& j, lease_reply r, const caf::strong_actor_ptr& from) {
+    if (j.to && j.mid.is_request())
+      j.to->enqueue(from, j.mid.response_id(), caf::make_message(std::move(r)), nullptr);
+  }
+
+  /// A job that waited longer than max_wait: answered `timeout` unsent
+  /// (its requester has given up by then; sending it would only lengthen
+  /// the queue). The request's path is named only then, not per request.
+  bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
+    auto waited = steady::now() - j.queued;
+    if (waited <= opts.max_wait)
+      return false;
+    ++census::expired;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
+    answer(j,
+           lease_reply::failure(
+             {error_kind::timeout, 0, j.verb, opts.where ? opts.where(j.verb, j.key) : j.key.to_string(),
+              "not sent: waited " + std::to_string(ms) + "ms for one of the transport's "
+                + std::to_string(opts.workers) + " workers (all busy; the limit is "
+                + std::to_string(opts.max_wait.count()) + "ms)",
+              0}),
+           from);
+    return true;
+  }
+
+  /// Worker `w`'s next job: the one handed to it, else the queue's oldest;
+  /// none: `w` is idle from now on (busy_workers is counted here).
+  std::optional<pool_job> next(std::size_t w) {
+    std::lock_guard<std::mutex> g(mx);
+    std::optional<pool_job> j;
+    if (closed)
+      return j;   // counted idle by the dispatcher's end
+    if (handed[w]) {
+      j = std::move(handed[w]);
+      handed[w].reset();
+    } else if (!jobs.empty()) {
+      j = std::move(jobs.front());
+      jobs.pop_front();
+      --census::queued;
+    } else {
+      idle.push_back(w);
+      --census::busy_workers;
+    }
+    return j;
+  }
+};
+
+/// What a worker is sent: "a job was handed to you" (its dispatcher's
+/// pool_queue::handed).
+using pool_worker_actor = caf::typed_actor<caf::reacts_to<run_atom>>;
+
+/// One worker: detached (its client blocks), one request at a time, the
+/// queued ones after it until the queue is empty; ends when its dispatcher
+/// does.
 pool_worker_actor::behavior_type pool_worker(pool_worker_actor::pointer self,
                                              std::shared_ptr<lease_client> client,
-                                             std::string thread_name, caf::actor_addr dispatcher) {
-  name_this_thread(thread_name.c_str());
+                                             std::shared_ptr<pool_queue> q, std::size_t w,
+                                             caf::actor_addr dispatcher) {
+  name_this_thread(q->opts.thread_name.c_str());
   ++census::workers;
   self->attach_functor([] { --census::workers; });
   self->monitor(dispatcher);
   self->set_down_handler([self](caf::down_msg&) { self->quit(); });
   return {
-    [client](get_lease_atom, const lease_key& k) { return client->get_lease(k); },
-    [client](create_lease_atom, const lease& l) { return client->create_lease(l); },
-    [client](update_lease_atom, const lease& l) { return client->update_lease(l); },
+    [self, client, q, w](run_atom) {
+      auto me = self->ctrl();
+      while (auto j = q->next(w)) {
+        if (q->expired(*j, me))
+          continue;
+        auto r = j->call(*client);
+        ++census::requests;
+        pool_queue::answer(*j, std::move(r), me);
+      }
+    },
   };
 }
 
-/// The dispatcher's state: the workers, which of them are idle, the queue.
+/// The dispatcher's state: the workers and the queue they share.
 struct pool_state {
-  struct job {
-    steady::time_point queued;
-    std::function<void(std::size_t worker)> run;   // sends the request to a worker
-    std::function<void(steady::duration waited)> expire;   // answers `timeout` unsent
-  };
-
   lease_transport_actor::pointer self;
-  transport_pool_options opts;
+  std::shared_ptr<pool_queue> q = std::make_shared<pool_queue>();
   std::vector<pool_worker_actor> workers;
-  std::vector<std::size_t> idle;   // indexes into workers, used last-in first-out
-  std::deque<job> queue;
 
-  /// Runs queued jobs while a worker is idle or can be started.
-  void pump() {
-    while (!queue.empty()) {
-      auto j = std::move(queue.front());
-      queue.pop_front();
-      --census::queued;
-      auto waited = steady::now() - j.queued;
-      if (waited > opts.max_wait) {
-        ++census::expired;
-        j.expire(waited);
-        continue;
-      }
-      if (idle.empty() && workers.size() < opts.workers) {
-        workers.push_back(self->spawn<caf::detached>(pool_worker, std::shared_ptr(opts.make_client()),
-                                                     opts.thread_name, self->address()));
-        idle.push_back(workers.size() - 1);
-      }
-      if (idle.empty()) {
-        queue.push_front(std::move(j));
-        ++census::queued;
-        return;
-      }
-      auto w = idle.back();
-      idle.pop_back();
-      ++census::busy_workers;
-      j.run(w);
-    }
-  }
+  const transport_pool_options& opts() const { return q->opts; }
 
-  void done(std::size_t w) {
-    --census::busy_workers;
-    ++census::requests;
-    idle.push_back(w);
-    pump();
-  }
-
-  /// Queues one request for a worker; the reply (or the queue's timeout)
-  /// goes to the requester through the returned promise.
-  template <class Reply, class Atom, class Arg>
-  caf::typed_response_promise<Reply> submit(const std::shared_ptr<pool_state>& st, const char* verb,
-                                            const lease_key& k, Atom atom, Arg arg) {
-    auto rp = self->make_response_promise<Reply>();
-    if (!opts.invalid.empty()) {
-      rp.deliver(Reply::failure({error_kind::other, 0, verb, "", opts.invalid, 0}));
-      return rp;
-    }
-    job j;
+  /// Queues one request; an idle worker (or a new one, up to `workers`)
+  /// is handed it and woken. The reply (or the queue's timeout) goes from
+  /// the worker to the requester: the dispatcher answers nothing itself.
+  caf::result<lease_reply> submit(const char* verb, const lease_key& k,
+                                  std::function<lease_reply(lease_client&)> call) {
+    if (!opts().invalid.empty())
+      return lease_reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
+    pool_job j;
     j.queued = steady::now();
-    j.run = [st, rp, atom, arg](std::size_t w) mutable {
-      st->self->request(st->workers[w], caf::infinite, atom, std::move(arg))
-        .then([st, rp, w](Reply& r) mutable {
-                rp.deliver(std::move(r));
-                st->done(w);
-              },
-              [st, rp, w](caf::error& e) mutable {
-                rp.deliver(std::move(e));
-                st->done(w);
-              });
-    };
-    // The request's path is named only if it expires (built then, not per request).
-    j.expire = [this, rp, verb, k](steady::duration waited) mutable {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
-      rp.deliver(Reply::failure(
-        {error_kind::timeout, 0, verb, opts.where ? opts.where(verb, k) : k.to_string(),
-         "not sent: waited " + std::to_string(ms) + "ms for one of the transport's "
-           + std::to_string(opts.workers) + " workers (all busy; the limit is "
-           + std::to_string(opts.max_wait.count()) + "ms)",
-         0}));
-    };
-    queue.push_back(std::move(j));
-    ++census::queued;
-    pump();
-    return rp;
+    j.call = std::move(call);
+    j.verb = verb;
+    j.key = k;
+    j.to = self->current_sender();
+    j.mid = self->current_message_id();
+    std::optional<std::size_t> wake;
+    {
+      std::lock_guard<std::mutex> g(q->mx);
+      if (q->idle.empty() && workers.size() < opts().workers) {
+        q->handed.emplace_back();
+        workers.push_back(self->spawn<caf::detached>(pool_worker, std::shared_ptr(opts().make_client()),
+                                                     q, workers.size(), self->address()));
+        q->idle.push_back(workers.size() - 1);
+      }
+      if (q->idle.empty()) {
+        q->jobs.push_back(std::move(j));
+        ++census::queued;
+      } else {
+        wake = q->idle.back();
+        q->idle.pop_back();
+        ++census::busy_workers;
+        q->handed[*wake] = std::move(j);
+      }
+    }
+    if (wake)
+      self->send(workers[*wake], run_atom::value);
+    return caf::delegated<lease_reply>{};
   }
 };
 
@@ -146,35 +188,37 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
                                                 transport_pool_options opts) {
   auto st = std::make_shared<pool_state>();
   st->self = self;
-  st->opts = std::move(opts);
+  st->q->opts = std::move(opts);
   ++census::pools;
-  // The queued jobs hold `st` (and promises holding the dispatcher), `st`
-  // holds the workers: break the cycle, or the workers' threads wait for
-  // their destruction forever and so does the actor system.
+  // The workers hold the queue, not the dispatcher's state: ending the
+  // dispatcher ends them (they monitor it) and drops what is queued (its
+  // requesters' own deadlines answer them), or the workers' threads wait
+  // for their destruction forever and so does the actor system.
   self->attach_functor([st] {
     --census::pools;
-    census::queued -= static_cast<std::int64_t>(st->queue.size());
-    census::busy_workers -= static_cast<std::int64_t>(st->workers.size() - st->idle.size());
-    st->queue.clear();
-    st->idle.clear();
+    std::lock_guard<std::mutex> g(st->q->mx);
+    census::queued -= static_cast<std::int64_t>(st->q->jobs.size());
+    census::busy_workers -= static_cast<std::int64_t>(st->workers.size() - st->q->idle.size());
+    st->q->jobs.clear();
+    for (auto& h : st->q->handed)
+      h.reset();
+    st->q->closed = true;
     st->workers.clear();
   });
   std::function<void(lease_watch_request&)> watch;
-  if (st->opts.make_watch && st->opts.invalid.empty())
-    watch = st->opts.make_watch(self);
+  if (st->opts().make_watch && st->opts().invalid.empty())
+    watch = st->opts().make_watch(self);
   return {
-    [st](get_lease_atom atom, lease_key& k) -> caf::result<lease_reply> {
-      return st->submit<lease_reply>(st, "GET", k, atom, k);
+    [st](get_lease_atom, lease_key& k) -> caf::result<lease_reply> {
+      return st->submit("GET", k, [k](lease_client& c) { return c.get_lease(k); });
     },
-    // The key is taken before the lease moves into the request (arguments
-    // are evaluated in no set order).
-    [st](create_lease_atom atom, lease& l) -> caf::result<lease_reply> {
+    [st](create_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      return st->submit<lease_reply>(st, "POST", k, atom, std::move(l));
+      return st->submit("POST", k, [l = std::move(l)](lease_client& c) { return c.create_lease(l); });
     },
-    [st](update_lease_atom atom, lease& l) -> caf::result<lease_reply> {
+    [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      return st->submit<lease_reply>(st, "PUT", k, atom, std::move(l));
+      return st->submit("PUT", k, [l = std::move(l)](lease_client& c) { return c.update_lease(l); });
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

@@ -7,6 +7,8 @@
 //                                                        │ one (up to `workers`), else
 //                                                        ▼ FIFO queue
 //                                    worker 1 … worker N (detached: the client blocks)
+//   requesters ◀──────────── the reply, from the worker ───┘ (then the worker takes
+//                                                            the next queued request)
 //   requesters ──lh_watch──▶ dispatcher ──▶ the backend's watch streams (own threads)
 //
 // A request goes only to an idle worker, so a hung one (a server that

@@ -318,3 +318,101 @@ TEST_CASE("a lost race (409 on create or update) is an answer, not an outage: re
   CHECK(races >= 1);   // the race did happen
   CHECK(w.leader() == static_cast<int>(l));
 }
+
+// Issue 19 (CPU per renewal): a request's deadline is the elector's own
+// tick, not a CAF request timeout (a timer set on CAF's clock thread and
+// cancelled at the reply, per request); a renew's next attempt shares it.
+
+namespace {
+
+/// CAF request timeouts pending on the simulated clock now.
+std::size_t request_timeouts(sim_world& w) {
+  std::size_t n = 0;
+  for (auto& [due, ev] : w.sched().clock().schedule())
+    if (ev->subtype == caf::detail::simple_actor_clock::request_timeout_type)
+      ++n;
+  return n;
+}
+
+/// Timers (delayed messages) pending on the simulated clock for `to`.
+std::size_t timers_for(sim_world& w, const elector_handle& to) {
+  std::size_t n = 0;
+  auto addr = caf::actor_cast<caf::strong_actor_ptr>(to);
+  for (auto& [due, ev] : w.sched().clock().schedule())
+    if (ev->subtype == caf::detail::simple_actor_clock::actor_msg_type
+        && static_cast<caf::detail::simple_actor_clock::actor_msg*>(ev.get())->receiver == addr)
+      ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("a watching follower sets no timer per renewal it sees; it still wakes at the leader's expiry") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  auto l = w.await_leader(10s);
+  auto f = 1 - l;
+  auto e = w.elector(f);
+  REQUIRE(e);
+  w.run_for(20s);   // its first read and the watch's start are behind it
+  std::size_t most = 0;
+  w.run_until([&] {
+    most = std::max(most, timers_for(w, e));
+    return false;
+  }, 30s);
+  // Before: each renewal seen (every 2 s) set a tick at the new expiry
+  // (15 s on), the ones it replaced still pending: 7-8 at once.
+  CHECK(most <= 2);
+  CHECK(w.api().count("GET", w.rep(f).identity) + w.api().count("PUT", w.rep(f).identity) > 0);
+  auto gets = w.api().count("GET", w.rep(f).identity);
+  w.run_for(10s);
+  CHECK(w.api().count("GET", w.rep(f).identity) == gets);   // a follower on the watch asks nothing
+  // The leader dies: the follower leads one lease duration after the last renew.
+  auto last = w.last_renew(l);
+  caf::anon_send_exit(w.rep(l).runner, caf::exit_reason::kill);
+  REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(f); }, 30s));
+  CHECK(w.now() - last >= o.timings.lease_duration);
+  CHECK(w.now() - last <= o.timings.lease_duration + 100ms);
+}
+
+TEST_CASE("a renew in flight has no CAF request timeout pending; the leader still renews once per retry period") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  w.api().set_latency(300ms);   // each renew is in flight for 600 ms
+  auto puts = w.api().count("PUT");
+  std::size_t most = 0;
+  w.run_until([&] {
+    most = std::max(most, request_timeouts(w));
+    return false;
+  }, 60s);
+  CHECK(most == 0);
+  auto renewals = w.api().count("PUT") - puts;
+  CHECK(renewals >= 29);
+  CHECK(renewals <= 31);
+  CHECK(w.leader() == 0);
+}
+
+TEST_CASE("a renew answered after request_timeout is a timeout at sent + request_timeout; its late success is dropped") {
+  world_options o;
+  sim_world w(o);
+  REQUIRE(w.run_until([&] { return w.leader() == 0; }, 10s));
+  auto renewed = w.last_renew(0);
+  // Every renew reaches the API (and is written there) but is answered
+  // 400 ms after the elector's 2 s request timeout.
+  w.api().set_latency(2400ms);
+  auto errors = w.rep(0).count(event_type::api_error);
+  REQUIRE(w.run_until([&] { return w.rep(0).count(event_type::term_lost) > 0; }, 30s));
+  // The term ends at the renew deadline of the last renew answered in time:
+  // none of the late successes extended it.
+  CHECK(w.last_renew(0) == renewed);
+  CHECK(w.now() - renewed <= o.timings.renew_deadline + 1ms);
+  CHECK(w.rep(0).count(event_type::api_error) > errors);
+  bool timed_out = false;
+  for (auto& ev : w.rep(0).events)
+    if (ev.type == event_type::api_error && ev.error.kind == error_kind::timeout
+        && ev.error.reason.find("no reply within 2000ms") != std::string::npos)
+      timed_out = true;
+  CHECK(timed_out);
+}

@@ -223,13 +223,20 @@ struct slow_client : lease_client {
   lease_reply update_lease(const lease& l) override { return lease_reply::success(l); }
 };
 
+/// `workers` slow_clients of `delay` a request.
+transport_pool_options slow_workers(std::size_t workers, std::chrono::milliseconds delay,
+                                    std::shared_ptr<std::atomic<int>> calls) {
+  transport_pool_options o;
+  o.workers = workers;
+  o.make_client = [calls, delay] { return std::make_unique<slow_client>(delay, calls); };
+  return o;
+}
+
 /// One worker that takes 300 ms a request, a 50 ms queue limit, and the
 /// backend's name of a request: "VERB ns/name".
 transport_pool_options one_slow_worker(std::shared_ptr<std::atomic<int>> calls) {
-  transport_pool_options o;
-  o.workers = 1;
+  auto o = slow_workers(1, 300ms, std::move(calls));
   o.max_wait = 50ms;
-  o.make_client = [calls] { return std::make_unique<slow_client>(300ms, calls); };
   o.where = [](const std::string& verb, const lease_key& k) { return verb + " " + k.to_string(); };
   return o;
 }
@@ -295,10 +302,7 @@ TEST_CASE("a transport ended with requests in flight and queued lets its actor s
     {
       caf::actor_system_config cfg;
       caf::actor_system sys{cfg};
-      transport_pool_options o;
-      o.workers = 2;
-      o.make_client = [calls] { return std::make_unique<slow_client>(100ms, calls); };
-      auto t = spawn_transport_pool(sys, o);
+      auto t = spawn_transport_pool(sys, slow_workers(2, 100ms, calls));
       caf::scoped_actor self{sys};
       for (int i = 0; i < 6; ++i)   // requests (replies awaited), never received
         self->request(t, 10s, get_lease_atom::value, lease_key{"default", "l" + std::to_string(i)});
@@ -315,4 +319,35 @@ TEST_CASE("a transport ended with requests in flight and queued lets its actor s
     std::fprintf(stderr, "FAILED: ~actor_system still waiting for the pool's workers after 10 s\n");
     std::_Exit(1);   // the stuck thread cannot be joined
   }
+}
+
+TEST_CASE("a worker answers the requester itself and takes the queued requests after its own") {
+  // Issue 19 (CPU per renewal): the reply used to go worker -> dispatcher
+  // -> requester, and each queued request dispatcher -> worker: a hop and a
+  // wake-up of the dispatcher each way per request.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto t = spawn_transport_pool(sys, slow_workers(1, 20ms, calls));
+  caf::scoped_actor self{sys};
+  using handle = decltype(self->request(t, 10s, get_lease_atom::value, lease_key{}));
+  std::vector<handle> pending;
+  for (int i = 0; i < 5; ++i)   // all in the transport before the first reply
+    pending.push_back(self->request(t, 10s, get_lease_atom::value, lease_key{"default", "l" + std::to_string(i)}));
+  std::vector<caf::actor_addr> from;
+  for (int i = 0; i < 5; ++i)
+    pending[i].receive(
+      [&](lease_reply& r) {
+        CHECK(r.ok());
+        CHECK(r.value->name == "l" + std::to_string(i));   // its own reply
+        from.push_back(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      },
+      [&](caf::error& e) { FAIL("request " << i << ": " << sys.render(e)); });
+  REQUIRE(from.size() == 5);
+  CHECK(*calls == 5);
+  for (auto& a : from) {
+    CHECK(a != t.address());      // not relayed by the dispatcher
+    CHECK(a == from.front());     // the one worker, request after request
+  }
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
 }
