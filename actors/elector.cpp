@@ -175,15 +175,7 @@ void elector_actor::renew(const lease& rec, bool fallback) {
   l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
-  // etcd: the renew may ride on a keepalive of its session lease sent this
-  // long before it, which then counts as its start (succeeded): at most half
-  // a retry period and a quarter of what the renew deadline leaves over it,
-  // so the term still outlives the next renew and its retry by as much as
-  // before, nearly (1 s with the defaults; none when the deadline leaves
-  // nothing).
-  auto& t = opt_.timings;
-  l.renew_max_age = std::max(caf::timespan{0},
-                             std::min(t.retry_period / 2, (t.renew_deadline - t.retry_period) / 4));
+  l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
   put(std::move(l), fallback);
 }
 
@@ -374,9 +366,6 @@ bool elector_actor::held_by_other(const lease& rec) const {
 /// term; R1c in the creation hold: keep holding; R1d the term starts (or
 /// R1e goes on). Then the renew deadline and the next renew are scheduled.
 void elector_actor::succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age) {
-  // etcd: a renew served by a keepalive of its session lease sent `age`
-  // before the renew: as good as a renew sent then, so the term counts
-  // from then (the next renew is still due a retry period after this one).
   const time_point valid_from = started - std::chrono::duration_cast<caf::timespan>(age);
   const auto& written = rec.spec;
   in_flight_ = false;
@@ -458,17 +447,6 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
 /// term starts, and nothing is released, until a lease duration after the create.
 bool elector_actor::in_created_hold(time_point sent) const {
   return mem_.created_at && sent < *mem_.created_at + opt_.timings.lease_duration;
-}
-
-/// The next renew is due retry_period after the last successful one was
-/// *sent* (not after its reply: latency must not push it past the deadline).
-void elector_actor::schedule_renew(time_point sent, time_point now) {
-  schedule_tick(std::max(caf::timespan{0}, sent + opt_.timings.retry_period - now));
-}
-
-/// The next attempt in `delay`; replaces any attempt scheduled before.
-void elector_actor::schedule_tick(caf::timespan delay) {
-  arm_tick(clock().now() + delay, true);
 }
 
 void elector_actor::arm_tick(time_point t, bool attempt) {

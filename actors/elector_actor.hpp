@@ -57,6 +57,10 @@ private:
   void absent(time_point seen_by, std::int64_t store_revision = 0);
   void put(lease l, bool fallback);
   bool held_by_other(const lease& rec) const;
+  /// `age` (etcd, lease::renewed_age): the renew was served by a keepalive
+  /// of its session lease sent that long before `started`, as good as a
+  /// renew sent then: the term counts from then (the next renew is still
+  /// due a retry period after `started`).
   void succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age = {});
   bool in_created_hold(time_point sent) const;
   void schedule_renew(time_point sent, time_point now);

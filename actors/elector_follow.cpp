@@ -209,6 +209,17 @@ caf::timespan elector_actor::next_delay() {
   return d;
 }
 
+/// The next renew is due retry_period after the last successful one was
+/// *sent* (not after its reply: latency must not push it past the deadline).
+void elector_actor::schedule_renew(time_point sent, time_point now) {
+  schedule_tick(std::max(caf::timespan{0}, sent + opt_.timings.retry_period - now));
+}
+
+/// The next attempt in `delay`; replaces any attempt scheduled before.
+void elector_actor::schedule_tick(caf::timespan delay) {
+  arm_tick(clock().now() + delay, true);
+}
+
 /// Until when this follower leaves the lease alone: a yield window, or a
 /// released record that names another preferredHolder (handover.hpp).
 std::optional<time_point> elector_actor::hold_back(const lease* rec) const {

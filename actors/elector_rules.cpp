@@ -86,4 +86,9 @@ std::optional<int> compare_versions(const std::string& rv, const std::string& kn
   return *a < *b ? -1 : (*a == *b ? 0 : 1);
 }
 
+caf::timespan renew_ride_limit(const election_timings& t) {
+  return std::max(caf::timespan{0},
+                  std::min(t.retry_period / 2, (t.renew_deadline - t.retry_period) / 4));
+}
+
 } // namespace leasehold

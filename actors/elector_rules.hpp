@@ -11,6 +11,7 @@
 #include <caf/all.hpp>
 
 #include "leasehold/lease.hpp"
+#include "leasehold/timings.hpp"
 
 namespace leasehold {
 
@@ -36,6 +37,14 @@ bool same_term(const lease_spec& a, const lease_spec& b);
 /// The record written on release: holder empty, duration 1 s (the API
 /// rejects 0), transitions kept.
 lease_spec released_spec(const lease_spec& held, wall_time now);
+
+/// etcd: how old a keepalive of its session lease a renew may ride on
+/// (lease::renew_max_age), the renew then counting from that keepalive's
+/// send: at most half a retry period and a quarter of what the renew
+/// deadline leaves over it, so the term still outlives the next renew and
+/// its retry nearly as before (1 s with the defaults; none when the deadline
+/// leaves nothing).
+caf::timespan renew_ride_limit(const election_timings& t);
 
 /// leaseDurationSeconds for `lease_duration`: whole seconds, rounded up, >= 1.
 int duration_seconds(caf::timespan lease_duration);

@@ -42,6 +42,17 @@ TEST_CASE("a renew keeps acquireTime and the term; every acquisition starts a la
   CHECK(rel.lease_transitions == 4);
 }
 
+TEST_CASE("etcd: a renew rides on a session keepalive at most half a retry period old and a quarter of "
+          "what the renew deadline leaves over the retry period (renew_ride_limit)") {
+  election_timings t;   // 15 s / 10 s / 2 s
+  CHECK(renew_ride_limit(t) == 1s);
+  t.renew_deadline = 511ms;   // sim seed 2 (etcd): a tenth of the 6.6 s TTL, 660 ms, lost the term
+  t.retry_period = 300ms;
+  CHECK(renew_ride_limit(t) == caf::timespan{52750us});
+  t.renew_deadline = 300ms;   // nothing to spare: a keepalive of its own
+  CHECK(renew_ride_limit(t) == caf::timespan{0});
+}
+
 TEST_CASE("the elector's state table: a term only through leading, a release only of a term, ended is final") {
   using st = elector_state;
   const st all[] = {st::following, st::holding, st::leading, st::closing, st::releasing, st::ended};
