@@ -75,11 +75,26 @@ bool sim_etcd::expire_locked(bool& changed) {
       due.push_back(id);
   for (auto id : due)
     revoke_locked(id, changed);
-  // The transport's reaper: a key unasked for a TTL, still on that lease.
+  return !due.empty();
+}
+
+void sim_etcd::asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds) {
+  asked_[k] = ask{lease_id, now_(), std::max<std::int64_t>(1, ttl_seconds)};
+}
+
+void sim_etcd::keepalive_locked(std::int64_t lease_id, bool& changed) {
+  auto g = leases_.find(lease_id);
+  if (g == leases_.end())
+    return;
+  g->second.kept_at = now_();
+  g->second.expires = g->second.kept_at + std::chrono::seconds(g->second.ttl_seconds);
+  // The transport's reaper, which runs with its keepalives (so never for a
+  // dead client): a key of this lease unasked for a TTL, still on it.
   std::vector<lease_key> stale;
   for (auto i = asked_.begin(); i != asked_.end();) {
-    if (i->second.at + std::chrono::seconds(i->second.ttl_seconds) < t) {
-      if (auto k = keys_.find(i->first); k != keys_.end() && k->second.lease_id == i->second.lease_id)
+    if (i->second.lease_id == lease_id
+        && i->second.at + std::chrono::seconds(i->second.ttl_seconds) < now_()) {
+      if (auto k = keys_.find(i->first); k != keys_.end() && k->second.lease_id == lease_id)
         stale.push_back(i->first);
       i = asked_.erase(i);
     } else {
@@ -88,27 +103,15 @@ bool sim_etcd::expire_locked(bool& changed) {
   }
   for (auto& k : stale)
     delete_locked(k, changed);
-  return !due.empty() || !stale.empty();
 }
 
-void sim_etcd::asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds) {
-  asked_[k] = ask{lease_id, now_(), std::max<std::int64_t>(1, ttl_seconds)};
-}
-
-void sim_etcd::keepalive_locked(std::int64_t lease_id) {
-  if (auto g = leases_.find(lease_id); g != leases_.end()) {
-    g->second.kept_at = now_();
-    g->second.expires = g->second.kept_at + std::chrono::seconds(g->second.ttl_seconds);
-  }
-}
-
-caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id, caf::timespan max_age) {
+caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id, caf::timespan max_age, bool& changed) {
   auto g = leases_.find(lease_id);
   if (g == leases_.end())
     return caf::timespan{0};
   if (max_age > caf::timespan{0} && g->second.kept_at + max_age >= now_())
     return now_() - g->second.kept_at;
-  keepalive_locked(lease_id);
+  keepalive_locked(lease_id, changed);
   return caf::timespan{0};
 }
 
@@ -141,11 +144,6 @@ std::optional<sim_etcd::time_point> sim_etcd::next_expiry() const {
   for (auto& [id, l] : leases_)
     if (!out || l.expires < *out)
       out = l.expires;
-  for (auto& [k, a] : asked_) {   // the reaper's next deletion
-    auto due = a.at + std::chrono::seconds(a.ttl_seconds) + std::chrono::milliseconds(1);
-    if (!out || due < *out)
-      out = due;
-  }
   return out;
 }
 
@@ -214,7 +212,7 @@ lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, b
     id = next_lease_++;
     leases_[id] = grant{ttl};
   }
-  keepalive_locked(id);
+  keepalive_locked(id, changed);
   // /v3/kv/txn: create_revision == 0, then put with the lease.
   auto i = keys_.find(k);
   if (i != keys_.end()) {
@@ -282,7 +280,7 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
           // A keepalive first (as the transport sends): the released record
           // lives a whole TTL, so a polling follower reads it before it goes.
           asked_locked(k, cur.lease_id, etcd_key_ttl(cur.value));
-          renewed_locked(cur.lease_id, l.renew_max_age);
+          renewed_locked(cur.lease_id, l.renew_max_age, changed);
           auto& marked = i->second;
           marked.value.holder_identity.clear();
           marked.value.lease_duration_seconds = l.spec.lease_duration_seconds;
@@ -301,7 +299,7 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)
         asked_locked(k, cur.lease_id, etcd_key_ttl(cur.value));
-        rec.renewed_age = renewed_locked(cur.lease_id, l.renew_max_age);
+        rec.renewed_age = renewed_locked(cur.lease_id, l.renew_max_age, changed);
         log(client, "PUT", k, error_kind::none, holder);
         out = lease_reply::success(std::move(rec));
       } else if (l.resource_version != rec.resource_version) {

@@ -30,9 +30,9 @@
 //     renew rides on one sent up to lease::renew_max_age before it (its
 //     reply says how long before: lease::renewed_age), and a
 //     revoke or an expiry deletes all of them; a key no request of its
-//     client asked about for a TTL is deleted if still bound to that lease
-//     (the transport's reaper); nothing revokes a session lease but an
-//     operator;
+//     client asked about for a TTL is deleted if still bound to that lease,
+//     with the client's next keepalive of it (the transport's reaper: never
+//     for a dead client); nothing revokes a session lease but an operator;
 //   - outside writes (an operator): delete_key, revoke_lease_of (the key's
 //     lease: its replica's session lease, so every key of that replica).
 // Each transport call is one atomic step here (the real client makes two or
@@ -127,10 +127,10 @@ private:
   };
   std::map<lease_key, ask> asked_;
   void asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds);
-  void keepalive_locked(std::int64_t lease_id);
+  void keepalive_locked(std::int64_t lease_id, bool& changed);
   /// A renew's keepalive (etcd_session::renewed): the latest one if sent
   /// within `max_age`, else one now; how long ago it was sent.
-  caf::timespan renewed_locked(std::int64_t lease_id, caf::timespan max_age);
+  caf::timespan renewed_locked(std::int64_t lease_id, caf::timespan max_age, bool& changed);
   std::int64_t revision_ = 1;   // etcd starts at 1; the first write makes it 2
   std::int64_t next_lease_ = 1;
 };

@@ -192,11 +192,26 @@ TEST_CASE("sim_etcd: a raft leader change gives every lease its full TTL again")
   f.store.leader_change();
   f.now += 1500ms;   // past the TTL from the create: the lease lives on
   CHECK(f.store.peek(f.key));
-  // The key itself, unasked for a TTL, is the transport's reaper's (its
-  // lease, a session lease, may keep other keys alive).
-  CHECK(f.store.next_expiry() == created + 3s + 1ms);
-  CHECK(f.store.expire_due());
-  CHECK_FALSE(f.store.peek(f.key));
+  CHECK(f.store.next_expiry() == created + 2s + 3s);
+}
+
+TEST_CASE("sim_etcd: the transport's reaper deletes a key unasked for a TTL with its client's next "
+          "keepalive, never for a client that sends none") {
+  fixture f;
+  auto a = f.store.create("a", f.record("a", 0, 3));
+  REQUIRE(a.ok());
+  lease_key k2{"default", "busy"};
+  auto l2 = f.record("a", 0, 3);
+  l2.name = k2.name;
+  f.now += 2s;
+  auto b = f.store.create("a", l2);   // a keepalive: the lease lives to now + 3 s
+  REQUIRE(b.ok());
+  f.now += 1500ms;   // 3.5 s after the first key's create: unasked for its TTL
+  CHECK_FALSE(f.store.expire_due());   // the store itself deletes nothing
+  CHECK(f.store.peek(f.key));
+  REQUIRE(f.store.update("a", *b.value).ok());   // a renew of the other key: a keepalive
+  CHECK_FALSE(f.store.peek(f.key));   // reaped with it
+  CHECK(f.store.peek(k2));
 }
 
 TEST_CASE("sim_etcd: a client's keys share its session lease: a keepalive renews all, a revoke "
