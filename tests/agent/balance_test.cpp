@@ -188,8 +188,9 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
   // it absent, and its creation hold (a lease duration, 2 s) runs during
   // the settle time. Not a timed goal (bench/README.md has the figure): an
   // upper bound that holds only if they overlap (in sequence they took
-  // settle + 2 rounds + lease duration + a round, ~5.4 s; now ~3.4 s).
-  CHECK(balanced_ms < settle_ms + 2000);
+  // settle + 2 rounds + lease duration + a round, ~5.4 s; now ~3.4 s, so
+  // 1.6 s of margin for a loaded machine).
+  CHECK(balanced_ms < settle_ms + 2000 + 500);
   std::this_thread::sleep_for(600ms);   // settled: nothing moves
   auto who = runners(dir, ended);
   CHECK(loads(who) == three_each);

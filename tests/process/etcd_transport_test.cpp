@@ -730,7 +730,9 @@ TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease,
   MESSAGE("in 3 s: " << kept << " keepalives, " << ranges << " ranges for " << leases
                      << " leases renewed every " << ms(timings.retry_period).count() << " ms");
   CHECK(ranges >= leases * 4);   // 10 rounds of 8 renews, at load fewer
-  CHECK(kept * 3 <= ranges);     // one per key would be as many as the ranges
+  // One keepalive per key would be as many as the ranges; shared, a round of
+  // 8 renews spread over a retry period needs 2-3 (renew_max_age is half of it).
+  CHECK(kept * 2 <= ranges);
   CHECK(working() == leases);
 
   // An operator revokes the session lease: every key goes, and every
