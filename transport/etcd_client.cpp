@@ -216,6 +216,16 @@ struct etcd_client::impl {
       api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
   }
 
+  /// A write of `key` (base64) that keeps its term: the key is in use
+  /// (etcd_session::asked) and its etcd lease kept alive by a keepalive sent
+  /// at most `l.renew_max_age` before `began`, or now (etcd_session::renewed).
+  api_result<etcd_session::kept_alive> keep_key_alive(const std::string& key, const lease& l,
+                                                      const etcd_kv& kv, const lease& rec,
+                                                      std::chrono::steady_clock::time_point began) {
+    session->asked(key, kv.lease_id, etcd_key_ttl(rec.spec));
+    return session->renewed(kv.lease_id, l.renew_max_age, began, caller);
+  }
+
   api_result<lease> update_lease(const lease& l) {
     auto began = std::chrono::steady_clock::now();
     auto cur = range(l.key());
@@ -239,8 +249,7 @@ struct etcd_client::impl {
       // went within a poll of its release would be seen only as a vanished
       // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
       auto key = encode_base64(key_of(l.key()));
-      session->asked(key, kv.lease_id, etcd_key_ttl(rec.spec));
-      auto alive = session->renewed(kv.lease_id, l.renew_max_age, began, caller);
+      auto alive = keep_key_alive(key, l, kv, rec, began);
       if (!alive.ok())
         return api_result<lease>::failure(alive.error);
       const std::string path = "/v3/kv/txn";
@@ -272,8 +281,7 @@ struct etcd_client::impl {
       // now; the reply says how long before (renewed_age), so the
       // elector counts the term's validity from that send, never later
       // (etcd_session.hpp, docs/safety.md).
-      session->asked(encode_base64(key_of(l.key())), kv.lease_id, etcd_key_ttl(rec.spec));
-      auto r = session->renewed(kv.lease_id, l.renew_max_age, began, caller);
+      auto r = keep_key_alive(encode_base64(key_of(l.key())), l, kv, rec, began);
       if (!r.ok())
         return api_result<lease>::failure(r.error);
       if (r.value->ttl_seconds <= 0)
