@@ -164,7 +164,7 @@ void elector_actor::attempt() {
   attempt_started_ = clock().now();
   if (held_ && mem_.record && same_term(mem_.record->spec, *held_))
     renew(*mem_.record, /*fall back to GET*/ true);
-  else
+  else if (!follow_shared_reading())
     get_then_decide();
 }
 

@@ -124,6 +124,8 @@ private:
   void note_ttl(const lease& rec, time_point sent);
   void forget_ttl();
   caf::timespan ttl_of(const lease& rec) const;
+  bool shares_ttl_readings() const;
+  bool follow_shared_reading();
   bool vanished_under_a_holder(time_point sent, std::int64_t store_revision);
   void create_unheld();
   void note_error(const api_error& err);
@@ -144,6 +146,7 @@ private:
 
   elector_options opt_;
   std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
+  float read_spread_ = -1;                // etcd: next_ttl_read's spread, drawn once (-1: not yet)
   event_emitter emit;
   lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;

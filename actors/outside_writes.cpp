@@ -41,7 +41,8 @@ vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_
 }
 
 caf::timespan next_ttl_read(const lease_memory& m, const election_timings& t,
-                            caf::actor_clock::time_point now, caf::timespan otherwise) {
+                            caf::actor_clock::time_point now, caf::timespan otherwise,
+                            double spread) {
   if (!m.ttl_read_at)
     return otherwise;
   // A reading of n whole seconds (truncated) leaves [n, n + 1) s: read when
@@ -55,6 +56,11 @@ caf::timespan next_ttl_read(const lease_memory& m, const election_timings& t,
     m.ttl_left == 0
       ? std::clamp<caf::timespan>(t.effective_request_timeout() / 2, 100ms, 1s)
       : std::max<caf::timespan>(100ms, std::chrono::seconds(m.ttl_left) - 500ms);
+  if (m.ttl_left >= 2) {
+    auto span = std::min<caf::timespan>(1s, after / 4);
+    after -= caf::timespan{static_cast<caf::timespan::rep>(
+      std::clamp(spread, 0.0, 1.0) * static_cast<double>(span.count()))};
+  }
   return std::min(otherwise, std::max(caf::timespan{0}, *m.ttl_read_at + after - now));
 }
 

@@ -60,7 +60,14 @@ vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_
 /// after a reading of n > 0 s, when n - 0.5 s have passed (the key's last
 /// second, if no keepalive came); after a 0, every half request timeout
 /// (100 ms to 1 s); never later than `otherwise` (the usual next read).
+/// After a reading of n >= 2 s, `spread` (in [0, 1), the follower's own
+/// draw) brings the read forward by spread x min(1 s, (n - 0.5 s) / 4):
+/// the followers of one holder's keys then do not all read at once; the
+/// first reads (n drops by a second at most: it still reads the key's last
+/// second, read by read) and the others take its reading, shared per etcd
+/// lease (elector_actor::follow_shared_reading), without a request.
 caf::timespan next_ttl_read(const lease_memory& m, const election_timings& t,
-                            caf::actor_clock::time_point now, caf::timespan otherwise);
+                            caf::actor_clock::time_point now, caf::timespan otherwise,
+                            double spread = 0);
 
 } // namespace leasehold

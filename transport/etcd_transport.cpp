@@ -1,5 +1,6 @@
 #include "transport/etcd_transport.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include "transport/http_client.hpp"
@@ -23,6 +24,14 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   // lease, however many keys are bound to it: etcd_ttl_readings.hpp).
   auto readings = std::make_shared<etcd_client::ttl_cache>();
   auto session = std::make_shared<etcd_session>();
+  b.traits.ttl_reading_of = [readings](const std::string& id)
+    -> std::optional<backend_traits::ttl_reading> {
+    auto r = readings->latest(id);
+    if (!r)
+      return std::nullopt;
+    return backend_traits::ttl_reading{
+      std::max<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - r->sent, {}), r->ttl_seconds};
+  };
   opts.make_client = [cfg, readings, session] {
     return std::make_unique<lease_client_of<etcd_client>>(cfg, readings, session);
   };

@@ -65,6 +65,16 @@ public:
     return i->second;
   }
 
+  /// The latest reading of lease `id`, however old (a follower judges
+  /// its use itself: elector_actor::follow_shared_reading), if any.
+  std::optional<reading> latest(const std::string& id) const {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = readings_.find(id);
+    if (i == readings_.end())
+      return std::nullopt;
+    return i->second;
+  }
+
   /// A read of lease `id` sent at `sent` said `ttl_seconds` (kept unless a
   /// later-sent reading is there). Readings that no longer serve are
   /// dropped whenever the map has doubled since the last sweep, so it

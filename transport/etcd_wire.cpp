@@ -129,6 +129,7 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
   l.ns = k.ns;
   l.name = k.name;
   l.resource_version = std::to_string(kv.mod_revision);
+  l.etcd_lease_id = kv.lease_id;
   if (kv.create_revision > INT_MAX) {
     out.error = where + ".create_revision: " + std::to_string(kv.create_revision)
                 + " exceeds the fencing token range (int32)";

@@ -78,6 +78,11 @@ struct lease {
   /// during this read. A follower counts the reading from its own send
   /// time minus this age.
   std::chrono::nanoseconds ttl_age{0};
+  /// etcd only: the ID of the etcd lease the key is bound to, as etcd
+  /// writes it (a range or a watch PUT; "" or "0": none). A follower looks
+  /// up its transport's latest TTL reading of that lease by it
+  /// (backend_traits::ttl_reading_of).
+  std::string etcd_lease_id;
   /// etcd renew reply: how long before the transport began this renew the
   /// keepalive that renewed the key was sent (one keepalive of a session
   /// lease serves the renews of every key bound to it:

@@ -162,7 +162,7 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
       o.lease = lease_at(k);
       o.timings = opts_.timings;
       o.supervision = opts_.supervision;
-      o.backend = sim_backend(r->transport, store_);
+      o.backend = sim_backend(r->transport, store_, r->identity);
       o.registry = registry_;
       o.modules = opts_.leases > 1 ? probes({"work-" + std::to_string(k)}) : opts_.modules;
       o.seed = opts_.seed + i * opts_.leases + k;

@@ -541,7 +541,7 @@ private:
       o.lease = leases_[k];
       o.timings = sc_.timings;
       o.supervision = sc_.supervision;
-      o.backend = sim_backend(p.transport, api_);
+      o.backend = sim_backend(p.transport, api_, p.identity);
       o.registry = reg;
       o.modules = make_config(p.knobs[k]);
       o.seed = rng_();

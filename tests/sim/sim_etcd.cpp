@@ -45,7 +45,21 @@ lease sim_etcd::to_lease(const lease_key& k, const kv& v) const {
   l.resource_version = std::to_string(v.mod_revision);
   l.spec = v.value;
   l.spec.lease_transitions = static_cast<int>(v.create_revision);
+  l.etcd_lease_id = std::to_string(v.lease_id);
   return l;
+}
+
+std::optional<backend_traits::ttl_reading> sim_etcd::ttl_reading(const std::string& client,
+                                                                 const std::string& lease_id) const {
+  std::lock_guard<std::mutex> g(mx_);
+  auto c = readings_.find(client);
+  if (c == readings_.end())
+    return std::nullopt;
+  auto r = c->second.latest(lease_id);
+  if (!r)
+    return std::nullopt;
+  auto now = now_();
+  return backend_traits::ttl_reading{now > r->sent ? now - r->sent : caf::timespan{0}, r->ttl_seconds};
 }
 
 void sim_etcd::delete_locked(const lease_key& k, bool& changed) {

@@ -85,6 +85,8 @@ public:
   /// A compacted watch re-reads its keys: one gone since is reported deleted.
   bool relist_tells_deleted() const override { return true; }
   bool server_expiry() const override { return true; }
+  std::optional<backend_traits::ttl_reading> ttl_reading(const std::string& client,
+                                                         const std::string& lease_id) const override;
 
 private:
   struct kv {

@@ -698,13 +698,17 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
 }
 
 lease_backend sim_backend(const lease_transport_actor& transport,
-                          const std::shared_ptr<sim_store>& store) {
+                          const std::shared_ptr<sim_store>& store, const std::string& client) {
   lease_backend b;
   b.transport = transport;
   b.traits.server_expiry = store->server_expiry();
   b.traits.request_path = [store](const std::string& verb, const lease_key& k) {
     return store->path_of(verb, k);
   };
+  if (store->server_expiry())
+    b.traits.ttl_reading_of = [store, client](const std::string& id) {
+      return store->ttl_reading(client, id);
+    };
   return b;
 }
 

@@ -91,6 +91,14 @@ public:
   /// The store ends a term itself when its TTL runs out (etcd): the
   /// backend_traits::server_expiry of its electors (sim_backend).
   virtual bool server_expiry() const { return false; }
+  /// etcd: `client`'s latest TTL reading of etcd lease `lease_id`, as its
+  /// transport shares them (backend_traits::ttl_reading_of); none elsewhere.
+  virtual std::optional<backend_traits::ttl_reading> ttl_reading(const std::string& client,
+                                                                 const std::string& lease_id) const {
+    (void)client;
+    (void)lease_id;
+    return std::nullopt;
+  }
 
   // -- the store's semantics, as the transport actor calls them -------------
 
@@ -192,8 +200,9 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
 
 /// The lease backend of `transport` (spawned on `store`): the traits its
 /// electors run with, as a real backend's factory pairs them: the store's
-/// server_expiry, and requests named by the store's path_of.
+/// server_expiry, requests named by the store's path_of, and `client`'s
+/// TTL readings (the client `transport` was spawned for).
 lease_backend sim_backend(const lease_transport_actor& transport,
-                          const std::shared_ptr<sim_store>& store);
+                          const std::shared_ptr<sim_store>& store, const std::string& client = "");
 
 } // namespace leasehold
