@@ -159,6 +159,19 @@ std::uint64_t etcd_session::keepalives_sent() const {
   return sent_;
 }
 
+void etcd_session::wrote(std::int64_t revision, const std::string& key) {
+  std::lock_guard<std::mutex> g(mx_);
+  own_revisions_[revision] = key;
+  if (own_revisions_.size() > own_revisions_kept)
+    own_revisions_.erase(own_revisions_.begin());
+}
+
+bool etcd_session::wrote_other_at(std::int64_t revision, const std::string& key) const {
+  std::lock_guard<std::mutex> g(mx_);
+  auto i = own_revisions_.find(revision);
+  return i != own_revisions_.end() && i->second != key;
+}
+
 std::uint64_t etcd_session::keepalives_shared() const {
   std::lock_guard<std::mutex> g(mx_);
   return shared_;

@@ -78,6 +78,18 @@ public:
   /// from now without another.
   void asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds);
 
+  /// A txn of this transport that wrote one key, `key` (base64: a create,
+  /// the delete of a take, a release), succeeded at store revision
+  /// `revision`: nothing else was written at that revision (etcd gives each
+  /// write txn its own). Kept for the latest own_revisions_kept of them.
+  void wrote(std::int64_t revision, const std::string& key);
+  /// Whether revision `revision` was a txn of this transport that wrote a
+  /// key other than `key` (as far as the kept ones tell): a create's
+  /// history check of `key` need not read it at that revision
+  /// (etcd_client: unwritten_between).
+  bool wrote_other_at(std::int64_t revision, const std::string& key) const;
+  static constexpr std::size_t own_revisions_kept = 8192;
+
   /// Keepalives sent and renews they served since start (the agent's
   /// metrics; the bench).
   std::uint64_t keepalives_sent() const;
@@ -107,6 +119,7 @@ private:
   std::map<std::int64_t, std::string> lease_of_ttl_;
   std::map<std::string, sending> sending_;
   std::map<std::string, bound_key> keys_;
+  std::map<std::int64_t, std::string> own_revisions_;   // revision -> the key it wrote
   std::uint64_t sent_ = 0, shared_ = 0;
 };
 
