@@ -356,3 +356,40 @@ TEST_CASE("etcd follower: no per-key range while its stream is up and the holder
       CHECK(gets[id] < static_cast<int>(followed) * 2);
   }
 }
+
+TEST_CASE("etcd follower on shared TTL readings: the keys of a revoked session lease are still waited out") {
+  // The follower of a live holder takes its TTL readings from its
+  // transport (follow_shared_reading); those say n >= 2 s, so a key that
+  // vanishes by a revoke (an operator: every key of the holder at once) is
+  // judged an outside write, never "ran out": nobody leads any of them for
+  // a lease duration, while the holder's work may still run.
+  world_options o;
+  o.etcd = true;
+  o.replicas = 2;
+  o.leases = 8;
+  sim_world w(o);
+  auto all_led = [&] {
+    for (std::size_t k = 0; k < o.leases; ++k)
+      if (w.leader_of(k) < 0)
+        return false;
+    return true;
+  };
+  REQUIRE(w.run_until(all_led, 120s));
+  w.run_for(20s);   // the followers on shared readings
+  auto loads = w.loads();
+  std::size_t holder = loads[0] >= loads[1] ? 0 : 1;
+  std::size_t follower = 1 - holder;
+  std::size_t key = 0;
+  while (w.leader_of(key) != static_cast<int>(holder))
+    ++key;
+  auto warned = w.rep(follower).count(event_type::outside_write);
+  w.store().outside_revoke(w.lease_at(key));   // the holder's session lease: all its keys
+  auto revoked = w.now();
+  w.run_for(o.timings.lease_duration - 2s);
+  for (std::size_t k = 0; k < o.leases; ++k)
+    if (static_cast<std::size_t>(w.leader_of(k)) != follower)
+      CHECK(w.leader_of(k) < 0);   // the holder's keys: waited out by everyone
+  CHECK(w.rep(follower).count(event_type::outside_write) - warned >= static_cast<int>(loads[holder]));
+  REQUIRE(w.run_until(all_led, 60s));
+  CHECK(w.now() - revoked >= o.timings.lease_duration);
+}
