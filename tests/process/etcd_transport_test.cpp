@@ -28,6 +28,7 @@
 #include "leasehold/runtime.hpp"
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
+#include "actors/outside_writes.hpp"
 #include "transport/common/base64.hpp"
 #include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"
@@ -797,6 +798,83 @@ TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease,
   for (auto& r : runners)
     self->send_exit(r, caf::exit_reason::user_shutdown);
   self->send_exit(backend.transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no range (issue 19): "
+          "its followers share the holder's TTL reading") {
+  // Two transports (two processes' worth): A leads 10 keys, B only follows
+  // them. etcd's own Range count over a window, less A's renews (one range
+  // each, counted from its events) and the streams' quiet reads, is B's:
+  // a range per key every half lease duration before (~40 in 10 s), now
+  // about one TTL read per holder lease per n - 0.5 s and no range.
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  constexpr int leases = 10;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto registry = std::make_shared<module_registry>();
+  registry->add({"idle", /*default_leader_only*/ true,
+                 [](caf::actor_system& s, const module_context&) {
+                   return s.spawn([](caf::event_based_actor*) -> caf::behavior {
+                     return {[](module_settings&) {}};
+                   });
+                 },
+                 nullptr});
+  std::atomic<int> a_leading{0};
+  std::atomic<long> a_renews{0};
+  auto timings = test::short_timings();
+  timings.lease_duration = 5s;   // TTL 5 s: readings of 3-4 s, which serve (ttl_tells_expiry)
+  timings.renew_deadline = 2500ms;
+  timings.retry_period = 500ms;
+  timings.request_timeout = 1s;
+  timings.module_stop_timeout = 1s;
+  REQUIRE(ttl_tells_expiry(timings, 5s));
+  auto a = spawn_etcd_backend(sys, config({etcd.endpoint()}));
+  auto b = spawn_etcd_backend(sys, config({etcd.endpoint()}));
+  std::vector<runner_actor> runners;
+  for (int i = 0; i < leases; ++i) {
+    auto o = one_module_runner("A", "follow-" + std::to_string(i), "idle", timings, a, registry);
+    o.events = [&](const runtime_event& e) {
+      if (e.type == event_type::term_acquired)
+        ++a_leading;
+      else if (e.type == event_type::renewed)
+        ++a_renews;
+    };
+    auto spawned = spawn_runner(sys, o);
+    REQUIRE_MESSAGE(spawned.errors.empty(), (spawned.errors.empty() ? "" : spawned.errors.front()));
+    runners.push_back(spawned.runner);
+  }
+  REQUIRE(test::eventually([&] { return a_leading.load() == leases; }, 15s + test::load_slack, 50ms));
+  for (int i = 0; i < leases; ++i) {
+    auto o = one_module_runner("B", "follow-" + std::to_string(i), "idle", timings, b, registry);
+    o.compete = false;   // a follower only
+    auto spawned = spawn_runner(sys, o);
+    REQUIRE(spawned.errors.empty());
+    runners.push_back(spawned.runner);
+  }
+  std::this_thread::sleep_for(6s);   // B's first reads, then its readings shared
+  long ranges0 = etcd_handled(etcd.endpoint(), "Range");
+  long renews0 = a_renews.load();
+  REQUIRE(ranges0 >= 0);
+  std::this_thread::sleep_for(10s);
+  long ranges = etcd_handled(etcd.endpoint(), "Range") - ranges0;
+  long renews = a_renews.load() - renews0;
+  long follower = ranges - renews;
+  MESSAGE("in 10 s: " << ranges << " ranges, " << renews << " of them A's renews: " << follower
+                      << " B's reads and the streams' quiet reads");
+  CHECK(renews >= leases * 10);   // A renewed all along (at load fewer than 20 rounds)
+  CHECK(follower <= 12);          // before: ~40 (10 keys every 2.5 s), and the quiet reads
+  CHECK(a_leading.load() == leases);
+
+  caf::scoped_actor self{sys};
+  for (auto& r : runners)
+    self->send(r, shutdown_atom::value);
+  for (std::size_t i = 0; i < runners.size(); ++i)
+    self->receive([](bool) {}, caf::after(10s) >> [] {});
+  for (auto& r : runners)
+    self->send_exit(r, caf::exit_reason::user_shutdown);
+  self->send_exit(a.transport, caf::exit_reason::user_shutdown);
+  self->send_exit(b.transport, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd lease, join order, withdraw, expiry") {
