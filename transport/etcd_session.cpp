@@ -73,10 +73,10 @@ api_result<etcd_session::kept_alive> etcd_session::renewed(const std::string& id
                                                            std::chrono::nanoseconds max_age,
                                                            clock::time_point began,
                                                            const call_fn& call) {
-  if (max_age > std::chrono::nanoseconds{0}) {
+  {
     std::lock_guard<std::mutex> g(mx_);
     auto& s = sending_[id];
-    if (s.alive && s.alive->sent + max_age >= began) {
+    if (s.alive && keepalive_serves_renew(s.alive->sent, max_age, began)) {
       ++shared_;
       return api_result<kept_alive>::success(*s.alive);
     }

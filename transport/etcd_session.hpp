@@ -40,6 +40,17 @@
 
 namespace leasehold {
 
+/// The rule every renew of a session lease obeys (docs/safety.md, "One
+/// etcd lease per process"): a keepalive that said the lease lives, sent at
+/// `sent`, serves a renew that began at `began` when it was sent at most
+/// `max_age` (lease::renew_max_age, > 0) before; otherwise the renew needs
+/// a keepalive of its own. Written once for the transport (etcd_session)
+/// and the simulated store (tests/sim/sim_etcd.cpp), whatever their clocks.
+template <class TimePoint, class Duration>
+constexpr bool keepalive_serves_renew(TimePoint sent, Duration max_age, TimePoint began) {
+  return max_age > Duration{0} && sent + max_age >= began;
+}
+
 class etcd_session {
 public:
   using clock = std::chrono::steady_clock;
