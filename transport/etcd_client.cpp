@@ -60,18 +60,20 @@ struct etcd_client::impl {
     std::int64_t revision = 0;   // the store's revision the range was read at
   };
 
-  api_result<current_key> range(const lease_key& k) {
-    const std::string path = "/v3/kv/range";
-    auto r = call(path, {{"key", encode_base64(key_of(k))}});
-    if (!r.ok())
-      return api_result<current_key>::failure(r.error);
-    auto kv = first_kv(*r.value);
+  /// Key `k` as range answer `reply` (of a /v3/kv/range, or one
+  /// response_range of a txn: `path`) shows it; `revision`: the store's
+  /// revision when the answer has none of its own.
+  static api_result<current_key> current(const lease_key& k, const json& reply,
+                                         std::int64_t revision, const std::string& path) {
+    auto kv = first_kv(reply);
     if (!kv.ok())
       return api_result<current_key>::failure(
         api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
     current_key out;
     out.kv = *kv.value;
-    out.revision = header_revision(*r.value);
+    out.revision = header_revision(reply);
+    if (out.revision <= 0)
+      out.revision = revision;
     if (out.kv) {
       auto rec = to_lease(k, *out.kv);
       if (!rec.ok())
@@ -80,6 +82,60 @@ struct etcd_client::impl {
       out.record = std::move(rec.value);
     }
     return api_result<current_key>::success(std::move(out));
+  }
+
+  api_result<current_key> range(const lease_key& k) {
+    const std::string path = "/v3/kv/range";
+    auto r = call(path, {{"key", encode_base64(key_of(k))}});
+    if (!r.ok())
+      return api_result<current_key>::failure(r.error);
+    return current(k, *r.value, 0, path);
+  }
+
+  /// Keys `ks` read at once: one txn of ranges (no compares) per txn_ops
+  /// keys, each answer judged as range() judges its own. A txn that failed
+  /// (an error, a timeout, an answer without one range answer per key)
+  /// fails each of its keys, named.
+  std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
+    const std::string path = "/v3/kv/txn";
+    std::vector<api_result<current_key>> out;
+    out.reserve(ks.size());
+    for (std::size_t from = 0; from < ks.size(); from += txn_ops) {
+      auto until = std::min(ks.size(), from + static_cast<std::size_t>(txn_ops));
+      auto n = until - from;
+      json ops = json::array();
+      for (auto i = from; i < until; ++i)
+        ops.push_back({{"request_range", {{"key", encode_base64(key_of(ks[i]))}}}});
+      auto r = call(path, {{"success", std::move(ops)}});
+      const json* responses = nullptr;
+      if (r.ok()) {
+        auto it = r.value->find("responses");   // call() answers JSON objects only
+        if (it != r.value->end() && it->is_array() && it->size() == n)
+          responses = &*it;
+        else
+          r = api_result<json>::failure(api_error{
+            error_kind::malformed_body, 200, "POST", path,
+            "responses: expected " + std::to_string(n) + " range answers"});
+      }
+      for (auto i = from; i < until; ++i) {
+        auto where = path + " (range " + std::to_string(i - from + 1) + " of " + std::to_string(n)
+                     + ": " + key_of(ks[i]) + ")";
+        if (!responses) {
+          auto e = r.error;
+          e.path = where;
+          out.push_back(api_result<current_key>::failure(std::move(e)));
+          continue;
+        }
+        auto& op = (*responses)[i - from];
+        auto range = op.find("response_range");
+        if (range == op.end() || !range->is_object())
+          out.push_back(api_result<current_key>::failure(
+            api_error{error_kind::malformed_body, 200, "POST", where, "response_range: missing"}));
+        else
+          out.push_back(current(ks[i], *range, header_revision(*r.value), where));
+      }
+    }
+    return out;
   }
 
   api_error not_found(const lease_key& k, std::string why) {
@@ -95,7 +151,12 @@ struct etcd_client::impl {
 
   api_result<lease> get_lease(const lease_key& k) {
     auto began = std::chrono::steady_clock::now();
-    auto cur = range(k);
+    return got(k, range(k), began);
+  }
+
+  /// A read of `k` that began at `began` and found `cur` (range or ranges).
+  api_result<lease> got(const lease_key& k, api_result<current_key> cur,
+                        std::chrono::steady_clock::time_point began) {
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
     if (!cur.value->record) {
@@ -228,7 +289,14 @@ struct etcd_client::impl {
 
   api_result<lease> update_lease(const lease& l) {
     auto began = std::chrono::steady_clock::now();
-    auto cur = range(l.key());
+    return updated(l, range(l.key()), began);
+  }
+
+  /// An update of `l` that began at `began` and found its key as `cur`
+  /// (range or ranges): a renew rides a keepalive (etcd_session::renewed),
+  /// anything else writes as it must.
+  api_result<lease> updated(const lease& l, api_result<current_key> cur,
+                            std::chrono::steady_clock::time_point began) {
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
     if (!cur.value->record)
@@ -333,41 +401,6 @@ api_result<T> guarded(const char* what, F&& f) {
   }
 }
 
-api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std::size_t page) {
-  return guarded<etcd_scope_state>("/v3/kv/range", [&] {
-    const std::string path = "/v3/kv/range";
-    auto scope = this->scope(ns);
-    etcd_scope_state all;
-    std::string from = scope.dir();
-    // Page after page at the first page's revision: one consistent snapshot
-    // of the namespace, however many keys it holds. Each page moves `from`
-    // forward, so the pages are at most (keys / page) + 1.
-    for (std::size_t pages = 1;; ++pages) {
-      json body = {{"key", encode_base64(from)},
-                   {"range_end", encode_base64(scope.range_end())},
-                   {"limit", std::to_string(std::max<std::size_t>(page, 1))}};
-      if (all.revision > 0)
-        body["revision"] = std::to_string(all.revision);
-      auto r = impl_->call(path, body);
-      if (!r.ok())
-        return api_result<etcd_scope_state>::failure(r.error);
-      auto st = parse_scope_range(*r.value, scope);
-      if (st.ok() && !st.value->next_key.empty() && st.value->next_key <= from)
-        st.error = "more: the next page would not move past key " + from;
-      if (!st.ok())
-        return api_result<etcd_scope_state>::failure(
-          api_error{error_kind::malformed_body, 200, "POST",
-                    path + " (page " + std::to_string(pages) + ")", st.error});
-      if (all.revision == 0)
-        all.revision = st.value->revision;
-      all.records.merge(st.value->records);
-      if (st.value->next_key.empty())
-        return api_result<etcd_scope_state>::success(std::move(all));
-      from = std::move(st.value->next_key);
-    }
-  });
-}
-
 api_error etcd_client::stream(const std::string& path, const nlohmann::json& body,
                               std::chrono::milliseconds idle_timeout,
                               const std::function<void()>& on_open,
@@ -405,6 +438,54 @@ api_result<lease> etcd_client::create_lease(const lease& l) {
 
 api_result<lease> etcd_client::update_lease(const lease& l) {
   return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
+}
+
+namespace {
+
+/// A batch's replies (`each()`); an exception answers every request with it.
+template <class Each>
+std::vector<api_result<lease>> batch_of(std::size_t n, Each&& each) {
+  try {
+    return each();
+  } catch (const std::exception& e) {
+    return std::vector<api_result<lease>>(
+      n, api_result<lease>::failure(api_error{error_kind::other, 0, "POST", "/v3/kv/txn",
+                                              std::string("internal error: ") + e.what()}));
+  }
+}
+
+} // namespace
+
+std::vector<api_result<lease>> etcd_client::get_leases(const std::vector<lease_key>& ks) {
+  return batch_of(ks.size(), [&] {
+    auto began = std::chrono::steady_clock::now();
+    auto cur = impl_->ranges(ks);
+    std::vector<api_result<lease>> out;
+    out.reserve(ks.size());
+    for (std::size_t i = 0; i < ks.size(); ++i)
+      out.push_back(impl_->got(ks[i], std::move(cur[i]), began));
+    return out;
+  });
+}
+
+std::vector<api_result<lease>> etcd_client::renew_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] {
+    // One `began` for the batch, taken before its ranges: every renew in
+    // it was asked before (the pool batches only queued requests), so each
+    // counts from a keepalive sent no later than its key was read, exactly
+    // as a renew alone (docs/safety.md, "One etcd lease per process").
+    auto began = std::chrono::steady_clock::now();
+    std::vector<lease_key> ks;
+    ks.reserve(ls.size());
+    for (auto& l : ls)
+      ks.push_back(l.key());
+    auto cur = impl_->ranges(ks);
+    std::vector<api_result<lease>> out;
+    out.reserve(ls.size());
+    for (std::size_t i = 0; i < ls.size(); ++i)
+      out.push_back(impl_->updated(ls[i], std::move(cur[i]), began));
+    return out;
+  });
 }
 
 etcd_scope etcd_client::scope(const std::string& ns) const {
