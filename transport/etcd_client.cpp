@@ -1,24 +1,23 @@
 #include "transport/etcd_client.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "transport/common/base64.hpp"
 #include "transport/etcd_wire.hpp"
 #include "transport/etcd_connection.hpp"
+#include "transport/etcd_txn_reads.hpp"
 
 namespace leasehold {
 
 namespace {
 
 using json = nlohmann::json;
+using current_key = etcd_current_key;
 
-/// etcd's default limit of operations in one txn (--max-txn-ops).
-constexpr std::int64_t txn_ops = 128;
-/// The most revisions between a read and a create whose history a create
-/// checks (16 requests); beyond it the created key is held.
-constexpr std::int64_t history_revisions = 16 * txn_ops;
+constexpr std::int64_t txn_ops = etcd_txn_ops;
 
 } // namespace
 
@@ -54,88 +53,17 @@ struct etcd_client::impl {
     return v.dump();
   }
 
-  struct current_key {
-    std::optional<etcd_kv> kv;
-    std::optional<lease> record;
-    std::int64_t revision = 0;   // the store's revision the range was read at
-  };
-
-  /// Key `k` as range answer `reply` (of a /v3/kv/range, or one
-  /// response_range of a txn: `path`) shows it; `revision`: the store's
-  /// revision when the answer has none of its own.
-  static api_result<current_key> current(const lease_key& k, const json& reply,
-                                         std::int64_t revision, const std::string& path) {
-    auto kv = first_kv(reply);
-    if (!kv.ok())
-      return api_result<current_key>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
-    current_key out;
-    out.kv = *kv.value;
-    out.revision = header_revision(reply);
-    if (out.revision <= 0)
-      out.revision = revision;
-    if (out.kv) {
-      auto rec = to_lease(k, *out.kv);
-      if (!rec.ok())
-        return api_result<current_key>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-      out.record = std::move(rec.value);
-    }
-    return api_result<current_key>::success(std::move(out));
-  }
-
   api_result<current_key> range(const lease_key& k) {
     const std::string path = "/v3/kv/range";
     auto r = call(path, {{"key", encode_base64(key_of(k))}});
     if (!r.ok())
       return api_result<current_key>::failure(r.error);
-    return current(k, *r.value, 0, path);
+    return etcd_current(k, *r.value, 0, path);
   }
 
-  /// Keys `ks` read at once: one txn of ranges (no compares) per txn_ops
-  /// keys, each answer judged as range() judges its own. A txn that failed
-  /// (an error, a timeout, an answer without one range answer per key)
-  /// fails each of its keys, named.
+  /// Keys `ks` read at once (etcd_ranges).
   std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
-    const std::string path = "/v3/kv/txn";
-    std::vector<api_result<current_key>> out;
-    out.reserve(ks.size());
-    for (std::size_t from = 0; from < ks.size(); from += txn_ops) {
-      auto until = std::min(ks.size(), from + static_cast<std::size_t>(txn_ops));
-      auto n = until - from;
-      json ops = json::array();
-      for (auto i = from; i < until; ++i)
-        ops.push_back({{"request_range", {{"key", encode_base64(key_of(ks[i]))}}}});
-      auto r = call(path, {{"success", std::move(ops)}});
-      const json* responses = nullptr;
-      if (r.ok()) {
-        auto it = r.value->find("responses");   // call() answers JSON objects only
-        if (it != r.value->end() && it->is_array() && it->size() == n)
-          responses = &*it;
-        else
-          r = api_result<json>::failure(api_error{
-            error_kind::malformed_body, 200, "POST", path,
-            "responses: expected " + std::to_string(n) + " range answers"});
-      }
-      for (auto i = from; i < until; ++i) {
-        auto where = path + " (range " + std::to_string(i - from + 1) + " of " + std::to_string(n)
-                     + ": " + key_of(ks[i]) + ")";
-        if (!responses) {
-          auto e = r.error;
-          e.path = where;
-          out.push_back(api_result<current_key>::failure(std::move(e)));
-          continue;
-        }
-        auto& op = (*responses)[i - from];
-        auto range = op.find("response_range");
-        if (range == op.end() || !range->is_object())
-          out.push_back(api_result<current_key>::failure(
-            api_error{error_kind::malformed_body, 200, "POST", where, "response_range: missing"}));
-        else
-          out.push_back(current(ks[i], *range, header_revision(*r.value), where));
-      }
-    }
-    return out;
+    return etcd_ranges(caller, ks, [this](const lease_key& k) { return key_of(k); });
   }
 
   api_error not_found(const lease_key& k, std::string why) {
@@ -190,44 +118,6 @@ struct etcd_client::impl {
     return api_result<lease>::success(std::move(rec));
   }
 
-  /// Whether etcd's history of key `k` holds no write after revision
-  /// `read` (a read that found it absent) and before `created` (this
-  /// replica's own create of it). A key written in between existed at the
-  /// revision of that write: one count-only range of the key at every
-  /// revision in between finds it, up to etcd's 128 operations per txn in
-  /// each request. More than history_revisions in between, a compacted
-  /// revision or a failed request: false (not known; the caller holds).
-  bool unwritten_between(const lease_key& k, std::int64_t read, std::int64_t created) {
-    if (created == read + 1)
-      return true;   // the very next write of the whole store
-    if (created <= read || created - read - 1 > history_revisions)
-      return false;
-    auto key = encode_base64(key_of(k));
-    for (auto from = read + 1; from < created; from += txn_ops) {
-      auto until = std::min(created, from + txn_ops);
-      json ranges = json::array();
-      for (auto rev = from; rev < until; ++rev)
-        ranges.push_back({{"request_range", {{"key", key}, {"revision", std::to_string(rev)},
-                                             {"count_only", true}}}});
-      auto r = call("/v3/kv/txn", {{"success", std::move(ranges)}});
-      if (!r.ok())
-        return false;
-      auto responses = r.value->find("responses");   // call() answers JSON objects only
-      if (responses == r.value->end() || !responses->is_array()
-          || responses->size() != static_cast<std::size_t>(until - from))
-        return false;
-      for (auto& op : *responses) {
-        auto range = op.find("response_range");
-        if (range == op.end() || !range->is_object())
-          return false;
-        std::int64_t count = 0;   // etcd leaves a zero count out
-        if (range->contains("count") && (!int64_field(*range, "count", count) || count != 0))
-          return false;
-      }
-    }
-    return true;
-  }
-
   api_result<lease> create_lease(const lease& l) {
     // The transport's session lease of this TTL (etcd_key_ttl), kept alive
     // by a keepalive sent after this create began: the key has a whole TTL
@@ -255,26 +145,88 @@ struct etcd_client::impl {
     auto t = call(path, txn);
     if (!t.ok())
       return api_result<lease>::failure(t.error);
-    if (t.value->value("succeeded", false)) {
-      std::int64_t rev = header_revision(*t.value);
-      if (rev <= 0)
-        return api_result<lease>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
-      etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
-      auto rec = to_lease(l.key(), kv);
-      if (!rec.ok())
-        return api_result<lease>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-      if (l.absent_at_revision > 0)
-        rec.value->unwritten_since_read = unwritten_between(l.key(), l.absent_at_revision, rev);
-      return api_result<lease>::success(std::move(*rec.value));
-    }
+    if (t.value->value("succeeded", false))
+      return created(l, key, id, header_revision(*t.value), path);
     auto cur = range(l.key());
     if (cur.ok() && cur.value->record)
       return api_result<lease>::failure(conflict(path, *cur.value->record,
                                                  error_kind::already_exists));
     return api_result<lease>::failure(
       api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
+  }
+
+  /// The create of `l` (key `key`, base64) that a txn (`path`) put on etcd
+  /// lease `id` at revision `rev`: its record, with whether the key's
+  /// history since l.absent_at_revision shows no other write.
+  api_result<lease> created(const lease& l, const std::string& key, const std::string& id,
+                            std::int64_t rev, const std::string& path) {
+    if (rev <= 0)
+      return api_result<lease>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
+    etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
+    auto rec = to_lease(l.key(), kv);
+    if (!rec.ok())
+      return api_result<lease>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
+    if (l.absent_at_revision > 0)
+      rec.value->unwritten_since_read = etcd_unwritten_between(caller, key, l.absent_at_revision, rev);
+    return api_result<lease>::success(std::move(*rec.value));
+  }
+
+  /// Creates of `ls` at once (the pool's backlog): ONE txn whose compares
+  /// ask every key to be absent and whose puts bind them all to the
+  /// session lease of their TTL, kept alive by a keepalive sent after the
+  /// batch began. etcd applies a txn whole or not at all, so each key is
+  /// created exactly as by create_lease (the same compare, lease and
+  /// keepalive), all at one revision. Keys not all absent: each created
+  /// alone (create_lease, with its own answer); keys of different TTLs or
+  /// one key twice: alone too. A failed txn fails each create, naming its key.
+  std::vector<api_result<lease>> create_all(const std::vector<lease>& ls) {
+    std::vector<api_result<lease>> out;
+    const std::string path = "/v3/kv/txn";
+    int ttl = etcd_key_ttl(ls.front().spec);
+    std::set<std::string> keys;
+    bool together = ls.size() <= static_cast<std::size_t>(txn_ops);
+    for (auto& l : ls)
+      together = together && etcd_key_ttl(l.spec) == ttl && keys.insert(key_of(l.key())).second;
+    auto alone = [&] {
+      for (auto& l : ls)
+        out.push_back(create_lease(l));
+      return out;
+    };
+    auto fail_each = [&](const api_error& e) {
+      for (auto& l : ls) {
+        auto named = e;
+        named.path = path + " (a create of " + std::to_string(ls.size()) + " keys: "
+                     + key_of(l.key()) + ")";
+        out.push_back(api_result<lease>::failure(std::move(named)));
+      }
+      return out;
+    };
+    if (!together)
+      return alone();
+    auto s = session->lease_for(ttl, caller);
+    if (!s.ok())
+      return fail_each(s.error);
+    const std::string& id = *s.value;
+    json compares = json::array(), puts = json::array();
+    for (auto& l : ls) {
+      auto key = encode_base64(key_of(l.key()));
+      session->asked(key, id, ttl);   // before the put, as create_lease
+      compares.push_back({{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
+                          {"create_revision", "0"}});
+      puts.push_back({{"request_put",
+                       {{"key", key}, {"value", encode_base64(value_of(l.spec))}, {"lease", id}}}});
+    }
+    auto t = call(path, {{"compare", std::move(compares)}, {"success", std::move(puts)}});
+    if (!t.ok())
+      return fail_each(t.error);
+    if (!t.value->value("succeeded", false))
+      return alone();
+    auto rev = header_revision(*t.value);
+    for (auto& l : ls)
+      out.push_back(created(l, encode_base64(key_of(l.key())), id, rev, path));
+    return out;
   }
 
   /// A write of `key` (base64) that keeps its term: the key is in use
@@ -466,6 +418,10 @@ std::vector<api_result<lease>> etcd_client::get_leases(const std::vector<lease_k
       out.push_back(impl_->got(ks[i], std::move(cur[i]), began));
     return out;
   });
+}
+
+std::vector<api_result<lease>> etcd_client::create_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] { return impl_->create_all(ls); });
 }
 
 std::vector<api_result<lease>> etcd_client::renew_leases(const std::vector<lease>& ls) {

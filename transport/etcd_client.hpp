@@ -51,6 +51,9 @@ public:
   /// its key.
   std::vector<api_result<lease>> get_leases(const std::vector<lease_key>& ks);
   std::vector<api_result<lease>> renew_leases(const std::vector<lease>& ls);
+  /// A batch of creates: one txn comparing every key absent and putting
+  /// them all (all or none); not all absent: each created alone.
+  std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
 
   /// Every lease record of namespace `ns` and the store revision it was
   /// read at: a watch from revision + 1 misses no change after this read.

@@ -16,20 +16,30 @@ std::atomic<std::int64_t> pools{0}, workers{0}, busy_workers{0}, queued{0}, watc
 std::atomic<std::uint64_t> requests{0}, expired{0}, batches{0}, batched{0};
 } // namespace census
 
-std::vector<lease_reply> lease_client::get_leases(const std::vector<lease_key>& ks) {
+namespace {
+
+/// A batch served one request at a time (a client without batches).
+template <class T, class Call>
+std::vector<lease_reply> one_by_one(const std::vector<T>& xs, Call&& call) {
   std::vector<lease_reply> out;
-  out.reserve(ks.size());
-  for (auto& k : ks)
-    out.push_back(get_lease(k));
+  out.reserve(xs.size());
+  for (auto& x : xs)
+    out.push_back(call(x));
   return out;
 }
 
+} // namespace
+
+std::vector<lease_reply> lease_client::get_leases(const std::vector<lease_key>& ks) {
+  return one_by_one(ks, [this](const lease_key& k) { return get_lease(k); });
+}
+
+std::vector<lease_reply> lease_client::create_leases(const std::vector<lease>& ls) {
+  return one_by_one(ls, [this](const lease& l) { return create_lease(l); });
+}
+
 std::vector<lease_reply> lease_client::renew_leases(const std::vector<lease>& ls) {
-  std::vector<lease_reply> out;
-  out.reserve(ls.size());
-  for (auto& l : ls)
-    out.push_back(update_lease(l));
-  return out;
+  return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
 }
 
 transport_census current_transport_census() {
@@ -53,7 +63,7 @@ using steady = std::chrono::steady_clock;
 using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
 /// The kinds of request a worker may take several of at once.
-enum class batch_kind { none, read, renew };
+enum class batch_kind { none, read, create, renew };
 
 /// How many queued requests a worker looks at for a batch (the oldest).
 constexpr std::size_t batch_scan = 4 * max_batch_requests;
@@ -70,7 +80,7 @@ struct pool_job {
   caf::strong_actor_ptr to;   // the requester (null: an anonymous send, no answer)
   caf::message_id mid;        // its request
   batch_kind kind = batch_kind::none;
-  lease renewed;              // kind renew: the lease to renew
+  lease written;              // kind create, renew: the lease to write
 };
 
 /// The jobs the dispatcher queues and the workers take: a worker that ends
@@ -173,8 +183,9 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
   } else {
     std::vector<lease> leases;
     for (auto& j : batch)
-      leases.push_back(std::move(j.renewed));
-    replies = client.renew_leases(leases);
+      leases.push_back(std::move(j.written));
+    replies = batch.front().kind == batch_kind::create ? client.create_leases(leases)
+                                                       : client.renew_leases(leases);
   }
   ++census::batches;
   census::batched += batch.size();
@@ -234,7 +245,7 @@ struct pool_state {
   /// the worker to the requester: the dispatcher answers nothing itself.
   caf::result<lease_reply> submit(const char* verb, const lease_key& k,
                                   std::function<lease_reply(lease_client&)> call,
-                                  batch_kind kind = batch_kind::none, lease renewed = {}) {
+                                  batch_kind kind = batch_kind::none, lease written = {}) {
     if (!opts().invalid.empty())
       return lease_reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
     pool_job j;
@@ -245,7 +256,7 @@ struct pool_state {
     j.to = self->current_sender();
     j.mid = self->current_message_id();
     j.kind = kind;
-    j.renewed = std::move(renewed);
+    j.written = std::move(written);
     std::optional<std::size_t> wake;
     {
       std::lock_guard<std::mutex> g(q->mx);
@@ -301,7 +312,8 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     },
     [st](create_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      return st->submit("POST", k, [l = std::move(l)](lease_client& c) { return c.create_lease(l); });
+      return st->submit("POST", k, [l](lease_client& c) { return c.create_lease(l); },
+                        batch_kind::create, l);
     },
     [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};

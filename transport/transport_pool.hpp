@@ -22,17 +22,20 @@
 // lengthen the queue). Errors stay per request: each reply is the worker's
 // own api_result.
 //
-// Batches, only from a backlog: a worker that takes a read (lh_get) or a
-// renew (lh_update with lease::renew_max_age set: the elector's renew of a
-// term it holds) while more of that kind wait in the queue takes up to
+// Batches, only from a backlog: a worker that takes a read (lh_get), a
+// create (lh_create) or a renew (lh_update with lease::renew_max_age set:
+// the elector's renew of a term it holds) while more of that kind wait in
+// the queue takes up to
 // max_batch_requests of them at once (looking at most at the oldest
 // 4 x max_batch_requests queued; the others keep their order) and makes ONE
-// batch call of its client (lease_client::get_leases / renew_leases), then
-// answers each requester with its own reply. A lone request is sent alone,
-// as before; max_wait still expires each request on its own. The client
-// decides what a batch costs: one by one by default (Kubernetes), one txn
-// of ranges on etcd (etcd_client). Creates, acquisitions, releases and
-// deletes are never batched (conditional writes, each with its compares).
+// batch call of its client (lease_client::get_leases / create_leases /
+// renew_leases), then answers each requester with its own reply. A lone
+// request is sent alone, as before; max_wait still expires each request on
+// its own. The client decides what a batch costs: one by one by default
+// (Kubernetes); on etcd (etcd_client) one txn of ranges for reads and
+// renews, one all-or-nothing txn for creates (every key compared absent,
+// else each created alone). New terms on an existing key and releases are
+// never batched (conditional writes on one key's revision).
 #pragma once
 
 #include <atomic>
@@ -65,16 +68,21 @@ public:
   /// A batch of renews (updates with lease::renew_max_age set): one reply
   /// per lease, in order. Default: update_lease one by one.
   virtual std::vector<lease_reply> renew_leases(const std::vector<lease>& ls);
+  /// A batch of creates: one reply per lease, in order. Default:
+  /// create_lease one by one.
+  virtual std::vector<lease_reply> create_leases(const std::vector<lease>& ls);
 };
 
-/// Whether backend client `C` sends batches itself (get_leases and
-/// renew_leases of vectors, as etcd_client).
+/// Whether backend client `C` sends batches itself (get_leases,
+/// renew_leases and create_leases of vectors, as etcd_client).
 template <class C, class = void>
 struct sends_batches : std::false_type {};
 template <class C>
 struct sends_batches<C, std::void_t<decltype(std::declval<C&>().get_leases(
                                       std::declval<const std::vector<lease_key>&>())),
                                     decltype(std::declval<C&>().renew_leases(
+                                      std::declval<const std::vector<lease>&>())),
+                                    decltype(std::declval<C&>().create_leases(
                                       std::declval<const std::vector<lease>&>()))>>
   : std::true_type {};
 
@@ -98,6 +106,12 @@ public:
       return c_.renew_leases(ls);
     else
       return lease_client::renew_leases(ls);
+  }
+  std::vector<lease_reply> create_leases(const std::vector<lease>& ls) override {
+    if constexpr (sends_batches<C>::value)
+      return c_.create_leases(ls);
+    else
+      return lease_client::create_leases(ls);
   }
 private:
   C c_;

@@ -506,8 +506,9 @@ std::map<std::string, lease_reply> backlog(caf::actor_system& sys, etcd_member& 
   return test::receive_replies(pending);
 }
 
-TEST_CASE("etcd transport: queued renews and reads cost one txn of ranges per batch; an outside "
-          "delete inside a batch ends exactly that key's term") {
+TEST_CASE("etcd transport: queued creates cost one txn per batch (each alone when one key "
+          "exists), queued renews and reads one txn of ranges; an outside delete inside a batch "
+          "ends exactly that key's term") {
   etcd_member etcd;
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
   REQUIRE(etcd.has_pid());
@@ -519,19 +520,43 @@ TEST_CASE("etcd transport: queued renews and reads cost one txn of ranges per ba
   auto& t = backend.transport;
   etcd_client admin(config({etcd.endpoint()}));
   constexpr int keys = 40;
+  auto name_of = [](int i) { return "batch-" + std::to_string(i); };
+  // Creates, queued: the first alone, the others in one txn (all keys
+  // compared absent, all put at one revision).
+  std::vector<std::pair<std::string, lease>> creates;
+  for (int i = 0; i < keys / 2; ++i)
+    creates.emplace_back(name_of(i), record(name_of(i), "A", 10));
+  long txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  auto made = backlog<create_lease_atom>(sys, etcd, t, creates);
+  long create_txns = etcd_handled(etcd.endpoint(), "Txn") - txns0;
+  std::set<int> terms;
+  for (auto& [name, r] : made) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);
+    terms.insert(r.value->spec.lease_transitions);
+  }
+  MESSAGE((keys / 2) << " creates: " << create_txns << " txns, " << terms.size() << " revisions");
+  CHECK(create_txns <= 3);
+  CHECK(terms.size() <= 2);   // the lone one's revision and the batch's
+  // A batch with a key that exists (batch-0, created above): the txn's
+  // compares fail, so each is created alone: batch-0 is already there,
+  // the others are created.
+  creates.clear();
+  for (int i = keys / 2; i < keys; ++i)
+    creates.emplace_back(name_of(i), record(name_of(i), "A", 10));
+  creates.emplace_back(name_of(0), record(name_of(0), "B", 10));
+  auto more = backlog<create_lease_atom>(sys, etcd, t, creates);
+  CHECK(more[name_of(0)].kind() == error_kind::already_exists);
+  CHECK(more[name_of(0)].error.reason.find("\"A\"") != std::string::npos);   // held by A
+  more.erase(name_of(0));
+  made.merge(more);
+  REQUIRE(made.size() == keys);
   std::vector<std::pair<std::string, lease>> renews;
-  {
-    caf::scoped_actor self{sys};
-    for (int i = 0; i < keys; ++i) {
-      auto name = "batch-" + std::to_string(i);
-      lease_reply created;
-      self->request(t, 10s, create_lease_atom::value, record(name, "A", 10))
-        .receive([&](lease_reply& r) { created = std::move(r); }, [](caf::error&) {});
-      REQUIRE_MESSAGE(created.ok(), name << ": " << created.error.describe());
-      lease l = *created.value;
-      l.renew_max_age = 1s;
-      renews.emplace_back(name, l);
-    }
+  for (auto& [name, r] : made) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    lease l = *r.value;
+    l.renew_max_age = 1s;
+    renews.emplace_back(name, l);
   }
   // An outside write: key 7 is deleted (an operator).
   auto gone = admin.post("/v3/kv/deleterange",
@@ -540,7 +565,7 @@ TEST_CASE("etcd transport: queued renews and reads cost one txn of ranges per ba
 
   auto census0 = current_transport_census();
   long ranges0 = etcd_handled(etcd.endpoint(), "Range");
-  long txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  txns0 = etcd_handled(etcd.endpoint(), "Txn");
   long kept0 = etcd_handled(etcd.endpoint(), "LeaseKeepAlive");
   auto renewed = backlog<update_lease_atom>(sys, etcd, t, renews);
   long ranges = etcd_handled(etcd.endpoint(), "Range") - ranges0;
@@ -605,10 +630,20 @@ TEST_CASE("etcd client: a batch whose txn fails answers every request with the e
     ls.back().renew_max_age = 1s;
     ks.push_back(ls.back().key());
   }
+  std::vector<lease> fresh;
+  for (auto* name : {"f4", "f5"})
+    fresh.push_back(record(name, "A", 10));
   etcd.pause();   // the txn times out (read timeout 1 s)
   auto renewed = c.renew_leases(ls);
   auto read = c.get_leases(ks);
+  auto created = c.create_leases(fresh);
   etcd.resume();
+  REQUIRE(created.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(created[i].kind() == error_kind::timeout);
+    CHECK_MESSAGE(created[i].error.path.find("/lh-test/ns1/" + fresh[i].name) != std::string::npos,
+                  created[i].error.describe());
+  }
   REQUIRE(renewed.size() == 3);
   REQUIRE(read.size() == 3);
   for (std::size_t i = 0; i < 3; ++i) {

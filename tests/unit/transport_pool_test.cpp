@@ -430,6 +430,14 @@ struct recording_client : lease_client {
                             : named(k, "read"));
     return out;
   }
+  std::vector<lease_reply> create_leases(const std::vector<lease>& ls) override {
+    l->gate();
+    l->add("posts " + std::to_string(ls.size()));
+    std::vector<lease_reply> out;
+    for (auto& x : ls)
+      out.push_back(lease_reply::success(x));
+    return out;
+  }
   std::vector<lease_reply> renew_leases(const std::vector<lease>& ls) override {
     l->gate();
     l->add("renews " + std::to_string(ls.size()));
@@ -482,7 +490,7 @@ bool queued(std::int64_t n) {
 
 } // namespace
 
-TEST_CASE("queued reads and renews go in batches of one kind, each requester answered with its own reply") {
+TEST_CASE("queued reads, creates and renews go in batches of one kind, each requester answered with its own reply") {
   auto lg = std::make_shared<recording_client::log>();
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
@@ -509,10 +517,12 @@ TEST_CASE("queued reads and renews go in batches of one kind, each requester ans
       pending.emplace_back("rel", self->request(t, 10s, update_lease_atom::value, released));
     if (i == 2)
       pending.emplace_back("new", self->request(t, 10s, create_lease_atom::value, created));
+    if (i == 4)
+      pending.emplace_back("new2", self->request(t, 10s, create_lease_atom::value, renew_of("new2")));
     if (i == 3)
       pending.emplace_back("acq", self->request(t, 10s, update_lease_atom::value, acquired));
   }
-  REQUIRE(queued(12));
+  REQUIRE(queued(13));
   lg->release();
   auto got = test::receive_replies(pending);
   REQUIRE(got.size() == pending.size());
@@ -526,16 +536,16 @@ TEST_CASE("queued reads and renews go in batches of one kind, each requester ans
     CHECK(got["n" + std::to_string(i)].value->spec.holder_identity == "renew-n" + std::to_string(i));
   CHECK(got["rel"].value->spec.holder_identity == "released-rel");
   // The busy read alone; the 5 queued reads in one batch, the 4 renews in
-  // another; the release, the create and the acquisition one by one, in
-  // their order.
+  // another, the 2 creates in a third; the release and the acquisition
+  // one by one, in their order.
   auto calls = lg->seen();
   std::string seen;
   for (auto& c : calls)
     seen += c + "; ";
-  CHECK_MESSAGE((calls == std::vector<std::string>{"get busy", "gets 5", "renews 4", "put rel", "post new", "put acq"}), seen);
+  CHECK_MESSAGE((calls == std::vector<std::string>{"get busy", "gets 5", "renews 4", "put rel", "posts 2", "put acq"}), seen);
   auto after = current_transport_census();
-  CHECK(after.batches - before.batches == 2);
-  CHECK(after.batched - before.batched == 9);
+  CHECK(after.batches - before.batches == 3);
+  CHECK(after.batched - before.batched == 11);
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
 }
 
