@@ -12,7 +12,7 @@ namespace leasehold {
 
 namespace census {
 std::atomic<std::int64_t> pools{0}, workers{0}, busy_workers{0}, queued{0}, watch_streams{0};
-std::atomic<std::uint64_t> requests{0}, expired{0};
+std::atomic<std::uint64_t> requests{0}, expired{0}, echoes_dropped{0};
 } // namespace census
 
 transport_census current_transport_census() {
@@ -24,6 +24,7 @@ transport_census current_transport_census() {
   c.watch_streams = census::watch_streams.load();
   c.requests = census::requests.load();
   c.expired = census::expired.load();
+  c.echoes_dropped = census::echoes_dropped.load();
   return c;
 }
 

@@ -92,6 +92,7 @@ struct transport_census {
   std::int64_t watch_streams = 0;   // live watch loops: one thread and one stream each
   std::uint64_t requests = 0;       // requests answered by a worker since start
   std::uint64_t expired = 0;        // requests answered `timeout` after max_wait in the queue
+  std::uint64_t echoes_dropped = 0; // own renews' events a watch dropped unparsed (watch_echoes.hpp)
 };
 transport_census current_transport_census();
 
@@ -99,7 +100,7 @@ transport_census current_transport_census();
 /// and by lease_watch_loop).
 namespace census {
 extern std::atomic<std::int64_t> pools, workers, busy_workers, queued, watch_streams;
-extern std::atomic<std::uint64_t> requests, expired;
+extern std::atomic<std::uint64_t> requests, expired, echoes_dropped;
 } // namespace census
 
 } // namespace leasehold
