@@ -13,7 +13,7 @@ namespace leasehold {
 
 namespace census {
 std::atomic<std::int64_t> pools{0}, workers{0}, busy_workers{0}, queued{0}, watch_streams{0};
-std::atomic<std::uint64_t> requests{0}, expired{0}, batches{0}, batched{0};
+std::atomic<std::uint64_t> requests{0}, expired{0}, batches{0}, batched{0}, echoes_dropped{0};
 } // namespace census
 
 namespace {
@@ -53,6 +53,7 @@ transport_census current_transport_census() {
   c.expired = census::expired.load();
   c.batches = census::batches.load();
   c.batched = census::batched.load();
+  c.echoes_dropped = census::echoes_dropped.load();
   return c;
 }
 

@@ -156,6 +156,7 @@ struct transport_census {
   std::uint64_t expired = 0;        // requests answered `timeout` after max_wait in the queue
   std::uint64_t batches = 0;        // batch calls (2 or more requests in one call of a client)
   std::uint64_t batched = 0;        // requests answered by those batch calls
+  std::uint64_t echoes_dropped = 0; // own renews' events a watch dropped unparsed (watch_echoes.hpp)
 };
 transport_census current_transport_census();
 
@@ -163,7 +164,7 @@ transport_census current_transport_census();
 /// and by lease_watch_loop).
 namespace census {
 extern std::atomic<std::int64_t> pools, workers, busy_workers, queued, watch_streams;
-extern std::atomic<std::uint64_t> requests, expired, batches, batched;
+extern std::atomic<std::uint64_t> requests, expired, batches, batched, echoes_dropped;
 } // namespace census
 
 } // namespace leasehold
