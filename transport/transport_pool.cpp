@@ -63,25 +63,39 @@ using steady = std::chrono::steady_clock;
 
 using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
-/// The kinds of request a worker may take several of at once.
-enum class batch_kind { none, read, create, renew };
+/// What a request asks of a worker's client.
+enum class pool_op { get, create, update };
 
 /// How many queued requests a worker looks at for a batch (the oldest).
 constexpr std::size_t batch_scan = 4 * max_batch_requests;
 
-/// One request for a worker: the blocking call and whom to answer. The
+/// One request for a worker: what to ask the client and whom to answer. The
 /// worker answers the requester itself (from its own thread), not through
 /// the dispatcher: one hop and one wake-up of the dispatcher less per
 /// request, and no response handler kept by the dispatcher.
 struct pool_job {
   steady::time_point queued;
-  std::function<lease_reply(lease_client&)> call;
+  pool_op op = pool_op::get;
+  bool batchable = false;     // a read, a create or a renew: may go with others of its op
   const char* verb = "";
   lease_key key;
+  lease written;              // create, update: the lease to write
   caf::strong_actor_ptr to;   // the requester (null: an anonymous send, no answer)
   caf::message_id mid;        // its request
-  batch_kind kind = batch_kind::none;
-  lease written;              // kind create, renew: the lease to write
+
+  /// Whether `other` may go in one batch call with this job.
+  bool batches_with(const pool_job& other) const {
+    return batchable && other.batchable && op == other.op;
+  }
+  /// This request alone.
+  lease_reply call(lease_client& c) const {
+    switch (op) {
+      case pool_op::get: return c.get_lease(key);
+      case pool_op::create: return c.create_lease(written);
+      case pool_op::update: break;
+    }
+    return c.update_lease(written);
+  }
 };
 
 /// The jobs the dispatcher queues and the workers take: a worker that ends
@@ -145,14 +159,13 @@ struct pool_queue {
       --census::busy_workers;
       return out;
     }
-    auto kind = out.front().kind;
-    if (kind == batch_kind::none || jobs.empty())
+    if (!out.front().batchable || jobs.empty())
       return out;
     std::vector<pool_job> others;   // looked at, not taken: put back in order
     for (std::size_t seen = 0;
          seen < batch_scan && !jobs.empty() && out.size() < max_batch_requests; ++seen) {
       auto& j = jobs.front();
-      if (j.kind == kind) {
+      if (out.front().batches_with(j)) {
         out.push_back(std::move(j));
         --census::queued;
       } else {
@@ -176,7 +189,7 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
     return;
   }
   std::vector<lease_reply> replies;
-  if (batch.front().kind == batch_kind::read) {
+  if (batch.front().op == pool_op::get) {
     std::vector<lease_key> keys;
     for (auto& j : batch)
       keys.push_back(j.key);
@@ -185,8 +198,8 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
     std::vector<lease> leases;
     for (auto& j : batch)
       leases.push_back(std::move(j.written));
-    replies = batch.front().kind == batch_kind::create ? client.create_leases(leases)
-                                                       : client.renew_leases(leases);
+    replies = batch.front().op == pool_op::create ? client.create_leases(leases)
+                                                  : client.renew_leases(leases);
   }
   ++census::batches;
   census::batched += batch.size();
@@ -244,20 +257,19 @@ struct pool_state {
   /// Queues one request; an idle worker (or a new one, up to `workers`)
   /// is handed it and woken. The reply (or the queue's timeout) goes from
   /// the worker to the requester: the dispatcher answers nothing itself.
-  caf::result<lease_reply> submit(const char* verb, const lease_key& k,
-                                  std::function<lease_reply(lease_client&)> call,
-                                  batch_kind kind = batch_kind::none, lease written = {}) {
+  caf::result<lease_reply> submit(const char* verb, pool_op op, bool batchable, const lease_key& k,
+                                  lease written = {}) {
     if (!opts().invalid.empty())
       return lease_reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
     pool_job j;
     j.queued = steady::now();
-    j.call = std::move(call);
+    j.op = op;
+    j.batchable = batchable;
     j.verb = verb;
     j.key = k;
+    j.written = std::move(written);
     j.to = self->current_sender();
     j.mid = self->current_message_id();
-    j.kind = kind;
-    j.written = std::move(written);
     std::optional<std::size_t> wake;
     {
       std::lock_guard<std::mutex> g(q->mx);
@@ -309,21 +321,18 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     watch = st->opts().make_watch(self);
   return {
     [st](get_lease_atom, lease_key& k) -> caf::result<lease_reply> {
-      return st->submit("GET", k, [k](lease_client& c) { return c.get_lease(k); }, batch_kind::read);
+      return st->submit("GET", pool_op::get, true, k);
     },
     [st](create_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      return st->submit("POST", k, [l](lease_client& c) { return c.create_lease(l); },
-                        batch_kind::create, l);
+      return st->submit("POST", pool_op::create, true, k, std::move(l));
     },
     [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
       // A renew (the elector's, of a term it holds: renew_max_age set;
       // never a release) may go in a batch; any other update alone.
-      if (l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty())
-        return st->submit("PUT", k, [l](lease_client& c) { return c.update_lease(l); },
-                          batch_kind::renew, l);
-      return st->submit("PUT", k, [l = std::move(l)](lease_client& c) { return c.update_lease(l); });
+      bool renew = l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty();
+      return st->submit("PUT", pool_op::update, renew, k, std::move(l));
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)
