@@ -113,8 +113,8 @@ std::string render_process_metrics(const process_sample& s) {
         "Lease API requests answered timeout, unsent, after waiting too long for a worker.",
         static_cast<double>(c.expired));
   gauge(out, "leasehold_transport_batches_total", "counter",
-        "Batch calls of a transport worker: 2 or more queued reads or renews at once "
-        "(on etcd one txn of ranges).",
+        "Batch calls of a transport worker: 2 or more queued reads, creates or renews at "
+        "once (on etcd one txn).",
         static_cast<double>(c.batches));
   gauge(out, "leasehold_transport_batched_requests_total", "counter",
         "Lease API requests answered by batch calls.", static_cast<double>(c.batched));
