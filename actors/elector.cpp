@@ -176,6 +176,7 @@ void elector_actor::renew(const lease& rec, bool fallback) {
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
   l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
+  l.skip_watch_echo = opt_.watch;   // Kubernetes: the answer is enough
   put(std::move(l), fallback);
 }
 

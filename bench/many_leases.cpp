@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
                 "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
                 "\"hold_cpu_s\":%.3f,\"renewals_in_hold\":%ld,\"cpu_ms_per_renewal\":%.4f,"
                 "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
-                "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"released\":%d}\n",
+                "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"echoes_dropped\":%llu,\"released\":%d}\n",
                 opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers,
                 reached, static_cast<long long>(all_led_ms), static_cast<long long>(all_led_epoch_ms),
                 held, hold_lost, rss_before, rss_after,
@@ -264,7 +264,8 @@ int main(int argc, char** argv) {
                 hold_renewals, hold_renewals > 0 ? hold_cpu * 1000.0 / hold_renewals : 0.0,
                 requests_per_s, threads, static_cast<long long>(census.workers),
                 static_cast<long long>(census.watch_streams),
-                static_cast<unsigned long long>(census.expired), confirmed);
+                static_cast<unsigned long long>(census.expired),
+                static_cast<unsigned long long>(census.echoes_dropped), confirmed);
     std::fflush(stdout);
   };
   if (opt.stay) {   // report now (released: -1), hold on until told to stop

@@ -1,24 +1,23 @@
 #include "transport/etcd_client.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "transport/common/base64.hpp"
 #include "transport/etcd_wire.hpp"
 #include "transport/etcd_connection.hpp"
+#include "transport/etcd_txn_reads.hpp"
 
 namespace leasehold {
 
 namespace {
 
 using json = nlohmann::json;
+using current_key = etcd_current_key;
 
-/// etcd's default limit of operations in one txn (--max-txn-ops).
-constexpr std::int64_t txn_ops = 128;
-/// The most revisions between a read and a create whose history a create
-/// checks (16 requests); beyond it the created key is held.
-constexpr std::int64_t history_revisions = 16 * txn_ops;
+constexpr std::int64_t txn_ops = etcd_txn_ops;
 
 } // namespace
 
@@ -54,32 +53,17 @@ struct etcd_client::impl {
     return v.dump();
   }
 
-  struct current_key {
-    std::optional<etcd_kv> kv;
-    std::optional<lease> record;
-    std::int64_t revision = 0;   // the store's revision the range was read at
-  };
-
   api_result<current_key> range(const lease_key& k) {
     const std::string path = "/v3/kv/range";
     auto r = call(path, {{"key", encode_base64(key_of(k))}});
     if (!r.ok())
       return api_result<current_key>::failure(r.error);
-    auto kv = first_kv(*r.value);
-    if (!kv.ok())
-      return api_result<current_key>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
-    current_key out;
-    out.kv = *kv.value;
-    out.revision = header_revision(*r.value);
-    if (out.kv) {
-      auto rec = to_lease(k, *out.kv);
-      if (!rec.ok())
-        return api_result<current_key>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-      out.record = std::move(rec.value);
-    }
-    return api_result<current_key>::success(std::move(out));
+    return etcd_current(k, *r.value, 0, path);
+  }
+
+  /// Keys `ks` read at once (etcd_ranges).
+  std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
+    return etcd_ranges(caller, ks, [this](const lease_key& k) { return key_of(k); });
   }
 
   api_error not_found(const lease_key& k, std::string why) {
@@ -95,7 +79,12 @@ struct etcd_client::impl {
 
   api_result<lease> get_lease(const lease_key& k) {
     auto began = std::chrono::steady_clock::now();
-    auto cur = range(k);
+    return got(k, range(k), began);
+  }
+
+  /// A read of `k` that began at `began` and found `cur` (range or ranges).
+  api_result<lease> got(const lease_key& k, api_result<current_key> cur,
+                        std::chrono::steady_clock::time_point began) {
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
     if (!cur.value->record) {
@@ -129,53 +118,6 @@ struct etcd_client::impl {
     return api_result<lease>::success(std::move(rec));
   }
 
-  /// Whether etcd's history of key `k` holds no write after revision
-  /// `read` (a read that found it absent) and before `created` (this
-  /// replica's own create of it). A key written in between existed at the
-  /// revision of that write: one count-only range of the key at every
-  /// revision in between finds it, up to etcd's 128 operations per txn in
-  /// each request. More than history_revisions in between, a compacted
-  /// revision or a failed request: false (not known; the caller holds).
-  bool unwritten_between(const lease_key& k, std::int64_t read, std::int64_t created) {
-    if (created == read + 1)
-      return true;   // the very next write of the whole store
-    if (created <= read || created - read - 1 > history_revisions)
-      return false;
-    auto key = encode_base64(key_of(k));
-    // Revisions this transport's own txns wrote, each to another key, need
-    // no read (etcd_session::wrote): a killed process's 1,000 keys are
-    // 1,000 creates of the follower's own in a row, and each create asked
-    // for every one before it (~4 txns of 128 ranges each, the workers'
-    // time during the takeover).
-    std::vector<std::int64_t> unknown;
-    for (auto rev = read + 1; rev < created; ++rev)
-      if (!session->wrote_other_at(rev, key))
-        unknown.push_back(rev);
-    for (std::size_t from = 0; from < unknown.size(); from += txn_ops) {
-      auto until = std::min(unknown.size(), from + static_cast<std::size_t>(txn_ops));
-      json ranges = json::array();
-      for (auto i = from; i < until; ++i)
-        ranges.push_back({{"request_range", {{"key", key}, {"revision", std::to_string(unknown[i])},
-                                             {"count_only", true}}}});
-      auto r = call("/v3/kv/txn", {{"success", std::move(ranges)}});
-      if (!r.ok())
-        return false;
-      auto responses = r.value->find("responses");   // call() answers JSON objects only
-      if (responses == r.value->end() || !responses->is_array()
-          || responses->size() != until - from)
-        return false;
-      for (auto& op : *responses) {
-        auto range = op.find("response_range");
-        if (range == op.end() || !range->is_object())
-          return false;
-        std::int64_t count = 0;   // etcd leaves a zero count out
-        if (range->contains("count") && (!int64_field(*range, "count", count) || count != 0))
-          return false;
-      }
-    }
-    return true;
-  }
-
   api_result<lease> create_lease(const lease& l) {
     // The transport's session lease of this TTL (etcd_key_ttl), kept alive
     // by a keepalive sent after this create began: the key has a whole TTL
@@ -204,19 +146,8 @@ struct etcd_client::impl {
     if (!t.ok())
       return api_result<lease>::failure(t.error);
     if (t.value->value("succeeded", false)) {
-      std::int64_t rev = header_revision(*t.value);
-      if (rev <= 0)
-        return api_result<lease>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
-      session->wrote(rev, key);
-      etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
-      auto rec = to_lease(l.key(), kv);
-      if (!rec.ok())
-        return api_result<lease>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-      if (l.absent_at_revision > 0)
-        rec.value->unwritten_since_read = unwritten_between(l.key(), l.absent_at_revision, rev);
-      return api_result<lease>::success(std::move(*rec.value));
+      session->wrote(header_revision(*t.value), {key});
+      return created(l, key, id, header_revision(*t.value), path);
     }
     auto cur = range(l.key());
     if (cur.ok() && cur.value->record)
@@ -224,6 +155,84 @@ struct etcd_client::impl {
                                                  error_kind::already_exists));
     return api_result<lease>::failure(
       api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
+  }
+
+  /// The create of `l` (key `key`, base64) that a txn (`path`) put on etcd
+  /// lease `id` at revision `rev`: its record, with whether the key's
+  /// history since l.absent_at_revision shows no other write.
+  api_result<lease> created(const lease& l, const std::string& key, const std::string& id,
+                            std::int64_t rev, const std::string& path) {
+    if (rev <= 0)
+      return api_result<lease>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
+    etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
+    auto rec = to_lease(l.key(), kv);
+    if (!rec.ok())
+      return api_result<lease>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
+    if (l.absent_at_revision > 0)
+      rec.value->unwritten_since_read = etcd_unwritten_between(caller, *session, key, l.absent_at_revision, rev);
+    return api_result<lease>::success(std::move(*rec.value));
+  }
+
+  /// Creates of `ls` at once (the pool's backlog): ONE txn whose compares
+  /// ask every key to be absent and whose puts bind them all to the
+  /// session lease of their TTL, kept alive by a keepalive sent after the
+  /// batch began. etcd applies a txn whole or not at all, so each key is
+  /// created exactly as by create_lease (the same compare, lease and
+  /// keepalive), all at one revision. Keys not all absent: each created
+  /// alone (create_lease, with its own answer); keys of different TTLs or
+  /// one key twice: alone too. A failed txn fails each create, naming its key.
+  std::vector<api_result<lease>> create_all(const std::vector<lease>& ls) {
+    std::vector<api_result<lease>> out;
+    const std::string path = "/v3/kv/txn";
+    int ttl = etcd_key_ttl(ls.front().spec);
+    std::set<std::string> keys;
+    bool together = ls.size() <= static_cast<std::size_t>(txn_ops);
+    for (auto& l : ls)
+      together = together && etcd_key_ttl(l.spec) == ttl && keys.insert(key_of(l.key())).second;
+    auto alone = [&] {
+      for (auto& l : ls)
+        out.push_back(create_lease(l));
+      return out;
+    };
+    auto fail_each = [&](const api_error& e) {
+      for (auto& l : ls) {
+        auto named = e;
+        named.path = path + " (a create of " + std::to_string(ls.size()) + " keys: "
+                     + key_of(l.key()) + ")";
+        out.push_back(api_result<lease>::failure(std::move(named)));
+      }
+      return out;
+    };
+    if (!together)
+      return alone();
+    auto s = session->lease_for(ttl, caller);
+    if (!s.ok())
+      return fail_each(s.error);
+    const std::string& id = *s.value;
+    json compares = json::array(), puts = json::array();
+    for (auto& l : ls) {
+      auto key = encode_base64(key_of(l.key()));
+      session->asked(key, id, ttl);   // before the put, as create_lease
+      compares.push_back({{"key", key}, {"target", "CREATE"}, {"result", "EQUAL"},
+                          {"create_revision", "0"}});
+      puts.push_back({{"request_put",
+                       {{"key", key}, {"value", encode_base64(value_of(l.spec))}, {"lease", id}}}});
+    }
+    auto t = call(path, {{"compare", std::move(compares)}, {"success", std::move(puts)}});
+    if (!t.ok())
+      return fail_each(t.error);
+    if (!t.value->value("succeeded", false))
+      return alone();
+    auto rev = header_revision(*t.value);
+    std::vector<std::string> written;   // one revision, every key of the batch
+    for (auto& l : ls)
+      written.push_back(encode_base64(key_of(l.key())));
+    session->wrote(rev, written);
+    for (auto& l : ls)
+      out.push_back(created(l, encode_base64(key_of(l.key())), id, rev, path));
+    return out;
   }
 
   /// A write of `key` (base64) that keeps its term: the key is in use
@@ -238,7 +247,14 @@ struct etcd_client::impl {
 
   api_result<lease> update_lease(const lease& l) {
     auto began = std::chrono::steady_clock::now();
-    auto cur = range(l.key());
+    return updated(l, range(l.key()), began);
+  }
+
+  /// An update of `l` that began at `began` and found its key as `cur`
+  /// (range or ranges): a renew rides a keepalive (etcd_session::renewed),
+  /// anything else writes as it must.
+  api_result<lease> updated(const lease& l, api_result<current_key> cur,
+                            std::chrono::steady_clock::time_point began) {
     if (!cur.ok())
       return api_result<lease>::failure(cur.error);
     if (!cur.value->record)
@@ -279,7 +295,7 @@ struct etcd_client::impl {
       out.spec = l.spec;
       out.spec.lease_transitions = rec.spec.lease_transitions;
       if (auto rev = header_revision(*m.value); rev > 0) {
-        session->wrote(rev, key);
+        session->wrote(rev, {key});
         out.resource_version = std::to_string(rev);
       }
       return api_result<lease>::success(std::move(out));
@@ -322,7 +338,7 @@ struct etcd_client::impl {
     if (!d.value->value("succeeded", false))
       return api_result<lease>::failure(conflict(path, rec, error_kind::conflict));
     if (auto rev = header_revision(*d.value); rev > 0)
-      session->wrote(rev, key);
+      session->wrote(rev, {key});
     // No revoke: the old key's lease may be another process's session lease.
     auto created = create_lease(l);
     if (!created.ok() && created.kind() == error_kind::already_exists)
@@ -345,41 +361,6 @@ api_result<T> guarded(const char* what, F&& f) {
     return api_result<T>::failure(
       api_error{error_kind::other, 0, "POST", what, std::string("internal error: ") + e.what()});
   }
-}
-
-api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std::size_t page) {
-  return guarded<etcd_scope_state>("/v3/kv/range", [&] {
-    const std::string path = "/v3/kv/range";
-    auto scope = this->scope(ns);
-    etcd_scope_state all;
-    std::string from = scope.dir();
-    // Page after page at the first page's revision: one consistent snapshot
-    // of the namespace, however many keys it holds. Each page moves `from`
-    // forward, so the pages are at most (keys / page) + 1.
-    for (std::size_t pages = 1;; ++pages) {
-      json body = {{"key", encode_base64(from)},
-                   {"range_end", encode_base64(scope.range_end())},
-                   {"limit", std::to_string(std::max<std::size_t>(page, 1))}};
-      if (all.revision > 0)
-        body["revision"] = std::to_string(all.revision);
-      auto r = impl_->call(path, body);
-      if (!r.ok())
-        return api_result<etcd_scope_state>::failure(r.error);
-      auto st = parse_scope_range(*r.value, scope);
-      if (st.ok() && !st.value->next_key.empty() && st.value->next_key <= from)
-        st.error = "more: the next page would not move past key " + from;
-      if (!st.ok())
-        return api_result<etcd_scope_state>::failure(
-          api_error{error_kind::malformed_body, 200, "POST",
-                    path + " (page " + std::to_string(pages) + ")", st.error});
-      if (all.revision == 0)
-        all.revision = st.value->revision;
-      all.records.merge(st.value->records);
-      if (st.value->next_key.empty())
-        return api_result<etcd_scope_state>::success(std::move(all));
-      from = std::move(st.value->next_key);
-    }
-  });
 }
 
 api_error etcd_client::stream(const std::string& path, const nlohmann::json& body,
@@ -419,6 +400,58 @@ api_result<lease> etcd_client::create_lease(const lease& l) {
 
 api_result<lease> etcd_client::update_lease(const lease& l) {
   return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
+}
+
+namespace {
+
+/// A batch's replies (`each()`); an exception answers every request with it.
+template <class Each>
+std::vector<api_result<lease>> batch_of(std::size_t n, Each&& each) {
+  try {
+    return each();
+  } catch (const std::exception& e) {
+    return std::vector<api_result<lease>>(
+      n, api_result<lease>::failure(api_error{error_kind::other, 0, "POST", "/v3/kv/txn",
+                                              std::string("internal error: ") + e.what()}));
+  }
+}
+
+} // namespace
+
+std::vector<api_result<lease>> etcd_client::get_leases(const std::vector<lease_key>& ks) {
+  return batch_of(ks.size(), [&] {
+    auto began = std::chrono::steady_clock::now();
+    auto cur = impl_->ranges(ks);
+    std::vector<api_result<lease>> out;
+    out.reserve(ks.size());
+    for (std::size_t i = 0; i < ks.size(); ++i)
+      out.push_back(impl_->got(ks[i], std::move(cur[i]), began));
+    return out;
+  });
+}
+
+std::vector<api_result<lease>> etcd_client::create_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] { return impl_->create_all(ls); });
+}
+
+std::vector<api_result<lease>> etcd_client::renew_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] {
+    // One `began` for the batch, taken before its ranges: every renew in
+    // it was asked before (the pool batches only queued requests), so each
+    // counts from a keepalive sent no later than its key was read, exactly
+    // as a renew alone (docs/safety.md, "One etcd lease per process").
+    auto began = std::chrono::steady_clock::now();
+    std::vector<lease_key> ks;
+    ks.reserve(ls.size());
+    for (auto& l : ls)
+      ks.push_back(l.key());
+    auto cur = impl_->ranges(ks);
+    std::vector<api_result<lease>> out;
+    out.reserve(ls.size());
+    for (std::size_t i = 0; i < ls.size(); ++i)
+      out.push_back(impl_->updated(ls[i], std::move(cur[i]), began));
+    return out;
+  });
 }
 
 etcd_scope etcd_client::scope(const std::string& ns) const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -42,6 +43,17 @@ public:
   api_result<lease> get_lease(const lease_key& k);
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);
+  /// A batch of reads / of renews (the transport pool's backlog): one txn
+  /// of ranges (no compares) per 128 keys, each key's range judged as
+  /// get_lease / update_lease judge their own, then each renew's keepalive
+  /// as update_lease's (one keepalive serves them all). One reply per
+  /// request, in order; a failed txn fails each of its requests, naming
+  /// its key.
+  std::vector<api_result<lease>> get_leases(const std::vector<lease_key>& ks);
+  std::vector<api_result<lease>> renew_leases(const std::vector<lease>& ls);
+  /// A batch of creates: one txn comparing every key absent and putting
+  /// them all (all or none); not all absent: each created alone.
+  std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
 
   /// Every lease record of namespace `ns` and the store revision it was
   /// read at: a watch from revision + 1 misses no change after this read.

@@ -73,10 +73,10 @@ api_result<etcd_session::kept_alive> etcd_session::renewed(const std::string& id
                                                            std::chrono::nanoseconds max_age,
                                                            clock::time_point began,
                                                            const call_fn& call) {
-  if (max_age > std::chrono::nanoseconds{0}) {
+  {
     std::lock_guard<std::mutex> g(mx_);
     auto& s = sending_[id];
-    if (s.alive && s.alive->sent + max_age >= began) {
+    if (s.alive && keepalive_serves_renew(s.alive->sent, max_age, began)) {
       ++shared_;
       return api_result<kept_alive>::success(*s.alive);
     }
@@ -159,9 +159,11 @@ std::uint64_t etcd_session::keepalives_sent() const {
   return sent_;
 }
 
-void etcd_session::wrote(std::int64_t revision, const std::string& key) {
+void etcd_session::wrote(std::int64_t revision, std::vector<std::string> keys) {
+  if (revision <= 0)
+    return;
   std::lock_guard<std::mutex> g(mx_);
-  own_revisions_[revision] = key;
+  own_revisions_[revision] = std::move(keys);
   if (own_revisions_.size() > own_revisions_kept)
     own_revisions_.erase(own_revisions_.begin());
 }
@@ -169,7 +171,8 @@ void etcd_session::wrote(std::int64_t revision, const std::string& key) {
 bool etcd_session::wrote_other_at(std::int64_t revision, const std::string& key) const {
   std::lock_guard<std::mutex> g(mx_);
   auto i = own_revisions_.find(revision);
-  return i != own_revisions_.end() && i->second != key;
+  return i != own_revisions_.end()
+         && std::find(i->second.begin(), i->second.end(), key) == i->second.end();
 }
 
 std::uint64_t etcd_session::keepalives_shared() const {

@@ -40,6 +40,17 @@
 
 namespace leasehold {
 
+/// The rule every renew of a session lease obeys (docs/safety.md, "One
+/// etcd lease per process"): a keepalive that said the lease lives, sent at
+/// `sent`, serves a renew that began at `began` when it was sent at most
+/// `max_age` (lease::renew_max_age, > 0) before; otherwise the renew needs
+/// a keepalive of its own. Written once for the transport (etcd_session)
+/// and the simulated store (tests/sim/sim_etcd.cpp), whatever their clocks.
+template <class TimePoint, class Duration>
+constexpr bool keepalive_serves_renew(TimePoint sent, Duration max_age, TimePoint began) {
+  return max_age > Duration{0} && sent + max_age >= began;
+}
+
 class etcd_session {
 public:
   using clock = std::chrono::steady_clock;
@@ -78,11 +89,11 @@ public:
   /// from now without another.
   void asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds);
 
-  /// A txn of this transport that wrote one key, `key` (base64: a create,
-  /// the delete of a take, a release), succeeded at store revision
-  /// `revision`: nothing else was written at that revision (etcd gives each
-  /// write txn its own). Kept for the latest own_revisions_kept of them.
-  void wrote(std::int64_t revision, const std::string& key);
+  /// A txn of this transport that wrote `keys` (base64: a create, a batch
+  /// of creates, the delete of a take, a release) succeeded at store
+  /// revision `revision`: nothing else was written at that revision (etcd
+  /// gives each write txn its own). Kept for the latest own_revisions_kept.
+  void wrote(std::int64_t revision, std::vector<std::string> keys);
   /// Whether revision `revision` was a txn of this transport that wrote a
   /// key other than `key` (as far as the kept ones tell): a create's
   /// history check of `key` need not read it at that revision
@@ -119,7 +130,7 @@ private:
   std::map<std::int64_t, std::string> lease_of_ttl_;
   std::map<std::string, sending> sending_;
   std::map<std::string, bound_key> keys_;
-  std::map<std::int64_t, std::string> own_revisions_;   // revision -> the key it wrote
+  std::map<std::int64_t, std::vector<std::string>> own_revisions_;   // revision -> the keys it wrote
   std::uint64_t sent_ = 0, shared_ = 0;
 };
 

@@ -25,6 +25,12 @@
 //          on a released record or one naming the same holder (the elector
 //          re-taking its own ended term): delete (if
 //          mod_revision unchanged) + create; anything else: conflict.
+//   batches  reads, creates and renews that queued up in the transport
+//          (transport_pool.hpp) go up to 128 at a time: reads and renews as
+//          ONE /v3/kv/txn of ranges (each key's range then judged, and each
+//          renew's keepalive ridden or sent, as above); creates as ONE txn
+//          comparing every key absent and putting them all (all or none;
+//          not all absent: each alone, as above).
 //   events are not stored (post_event answers true).
 //   watch  one stream per namespace, shared by every subscriber of the
 //          transport in it: POST /v3/watch of <prefix>/<namespace>/ with

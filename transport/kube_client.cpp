@@ -27,13 +27,16 @@ std::string kube_request_path(const std::string& verb, const lease_key& k) {
 }
 
 api_result<lease> kube_client::lease_call(const std::string& verb, const std::string& path,
-                                          const std::string* body) {
+                                          const std::string* body, bool echo) {
   auto reply = http_.send(verb, path, body);
   if (!reply.ok())
     return api_result<lease>::failure(reply.error);
   return never_throw<lease>(verb, path, [&] {
-    return lease_from_response(verb, path, reply.value->status, reply.value->body,
-                               reply.value->retry_after);
+    auto out = lease_from_response(verb, path, reply.value->status, reply.value->body,
+                                   reply.value->retry_after);
+    if (echo && echoes_ && out.ok())
+      echoes_->note(reply.value->body, out.value->name, out.value->resource_version);
+    return out;
   });
 }
 
@@ -53,7 +56,7 @@ api_result<lease> kube_client::create_lease(const lease& l) {
 api_result<lease> kube_client::update_lease(const lease& l) {
   return never_throw<lease>("PUT", lease_path(l.key()), [&] {
     auto body = to_json_value(l).dump();
-    return lease_call("PUT", lease_path(l.key()), &body);
+    return lease_call("PUT", lease_path(l.key()), &body, l.skip_watch_echo);
   });
 }
 

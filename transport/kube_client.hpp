@@ -3,12 +3,14 @@
 // Events, and the Lease JSON each way. Blocking, as http_client is.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/transports.hpp"
 #include "transport/http_client.hpp"
+#include "transport/watch_echoes.hpp"
 
 namespace leasehold {
 
@@ -23,7 +25,10 @@ std::string kube_request_path(const std::string& verb, const lease_key& k);
 
 class kube_client {
 public:
-  explicit kube_client(connection_config cfg) : http_(std::move(cfg)) {}
+  /// `echoes`: where a renew that asks (lease::skip_watch_echo) notes its
+  /// answer for the transport's watch stream.
+  explicit kube_client(connection_config cfg, std::shared_ptr<watch_echoes> echoes = {})
+    : http_(std::move(cfg)), echoes_(std::move(echoes)) {}
 
   api_result<lease> get_lease(const lease_key& k);
   api_result<lease> create_lease(const lease& l);
@@ -33,10 +38,12 @@ public:
   const connection_config& config() const { return http_.config(); }
 
 private:
+  /// `echo`: a successful answer is noted in echoes_.
   api_result<lease> lease_call(const std::string& verb, const std::string& path,
-                               const std::string* body);
+                               const std::string* body, bool echo = false);
 
   http_client http_;
+  std::shared_ptr<watch_echoes> echoes_;
 };
 
 } // namespace leasehold

@@ -18,6 +18,7 @@
 #include "leasehold/lease_transport.hpp"
 #include "transport/http_client.hpp"
 #include "transport/lease_watch.hpp"
+#include "transport/watch_echoes.hpp"
 
 namespace leasehold {
 
@@ -42,8 +43,11 @@ std::string lease_watch_path(const lease_key& k, const std::string& rv, int time
 /// shared by its subscribers.
 class lease_watcher : public lease_watch_loop {
 public:
+  /// `echoes`: the answers of the transport's own renews, whose events a
+  /// shared stream drops unparsed (transport/watch_echoes.hpp).
   lease_watcher(connection_config cfg, lease_watch_request req,
-                std::shared_ptr<watch_fanout> fanout = {});
+                std::shared_ptr<watch_fanout> fanout = {},
+                std::shared_ptr<watch_echoes> echoes = {});
   ~lease_watcher() override;
 
 private:
@@ -56,6 +60,7 @@ private:
                                    bool& delivered) override;
 
   http_client client_;
+  std::shared_ptr<watch_echoes> echoes_;
   std::string rv_;
 };
 

@@ -1,5 +1,6 @@
 #include "transport/transport_pool.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -12,8 +13,34 @@ namespace leasehold {
 
 namespace census {
 std::atomic<std::int64_t> pools{0}, workers{0}, busy_workers{0}, queued{0}, watch_streams{0};
-std::atomic<std::uint64_t> requests{0}, expired{0};
+std::atomic<std::uint64_t> requests{0}, expired{0}, batches{0}, batched{0}, echoes_dropped{0};
 } // namespace census
+
+namespace {
+
+/// A batch served one request at a time (a client without batches).
+template <class T, class Call>
+std::vector<lease_reply> one_by_one(const std::vector<T>& xs, Call&& call) {
+  std::vector<lease_reply> out;
+  out.reserve(xs.size());
+  for (auto& x : xs)
+    out.push_back(call(x));
+  return out;
+}
+
+} // namespace
+
+std::vector<lease_reply> lease_client::get_leases(const std::vector<lease_key>& ks) {
+  return one_by_one(ks, [this](const lease_key& k) { return get_lease(k); });
+}
+
+std::vector<lease_reply> lease_client::create_leases(const std::vector<lease>& ls) {
+  return one_by_one(ls, [this](const lease& l) { return create_lease(l); });
+}
+
+std::vector<lease_reply> lease_client::renew_leases(const std::vector<lease>& ls) {
+  return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
+}
 
 transport_census current_transport_census() {
   transport_census c;
@@ -24,6 +51,9 @@ transport_census current_transport_census() {
   c.watch_streams = census::watch_streams.load();
   c.requests = census::requests.load();
   c.expired = census::expired.load();
+  c.batches = census::batches.load();
+  c.batched = census::batched.load();
+  c.echoes_dropped = census::echoes_dropped.load();
   return c;
 }
 
@@ -33,17 +63,39 @@ using steady = std::chrono::steady_clock;
 
 using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
-/// One request for a worker: the blocking call and whom to answer. The
+/// What a request asks of a worker's client.
+enum class pool_op { get, create, update };
+
+/// How many queued requests a worker looks at for a batch (the oldest).
+constexpr std::size_t batch_scan = 4 * max_batch_requests;
+
+/// One request for a worker: what to ask the client and whom to answer. The
 /// worker answers the requester itself (from its own thread), not through
 /// the dispatcher: one hop and one wake-up of the dispatcher less per
 /// request, and no response handler kept by the dispatcher.
 struct pool_job {
   steady::time_point queued;
-  std::function<lease_reply(lease_client&)> call;
+  pool_op op = pool_op::get;
+  bool batchable = false;     // a read, a create or a renew: may go with others of its op
   const char* verb = "";
   lease_key key;
+  lease written;              // create, update: the lease to write
   caf::strong_actor_ptr to;   // the requester (null: an anonymous send, no answer)
   caf::message_id mid;        // its request
+
+  /// Whether `other` may go in one batch call with this job.
+  bool batches_with(const pool_job& other) const {
+    return batchable && other.batchable && op == other.op;
+  }
+  /// This request alone.
+  lease_reply call(lease_client& c) const {
+    switch (op) {
+      case pool_op::get: return c.get_lease(key);
+      case pool_op::create: return c.create_lease(written);
+      case pool_op::update: break;
+    }
+    return c.update_lease(written);
+  }
 };
 
 /// The jobs the dispatcher queues and the workers take: a worker that ends
@@ -85,27 +137,84 @@ struct pool_queue {
     return true;
   }
 
-  /// Worker `w`'s next job: the one handed to it, else the queue's oldest;
-  /// none: `w` is idle from now on (busy_workers is counted here).
-  std::optional<pool_job> next(std::size_t w) {
+  /// Worker `w`'s next jobs: the one handed to it, else the queue's
+  /// oldest, and after it the queued jobs of its batch kind (up to
+  /// max_batch_requests in all, among the oldest batch_scan queued; the
+  /// others keep their order). None: `w` is idle from now on
+  /// (busy_workers is counted here).
+  std::vector<pool_job> next(std::size_t w) {
     std::lock_guard<std::mutex> g(mx);
-    std::optional<pool_job> j;
+    std::vector<pool_job> out;
     if (closed)
-      return j;   // counted idle by the dispatcher's end
+      return out;   // counted idle by the dispatcher's end
     if (handed[w]) {
-      j = std::move(handed[w]);
+      out.push_back(std::move(*handed[w]));
       handed[w].reset();
     } else if (!jobs.empty()) {
-      j = std::move(jobs.front());
+      out.push_back(std::move(jobs.front()));
       jobs.pop_front();
       --census::queued;
     } else {
       idle.push_back(w);
       --census::busy_workers;
+      return out;
     }
-    return j;
+    if (!out.front().batchable || jobs.empty())
+      return out;
+    std::vector<pool_job> others;   // looked at, not taken: put back in order
+    for (std::size_t seen = 0;
+         seen < batch_scan && !jobs.empty() && out.size() < max_batch_requests; ++seen) {
+      auto& j = jobs.front();
+      if (out.front().batches_with(j)) {
+        out.push_back(std::move(j));
+        --census::queued;
+      } else {
+        others.push_back(std::move(j));
+      }
+      jobs.pop_front();
+    }
+    for (auto i = others.rbegin(); i != others.rend(); ++i)
+      jobs.push_front(std::move(*i));
+    return out;
   }
 };
+
+/// Serves `batch` (jobs of one kind, none expired) with `client`: a lone
+/// job by its own call, more by one batch call; then answers each.
+void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong_actor_ptr& me) {
+  if (batch.size() == 1) {
+    auto r = batch.front().call(client);
+    ++census::requests;
+    pool_queue::answer(batch.front(), std::move(r), me);
+    return;
+  }
+  std::vector<lease_reply> replies;
+  if (batch.front().op == pool_op::get) {
+    std::vector<lease_key> keys;
+    for (auto& j : batch)
+      keys.push_back(j.key);
+    replies = client.get_leases(keys);
+  } else {
+    std::vector<lease> leases;
+    for (auto& j : batch)
+      leases.push_back(std::move(j.written));
+    replies = batch.front().op == pool_op::create ? client.create_leases(leases)
+                                                  : client.renew_leases(leases);
+  }
+  ++census::batches;
+  census::batched += batch.size();
+  census::requests += batch.size();
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    pool_queue::answer(batch[i],
+                       i < replies.size()
+                         ? std::move(replies[i])
+                         : lease_reply::failure({error_kind::other, 0, batch[i].verb, batch[i].key.to_string(),
+                                                 "internal error: a batch of " + std::to_string(batch.size())
+                                                   + " requests got " + std::to_string(replies.size())
+                                                   + " replies",
+                                                 0}),
+                       me);
+}
 
 /// What a worker is sent: "a job was handed to you" (its dispatcher's
 /// pool_queue::handed).
@@ -126,12 +235,12 @@ pool_worker_actor::behavior_type pool_worker(pool_worker_actor::pointer self,
   return {
     [self, client, q, w](run_atom) {
       auto me = self->ctrl();
-      while (auto j = q->next(w)) {
-        if (q->expired(*j, me))
-          continue;
-        auto r = j->call(*client);
-        ++census::requests;
-        pool_queue::answer(*j, std::move(r), me);
+      for (auto batch = q->next(w); !batch.empty(); batch = q->next(w)) {
+        batch.erase(std::remove_if(batch.begin(), batch.end(),
+                                   [&](pool_job& j) { return q->expired(j, me); }),
+                    batch.end());
+        if (!batch.empty())
+          serve(batch, *client, me);
       }
     },
   };
@@ -148,15 +257,17 @@ struct pool_state {
   /// Queues one request; an idle worker (or a new one, up to `workers`)
   /// is handed it and woken. The reply (or the queue's timeout) goes from
   /// the worker to the requester: the dispatcher answers nothing itself.
-  caf::result<lease_reply> submit(const char* verb, const lease_key& k,
-                                  std::function<lease_reply(lease_client&)> call) {
+  caf::result<lease_reply> submit(const char* verb, pool_op op, bool batchable, const lease_key& k,
+                                  lease written = {}) {
     if (!opts().invalid.empty())
       return lease_reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
     pool_job j;
     j.queued = steady::now();
-    j.call = std::move(call);
+    j.op = op;
+    j.batchable = batchable;
     j.verb = verb;
     j.key = k;
+    j.written = std::move(written);
     j.to = self->current_sender();
     j.mid = self->current_message_id();
     std::optional<std::size_t> wake;
@@ -210,15 +321,18 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     watch = st->opts().make_watch(self);
   return {
     [st](get_lease_atom, lease_key& k) -> caf::result<lease_reply> {
-      return st->submit("GET", k, [k](lease_client& c) { return c.get_lease(k); });
+      return st->submit("GET", pool_op::get, true, k);
     },
     [st](create_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      return st->submit("POST", k, [l = std::move(l)](lease_client& c) { return c.create_lease(l); });
+      return st->submit("POST", pool_op::create, true, k, std::move(l));
     },
     [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      return st->submit("PUT", k, [l = std::move(l)](lease_client& c) { return c.update_lease(l); });
+      // A renew (the elector's, of a term it holds: renew_max_age set;
+      // never a release) may go in a batch; any other update alone.
+      bool renew = l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty();
+      return st->submit("PUT", pool_op::update, renew, k, std::move(l));
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

@@ -8,7 +8,9 @@
 //                                                        ▼ FIFO queue
 //                                    worker 1 … worker N (detached: the client blocks)
 //   requesters ◀──────────── the reply, from the worker ───┘ (then the worker takes
-//                                                            the next queued request)
+//                                                            the next queued request,
+//                                                            with up to 127 more of its
+//                                                            kind: a batch, see below)
 //   requesters ──lh_watch──▶ dispatcher ──▶ the backend's watch streams (own threads)
 //
 // A request goes only to an idle worker, so a hung one (a server that
@@ -19,6 +21,21 @@
 // being sent (its requester has given up by then; sending it would only
 // lengthen the queue). Errors stay per request: each reply is the worker's
 // own api_result.
+//
+// Batches, only from a backlog: a worker that takes a read (lh_get), a
+// create (lh_create) or a renew (lh_update with lease::renew_max_age set:
+// the elector's renew of a term it holds) while more of that kind wait in
+// the queue takes up to
+// max_batch_requests of them at once (looking at most at the oldest
+// 4 x max_batch_requests queued; the others keep their order) and makes ONE
+// batch call of its client (lease_client::get_leases / create_leases /
+// renew_leases), then answers each requester with its own reply. A lone
+// request is sent alone, as before; max_wait still expires each request on
+// its own. The client decides what a batch costs: one by one by default
+// (Kubernetes); on etcd (etcd_client) one txn of ranges for reads and
+// renews, one all-or-nothing txn for creates (every key compared absent,
+// else each created alone). New terms on an existing key and releases are
+// never batched (conditional writes on one key's revision).
 #pragma once
 
 #include <atomic>
@@ -28,7 +45,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -43,7 +62,29 @@ public:
   virtual lease_reply get_lease(const lease_key& k) = 0;
   virtual lease_reply create_lease(const lease& l) = 0;
   virtual lease_reply update_lease(const lease& l) = 0;
+  /// A batch of reads (a backlog in the pool): one reply per key, in
+  /// order. Default: get_lease one by one.
+  virtual std::vector<lease_reply> get_leases(const std::vector<lease_key>& ks);
+  /// A batch of renews (updates with lease::renew_max_age set): one reply
+  /// per lease, in order. Default: update_lease one by one.
+  virtual std::vector<lease_reply> renew_leases(const std::vector<lease>& ls);
+  /// A batch of creates: one reply per lease, in order. Default:
+  /// create_lease one by one.
+  virtual std::vector<lease_reply> create_leases(const std::vector<lease>& ls);
 };
+
+/// Whether backend client `C` sends batches itself (get_leases,
+/// renew_leases and create_leases of vectors, as etcd_client).
+template <class C, class = void>
+struct sends_batches : std::false_type {};
+template <class C>
+struct sends_batches<C, std::void_t<decltype(std::declval<C&>().get_leases(
+                                      std::declval<const std::vector<lease_key>&>())),
+                                    decltype(std::declval<C&>().renew_leases(
+                                      std::declval<const std::vector<lease>&>())),
+                                    decltype(std::declval<C&>().create_leases(
+                                      std::declval<const std::vector<lease>&>()))>>
+  : std::true_type {};
 
 /// A lease_client over a backend client `C` (kube_client, etcd_client).
 template <class C>
@@ -54,9 +95,30 @@ public:
   lease_reply get_lease(const lease_key& k) override { return c_.get_lease(k); }
   lease_reply create_lease(const lease& l) override { return c_.create_lease(l); }
   lease_reply update_lease(const lease& l) override { return c_.update_lease(l); }
+  std::vector<lease_reply> get_leases(const std::vector<lease_key>& ks) override {
+    if constexpr (sends_batches<C>::value)
+      return c_.get_leases(ks);
+    else
+      return lease_client::get_leases(ks);
+  }
+  std::vector<lease_reply> renew_leases(const std::vector<lease>& ls) override {
+    if constexpr (sends_batches<C>::value)
+      return c_.renew_leases(ls);
+    else
+      return lease_client::renew_leases(ls);
+  }
+  std::vector<lease_reply> create_leases(const std::vector<lease>& ls) override {
+    if constexpr (sends_batches<C>::value)
+      return c_.create_leases(ls);
+    else
+      return lease_client::create_leases(ls);
+  }
 private:
   C c_;
 };
+
+/// The most requests one batch call carries (etcd's default --max-txn-ops).
+constexpr std::size_t max_batch_requests = 128;
 
 /// Bounds of `workers` (connection_config::workers).
 constexpr std::size_t min_transport_workers = 1;
@@ -92,6 +154,9 @@ struct transport_census {
   std::int64_t watch_streams = 0;   // live watch loops: one thread and one stream each
   std::uint64_t requests = 0;       // requests answered by a worker since start
   std::uint64_t expired = 0;        // requests answered `timeout` after max_wait in the queue
+  std::uint64_t batches = 0;        // batch calls (2 or more requests in one call of a client)
+  std::uint64_t batched = 0;        // requests answered by those batch calls
+  std::uint64_t echoes_dropped = 0; // own renews' events a watch dropped unparsed (watch_echoes.hpp)
 };
 transport_census current_transport_census();
 
@@ -99,7 +164,7 @@ transport_census current_transport_census();
 /// and by lease_watch_loop).
 namespace census {
 extern std::atomic<std::int64_t> pools, workers, busy_workers, queued, watch_streams;
-extern std::atomic<std::uint64_t> requests, expired;
+extern std::atomic<std::uint64_t> requests, expired, batches, batched, echoes_dropped;
 } // namespace census
 
 } // namespace leasehold

@@ -59,6 +59,16 @@ bool watch_fanout::follows(const std::string& name) const {
   return by_name_.count(name) > 0;
 }
 
+bool watch_fanout::followed_by_one(const std::string& name) const {
+  std::lock_guard<std::mutex> g(mx_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end() || it->second.empty())
+    return false;
+  auto first = it->second.front().address();
+  return std::all_of(it->second.begin(), it->second.end(),
+                     [&](const lease_watch_subscriber& s) { return s.address() == first; });
+}
+
 void watch_fanout::to_all(const lease_watch_event& ev) {
   std::lock_guard<std::mutex> g(mx_);
   health_ = ev;

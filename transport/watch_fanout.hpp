@@ -35,6 +35,8 @@ public:
   /// The lease names somebody follows.
   std::vector<std::string> names() const;
   bool follows(const std::string& name) const;
+  /// Exactly one subscriber follows `name` (once or more).
+  bool followed_by_one(const std::string& name) const;
 
   /// up / down: to every subscriber (and kept for later ones).
   void to_all(const lease_watch_event& ev);

@@ -112,6 +112,12 @@ std::string render_process_metrics(const process_sample& s) {
   gauge(out, "leasehold_transport_expired_total", "counter",
         "Lease API requests answered timeout, unsent, after waiting too long for a worker.",
         static_cast<double>(c.expired));
+  gauge(out, "leasehold_transport_batches_total", "counter",
+        "Batch calls of a transport worker: 2 or more queued reads, creates or renews at "
+        "once (on etcd one txn).",
+        static_cast<double>(c.batches));
+  gauge(out, "leasehold_transport_batched_requests_total", "counter",
+        "Lease API requests answered by batch calls.", static_cast<double>(c.batched));
   return out.str();
 }
 
@@ -121,7 +127,8 @@ nlohmann::json transport_state_json() {
   return {{"pools", c.pools},           {"workers", c.workers},
           {"busy_workers", c.busy_workers}, {"queued", c.queued},
           {"watch_streams", c.watch_streams}, {"requests", c.requests},
-          {"expired", c.expired},       {"threads", p ? p->threads : 0}};
+          {"expired", c.expired},       {"batches", c.batches},
+          {"batched", c.batched},       {"threads", p ? p->threads : 0}};
 }
 
 } // namespace leasehold::agent

@@ -106,6 +106,12 @@ struct lease {
   /// when it does, when it is unknown (compacted, a failed read, more than
   /// 2,048 revisions in between) or when not asked.
   bool unwritten_since_read = false;
+  /// Kubernetes renew (a request field): the writer follows the
+  /// transport's watch stream and needs no event of this write (it has
+  /// the answer): the stream drops the event that repeats the answer byte
+  /// for byte while the writer alone follows the Lease
+  /// (transport/watch_echoes.hpp).
+  bool skip_watch_echo = false;
 
   lease_key key() const { return {ns, name}; }
 };

@@ -57,7 +57,13 @@ json balance_config(const temp_dir& dir, int version = 1) {
                                        : json("workers")},
                     {"settings", {{"command", {script, work_file(dir, k)}},
                                   {"env", {{"WORK_VERSION", std::to_string(version)}}},
-                                  {"grace_ms", 200}}}});
+                                  // The stop line is the work's own word that it
+                                  // stopped: a command SIGKILLed after its grace
+                                  // writes none. 200 ms was too short for bash to
+                                  // run its trap at load 8 (an agent-balance run
+                                  // failed so); below module_stop_timeout (400 ms)
+                                  // with room for the kill.
+                                  {"grace_ms", 350}}}});
   mods.push_back({{"type", "leader_endpoint"}});
   auto doc = short_config();
   doc["lease_name"] = "balance-test";

@@ -263,6 +263,9 @@ TEST_CASE("transport: /debug/state and /metrics show the transport's workers, wa
     CHECK(workers <= 4);
     CHECK(metric(*x, "leasehold_transport_requests_total") >= 1);
     CHECK(metric(*x, "leasehold_transport_expired_total") == 0);
+    // One lease, one request at a time: never a backlog, so never a batch.
+    CHECK(metric(*x, "leasehold_transport_batches_total") == 0);
+    CHECK(metric(*x, "leasehold_transport_batched_requests_total") == 0);
     auto threads = metric(*x, "process_threads");
     CHECK(threads >= 4);
     CHECK(threads <= 32);
@@ -277,6 +280,8 @@ TEST_CASE("transport: /debug/state and /metrics show the transport's workers, wa
     CHECK(t["requests"].get<double>() >= 1);
     CHECK(t.contains("watch_streams"));
     CHECK(t.contains("queued"));
+    CHECK(t["batches"] == 0);
+    CHECK(t["batched"] == 0);
   }
   CHECK(agent_state(follower)["transport"]["watch_streams"] == 1);
 }

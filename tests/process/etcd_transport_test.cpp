@@ -26,12 +26,14 @@
 #include <nlohmann/json.hpp>
 
 #include "leasehold/runtime.hpp"
+#include "tests/support/lease_replies.hpp"
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
 #include "actors/outside_writes.hpp"
 #include "transport/common/base64.hpp"
 #include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"
+#include "transport/transport_pool.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -528,6 +530,178 @@ TEST_CASE("etcd transport: keys bound to one etcd lease cost one TTL read per tr
   CHECK(etcd_handled(etcd.endpoint(), "LeaseTimeToLive") - before == 2);
 }
 
+/// Sends every request of `reqs` at once to `t` while etcd is paused (the
+/// first one blocks in the one worker, the others queue up: a backlog),
+/// resumes etcd and returns the replies by lease name.
+template <class Atom, class Req>
+std::map<std::string, lease_reply> backlog(caf::actor_system& sys, etcd_member& etcd,
+                                           const lease_transport_actor& t,
+                                           const std::vector<std::pair<std::string, Req>>& reqs) {
+  caf::scoped_actor self{sys};
+  using handle = decltype(self->request(t, 10s, Atom::value, reqs.front().second));
+  std::vector<std::pair<std::string, handle>> pending;
+  etcd.pause();
+  for (auto& [name, r] : reqs)
+    pending.emplace_back(name, self->request(t, 10s, Atom::value, r));
+  std::this_thread::sleep_for(300ms);   // less than the read timeout (1 s)
+  etcd.resume();
+  return test::receive_replies(pending);
+}
+
+TEST_CASE("etcd transport: queued creates cost one txn per batch (each alone when one key "
+          "exists), queued renews and reads one txn of ranges; an outside delete inside a batch "
+          "ends exactly that key's term") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  REQUIRE(etcd.has_pid());
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto c = config({etcd.endpoint()});
+  c.http.workers = 1;
+  auto backend = spawn_etcd_backend(sys, c);
+  auto& t = backend.transport;
+  etcd_client admin(config({etcd.endpoint()}));
+  constexpr int keys = 40;
+  auto name_of = [](int i) { return "batch-" + std::to_string(i); };
+  // Creates, queued: the first alone, the others in one txn (all keys
+  // compared absent, all put at one revision).
+  std::vector<std::pair<std::string, lease>> creates;
+  for (int i = 0; i < keys / 2; ++i)
+    creates.emplace_back(name_of(i), record(name_of(i), "A", 10));
+  long txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  auto made = backlog<create_lease_atom>(sys, etcd, t, creates);
+  long create_txns = etcd_handled(etcd.endpoint(), "Txn") - txns0;
+  std::set<int> terms;
+  for (auto& [name, r] : made) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);
+    terms.insert(r.value->spec.lease_transitions);
+  }
+  MESSAGE((keys / 2) << " creates: " << create_txns << " txns, " << terms.size() << " revisions");
+  CHECK(create_txns <= 3);
+  CHECK(terms.size() <= 2);   // the lone one's revision and the batch's
+  // A batch with a key that exists (batch-0, created above): the txn's
+  // compares fail, so each is created alone: batch-0 is already there,
+  // the others are created.
+  creates.clear();
+  for (int i = keys / 2; i < keys; ++i)
+    creates.emplace_back(name_of(i), record(name_of(i), "A", 10));
+  creates.emplace_back(name_of(0), record(name_of(0), "B", 10));
+  auto more = backlog<create_lease_atom>(sys, etcd, t, creates);
+  CHECK(more[name_of(0)].kind() == error_kind::already_exists);
+  CHECK(more[name_of(0)].error.reason.find("\"A\"") != std::string::npos);   // held by A
+  more.erase(name_of(0));
+  made.merge(more);
+  REQUIRE(made.size() == keys);
+  std::vector<std::pair<std::string, lease>> renews;
+  for (auto& [name, r] : made) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    lease l = *r.value;
+    l.renew_max_age = 1s;
+    renews.emplace_back(name, l);
+  }
+  // An outside write: key 7 is deleted (an operator).
+  auto gone = admin.post("/v3/kv/deleterange",
+                         {{"key", encode_base64(admin.scope("ns1").key("batch-7"))}});
+  REQUIRE_MESSAGE(gone.ok(), gone.error.describe());
+
+  auto census0 = current_transport_census();
+  long ranges0 = etcd_handled(etcd.endpoint(), "Range");
+  txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  long kept0 = etcd_handled(etcd.endpoint(), "LeaseKeepAlive");
+  auto renewed = backlog<update_lease_atom>(sys, etcd, t, renews);
+  long ranges = etcd_handled(etcd.endpoint(), "Range") - ranges0;
+  long txns = etcd_handled(etcd.endpoint(), "Txn") - txns0;
+  long kept = etcd_handled(etcd.endpoint(), "LeaseKeepAlive") - kept0;
+  auto census1 = current_transport_census();
+  MESSAGE(keys << " renews: " << ranges << " ranges, " << txns << " txns, " << kept
+                << " keepalives; batches " << census1.batches - census0.batches << " of "
+                << census1.batched - census0.batched << " requests");
+  REQUIRE(renewed.size() == keys);
+  for (auto& [name, r] : renewed) {
+    if (name == "batch-7") {
+      // Its term ended, named by its key; the others in its batch go on.
+      CHECK(r.kind() == error_kind::not_found);
+      CHECK(r.error.path.find("/lh-test/ns1/batch-7") != std::string::npos);
+      continue;
+    }
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);   // its own reply
+    CHECK(r.value->spec.holder_identity == "A");
+    CHECK(r.value->renewed_age <= 1s);
+  }
+  // The first renew alone (it blocked on the paused etcd), the other 39 in
+  // one txn of ranges; far fewer requests than renews either way.
+  CHECK(census1.batched - census0.batched >= keys / 2);
+  CHECK(ranges + txns <= keys / 4);
+  CHECK(kept <= 3);   // one keepalive serves the whole batch
+
+  // Reads in a batch: each its own record and the TTL of its etcd lease;
+  // the deleted key not found at the store's revision, named.
+  std::vector<std::pair<std::string, lease_key>> reads;
+  for (auto& [name, l] : renews)
+    reads.emplace_back(name, l.key());
+  txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  auto read = backlog<get_lease_atom>(sys, etcd, t, reads);
+  CHECK(etcd_handled(etcd.endpoint(), "Txn") - txns0 <= 3);
+  for (auto& [name, r] : read) {
+    if (name == "batch-7") {
+      CHECK(r.kind() == error_kind::not_found);
+      CHECK(r.error.path.find("/lh-test/ns1/batch-7") != std::string::npos);
+      CHECK(r.error.store_revision > 0);
+      continue;
+    }
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);
+    CHECK(r.value->ttl_seconds.value_or(0) >= 5);
+  }
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("etcd client: a batch whose txn fails answers every request with the error, naming its key") {
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  REQUIRE(etcd.has_pid());
+  etcd_client c(config({etcd.endpoint()}));
+  std::vector<lease> ls;
+  std::vector<lease_key> ks;
+  for (auto* name : {"f1", "f2", "f3"}) {
+    auto created = c.create_lease(record(name, "A", 10));
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    ls.push_back(*created.value);
+    ls.back().renew_max_age = 1s;
+    ks.push_back(ls.back().key());
+  }
+  std::vector<lease> fresh;
+  for (auto* name : {"f4", "f5"})
+    fresh.push_back(record(name, "A", 10));
+  etcd.pause();   // the txn times out (read timeout 1 s)
+  auto renewed = c.renew_leases(ls);
+  auto read = c.get_leases(ks);
+  auto created = c.create_leases(fresh);
+  etcd.resume();
+  REQUIRE(created.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(created[i].kind() == error_kind::timeout);
+    CHECK_MESSAGE(created[i].error.path.find("/lh-test/ns1/" + fresh[i].name) != std::string::npos,
+                  created[i].error.describe());
+  }
+  REQUIRE(renewed.size() == 3);
+  REQUIRE(read.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto key = "/lh-test/ns1/" + ls[i].name;
+    for (auto* r : {&renewed[i], &read[i]}) {
+      CHECK(r->kind() == error_kind::timeout);
+      CHECK_MESSAGE(r->error.path.find("/v3/kv/txn") == 0, r->error.describe());
+      CHECK_MESSAGE(r->error.path.find(key) != std::string::npos, r->error.describe());
+    }
+  }
+  // Once etcd answers again, the same batch renews every key.
+  auto again = c.renew_leases(ls);
+  for (auto& r : again)
+    CHECK_MESSAGE(r.ok(), r.error.describe());
+}
+
 TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, a paused member goes down and up") {
   etcd_member etcd;
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
@@ -762,13 +936,16 @@ TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease,
   auto bound = leases_of_keys();
   REQUIRE(bound.size() == 1);   // every key on the one session lease
 
-  // Renews: one range per key, and the keepalives of one round shared.
+  // Renews: one range per key (alone, or in a txn of ranges when they
+  // queue up: the pool's batches), and the keepalives of one round shared.
   long kept0 = etcd_handled(etcd.endpoint(), "LeaseKeepAlive");
   long ranges0 = etcd_handled(etcd.endpoint(), "Range");
+  auto batched0 = current_transport_census().batched;
   REQUIRE(kept0 >= 0);
   std::this_thread::sleep_for(3s);
   long kept = etcd_handled(etcd.endpoint(), "LeaseKeepAlive") - kept0;
-  long ranges = etcd_handled(etcd.endpoint(), "Range") - ranges0;
+  long ranges = etcd_handled(etcd.endpoint(), "Range") - ranges0
+                + static_cast<long>(current_transport_census().batched - batched0);
   MESSAGE("in 3 s: " << kept << " keepalives, " << ranges << " ranges for " << leases
                      << " leases renewed every " << ms(timings.retry_period).count() << " ms");
   CHECK(ranges >= leases * 4);   // 10 rounds of 8 renews, at load fewer

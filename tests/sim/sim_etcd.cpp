@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "transport/etcd_session.hpp"
 #include "transport/etcd_wire.hpp"
 
 namespace leasehold {
@@ -123,7 +124,7 @@ caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id, caf::timespan max_
   auto g = leases_.find(lease_id);
   if (g == leases_.end())
     return caf::timespan{0};
-  if (max_age > caf::timespan{0} && g->second.kept_at + max_age >= now_())
+  if (keepalive_serves_renew(g->second.kept_at, max_age, now_()))
     return now_() - g->second.kept_at;
   keepalive_locked(lease_id, changed);
   return caf::timespan{0};

@@ -2,8 +2,10 @@
 // loopback server that counts the requests it is serving at once: requests
 // run concurrently up to the pool size and no further, a hung worker stalls
 // only its own request, each reply is its own request's, a request that
-// waited longer than max_wait in the queue is answered `timeout` unsent, and
-// an invalid pool size is an error naming the field.
+// waited longer than max_wait in the queue is answered `timeout` unsent, an
+// invalid pool size is an error naming the field, and queued reads and
+// renews go to the client in batches (one by one for Kubernetes; one txn on
+// etcd), each requester answered with its own reply.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/lease_replies.hpp"
 #include "tests/unit/test_support.hpp"
 #include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
@@ -113,17 +116,11 @@ struct pool_under_test {
 std::map<std::string, lease_reply> get_all(caf::actor_system& sys, const lease_transport_actor& t,
                                            const std::vector<std::string>& names) {
   caf::scoped_actor self{sys};
-  std::map<std::string, lease_reply> out;
   using handle = decltype(self->request(t, 10s, get_lease_atom::value, lease_key{}));
   std::vector<std::pair<std::string, handle>> pending;
   for (auto& n : names)
     pending.emplace_back(n, self->request(t, 10s, get_lease_atom::value, lease_key{"default", n}));
-  for (auto& [n, h] : pending)
-    h.receive([&out, n = n](lease_reply& r) { out[n] = std::move(r); },
-              [&out, n = n](caf::error&) {
-                out[n] = lease_reply::failure({error_kind::other, 0, "", "", "actor error", 0});
-              });
-  return out;
+  return test::receive_replies(pending);
 }
 
 } // namespace
@@ -248,7 +245,15 @@ TEST_CASE("a request that waited longer than max_wait for a worker is answered t
   caf::actor_system sys{cfg};
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto t = spawn_transport_pool(sys, one_slow_worker(calls));
-  auto replies = get_all(sys, t, {"first", "second"});
+  // The second is sent once the first is being served (two reads queued
+  // together would go in one batch).
+  caf::scoped_actor self{sys};
+  auto first = self->request(t, 10s, get_lease_atom::value, lease_key{"default", "first"});
+  for (int i = 0; i < 200 && *calls == 0; ++i)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(*calls == 1);
+  auto replies = get_all(sys, t, {"second"});
+  first.receive([&](lease_reply& r) { replies["first"] = std::move(r); }, [](caf::error&) {});
   CHECK(replies["first"].ok());
   CHECK(replies["second"].kind() == error_kind::timeout);
   CHECK(replies["second"].error.verb == "GET");
@@ -349,5 +354,288 @@ TEST_CASE("a worker answers the requester itself and takes the queued requests a
     CHECK(a != t.address());      // not relayed by the dispatcher
     CHECK(a == from.front());     // the one worker, request after request
   }
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+/// A client that records how it was called (one by one or in batches) and
+/// answers each request with a record naming its lease: holder "read-<name>"
+/// for a read, "renew-<name>" for a renew. Its first call waits for `open`
+/// (bounded), so requests sent meanwhile queue up: a backlog. `fail`: every
+/// batch answers each request with an error naming its lease.
+struct recording_client : lease_client {
+  struct log {
+    std::mutex mx;
+    std::condition_variable cv;
+    bool open = false;
+    bool fail = false;
+    std::atomic<bool> first_waiting{false};
+    std::vector<std::string> calls;   // "get x", "put x", "post x", "gets 5", "renews 4"
+    void add(std::string c) {
+      std::lock_guard<std::mutex> g(mx);
+      calls.push_back(std::move(c));
+    }
+    void gate() {
+      std::unique_lock<std::mutex> g(mx);
+      if (first_waiting.exchange(true))
+        return;
+      cv.wait_for(g, 5s, [this] { return open; });   // bounded
+    }
+    void release() {
+      {
+        std::lock_guard<std::mutex> g(mx);
+        open = true;
+      }
+      cv.notify_all();
+    }
+    std::vector<std::string> seen() {
+      std::lock_guard<std::mutex> g(mx);
+      return calls;
+    }
+  };
+  std::shared_ptr<log> l;
+  explicit recording_client(std::shared_ptr<log> lg) : l(std::move(lg)) {}
+
+  static lease_reply named(const lease_key& k, const std::string& holder) {
+    lease out;
+    out.ns = k.ns;
+    out.name = k.name;
+    out.spec.holder_identity = holder + "-" + k.name;
+    return lease_reply::success(out);
+  }
+  lease_reply get_lease(const lease_key& k) override {
+    l->gate();
+    l->add("get " + k.name);
+    return named(k, "read");
+  }
+  lease_reply create_lease(const lease& x) override {
+    l->gate();
+    l->add("post " + x.name);
+    return lease_reply::success(x);
+  }
+  lease_reply update_lease(const lease& x) override {
+    l->gate();
+    l->add("put " + x.name);
+    return named(x.key(), x.spec.holder_identity.empty() ? "released" : "renew");
+  }
+  std::vector<lease_reply> get_leases(const std::vector<lease_key>& ks) override {
+    l->gate();
+    l->add("gets " + std::to_string(ks.size()));
+    std::vector<lease_reply> out;
+    for (auto& k : ks)
+      out.push_back(l->fail ? lease_reply::failure({error_kind::timeout, 0, "POST",
+                                                    "/v3/kv/txn (range of " + k.name + ")",
+                                                    "read timed out", 0})
+                            : named(k, "read"));
+    return out;
+  }
+  std::vector<lease_reply> create_leases(const std::vector<lease>& ls) override {
+    l->gate();
+    l->add("posts " + std::to_string(ls.size()));
+    std::vector<lease_reply> out;
+    for (auto& x : ls)
+      out.push_back(lease_reply::success(x));
+    return out;
+  }
+  std::vector<lease_reply> renew_leases(const std::vector<lease>& ls) override {
+    l->gate();
+    l->add("renews " + std::to_string(ls.size()));
+    std::vector<lease_reply> out;
+    for (auto& x : ls)
+      out.push_back(named(x.key(), "renew"));
+    return out;
+  }
+};
+
+/// One recording worker (max_wait `wait`).
+transport_pool_options one_recording_worker(std::shared_ptr<recording_client::log> lg,
+                                            std::chrono::milliseconds wait = 10s) {
+  transport_pool_options o;
+  o.workers = 1;
+  o.max_wait = wait;
+  o.where = [](const std::string& verb, const lease_key& k) { return verb + " " + k.to_string(); };
+  o.make_client = [lg] { return std::make_unique<recording_client>(lg); };
+  return o;
+}
+
+/// A renew as the elector sends it (renew_max_age set), of ns1/`name`.
+lease renew_of(const std::string& name, const std::string& holder = "me") {
+  lease l;
+  l.ns = "default";
+  l.name = name;
+  l.spec.holder_identity = holder;
+  l.renew_max_age = 1s;
+  return l;
+}
+
+using reply_handle = decltype(std::declval<caf::scoped_actor&>()->request(
+  std::declval<lease_transport_actor&>(), caf::timespan{}, get_lease_atom::value, lease_key{}));
+
+/// Waits (bounded) until the recording worker's first call waits at its gate.
+bool first_call_waiting(recording_client::log& lg) {
+  for (int i = 0; i < 200 && !lg.first_waiting; ++i)
+    std::this_thread::sleep_for(10ms);
+  return lg.first_waiting;
+}
+
+/// Waits (bounded) until `n` requests wait in the queue of the pools
+/// (this test's only one): the dispatcher queues them after the test sent
+/// them.
+bool queued(std::int64_t n) {
+  for (int i = 0; i < 500 && current_transport_census().queued < n; ++i)
+    std::this_thread::sleep_for(10ms);
+  return current_transport_census().queued == n;
+}
+
+} // namespace
+
+TEST_CASE("queued reads, creates and renews go in batches of one kind, each requester answered with its own reply") {
+  auto lg = std::make_shared<recording_client::log>();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto before = current_transport_census();
+  auto t = spawn_transport_pool(sys, one_recording_worker(lg));
+  caf::scoped_actor self{sys};
+  std::vector<std::pair<std::string, reply_handle>> pending;
+  pending.emplace_back("busy", self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"}));
+  REQUIRE(first_call_waiting(*lg));
+  // The backlog, kinds interleaved: reads r0-r4, renews n0-n3, a release,
+  // a create, and an acquisition (an update without renew_max_age).
+  lease released = renew_of("rel", "");
+  lease created = renew_of("new");
+  lease acquired = renew_of("acq");
+  acquired.renew_max_age = {};
+  for (int i = 0; i < 5; ++i) {
+    auto r = "r" + std::to_string(i);
+    pending.emplace_back(r, self->request(t, 10s, get_lease_atom::value, lease_key{"default", r}));
+    if (i < 4) {
+      auto n = "n" + std::to_string(i);
+      pending.emplace_back(n, self->request(t, 10s, update_lease_atom::value, renew_of(n)));
+    }
+    if (i == 1)
+      pending.emplace_back("rel", self->request(t, 10s, update_lease_atom::value, released));
+    if (i == 2)
+      pending.emplace_back("new", self->request(t, 10s, create_lease_atom::value, created));
+    if (i == 4)
+      pending.emplace_back("new2", self->request(t, 10s, create_lease_atom::value, renew_of("new2")));
+    if (i == 3)
+      pending.emplace_back("acq", self->request(t, 10s, update_lease_atom::value, acquired));
+  }
+  REQUIRE(queued(13));
+  lg->release();
+  auto got = test::receive_replies(pending);
+  REQUIRE(got.size() == pending.size());
+  for (auto& [name, r] : got) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);   // its own reply
+  }
+  for (int i = 0; i < 5; ++i)
+    CHECK(got["r" + std::to_string(i)].value->spec.holder_identity == "read-r" + std::to_string(i));
+  for (int i = 0; i < 4; ++i)
+    CHECK(got["n" + std::to_string(i)].value->spec.holder_identity == "renew-n" + std::to_string(i));
+  CHECK(got["rel"].value->spec.holder_identity == "released-rel");
+  // The busy read alone; the 5 queued reads in one batch, the 4 renews in
+  // another, the 2 creates in a third; the release and the acquisition
+  // one by one, in their order.
+  auto calls = lg->seen();
+  std::string seen;
+  for (auto& c : calls)
+    seen += c + "; ";
+  CHECK_MESSAGE((calls == std::vector<std::string>{"get busy", "gets 5", "renews 4", "put rel", "posts 2", "put acq"}), seen);
+  auto after = current_transport_census();
+  CHECK(after.batches - before.batches == 3);
+  CHECK(after.batched - before.batched == 11);
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a lone read or renew is sent alone, and a batch holds at most 128 requests") {
+  auto lg = std::make_shared<recording_client::log>();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto t = spawn_transport_pool(sys, one_recording_worker(lg));
+  caf::scoped_actor self{sys};
+  lg->release();
+  std::vector<std::pair<std::string, reply_handle>> one;
+  one.emplace_back("a", self->request(t, 10s, get_lease_atom::value, lease_key{"default", "a"}));
+  CHECK(test::receive_replies(one)["a"].ok());
+  one.clear();
+  one.emplace_back("b", self->request(t, 10s, update_lease_atom::value, renew_of("b")));
+  CHECK(test::receive_replies(one)["b"].ok());
+  CHECK(lg->seen() == std::vector<std::string>{"get a", "put b"});
+
+  // A backlog of 130 reads behind a busy one: 128, then 2.
+  auto lg2 = std::make_shared<recording_client::log>();
+  auto t2 = spawn_transport_pool(sys, one_recording_worker(lg2));
+  std::vector<std::pair<std::string, reply_handle>> many;
+  many.emplace_back("busy", self->request(t2, 10s, get_lease_atom::value, lease_key{"default", "busy"}));
+  REQUIRE(first_call_waiting(*lg2));
+  for (int i = 0; i < 130; ++i) {
+    auto n = "m" + std::to_string(i);
+    many.emplace_back(n, self->request(t2, 10s, get_lease_atom::value, lease_key{"default", n}));
+  }
+  REQUIRE(queued(130));
+  lg2->release();
+  auto got = test::receive_replies(many);
+  REQUIRE(got.size() == 131);
+  for (auto& [name, r] : got)
+    CHECK((r.ok() && r.value->spec.holder_identity == "read-" + name));
+  std::string seen;
+  for (auto& c : lg2->seen())
+    seen += c + "; ";
+  CHECK_MESSAGE((lg2->seen() == std::vector<std::string>{"get busy", "gets 128", "gets 2"}), seen);
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(t2, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("in a batch, each request still expires on its own after max_wait in the queue") {
+  auto lg = std::make_shared<recording_client::log>();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto t = spawn_transport_pool(sys, one_recording_worker(lg, 1000ms));
+  caf::scoped_actor self{sys};
+  std::vector<std::pair<std::string, reply_handle>> pending;
+  pending.emplace_back("busy", self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"}));
+  REQUIRE(first_call_waiting(*lg));
+  for (auto* n : {"old1", "old2"})
+    pending.emplace_back(n, self->request(t, 10s, update_lease_atom::value, renew_of(n)));
+  std::this_thread::sleep_for(1500ms);   // the old ones wait longer than max_wait
+  for (auto* n : {"new1", "new2"})
+    pending.emplace_back(n, self->request(t, 10s, update_lease_atom::value, renew_of(n)));
+  REQUIRE(queued(4));
+  lg->release();
+  auto got = test::receive_replies(pending);
+  for (auto* n : {"old1", "old2"}) {
+    CHECK(got[n].kind() == error_kind::timeout);
+    CHECK(got[n].error.path == std::string("PUT default/") + n);
+    CHECK(got[n].error.reason.find("not sent") == 0);
+  }
+  for (auto* n : {"new1", "new2"})
+    CHECK((got[n].ok() && got[n].value->spec.holder_identity == std::string("renew-") + n));
+  CHECK(lg->seen() == std::vector<std::string>{"get busy", "renews 2"});   // the new ones only
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a batch's error reaches every requester in it, each naming its own lease") {
+  auto lg = std::make_shared<recording_client::log>();
+  lg->fail = true;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto t = spawn_transport_pool(sys, one_recording_worker(lg));
+  caf::scoped_actor self{sys};
+  std::vector<std::pair<std::string, reply_handle>> pending;
+  pending.emplace_back("busy", self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"}));
+  REQUIRE(first_call_waiting(*lg));
+  for (auto* n : {"x", "y", "z"})
+    pending.emplace_back(n, self->request(t, 10s, get_lease_atom::value, lease_key{"default", n}));
+  REQUIRE(queued(3));
+  lg->release();
+  auto got = test::receive_replies(pending);
+  CHECK(got["busy"].ok());
+  for (auto* n : {"x", "y", "z"}) {
+    CHECK(got[n].kind() == error_kind::timeout);
+    CHECK(got[n].error.path == std::string("/v3/kv/txn (range of ") + n + ")");
+  }
+  CHECK(lg->seen() == std::vector<std::string>{"get busy", "gets 3"});
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
 }

@@ -1,0 +1,59 @@
+// Reads of etcd keys through txns of range operations: many keys at once
+// (the transport pool's batches of reads and renews), and the history of
+// one key between a read that found it absent and this replica's create of
+// it (docs/safety.md: a term that came and went unseen in between is held
+// for).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "leasehold/lease.hpp"
+#include "transport/etcd_session.hpp"
+#include "transport/etcd_wire.hpp"
+
+namespace leasehold {
+
+/// etcd's default limit of operations in one txn (--max-txn-ops).
+constexpr std::int64_t etcd_txn_ops = 128;
+
+/// Whether etcd's history of key `key` (base64) holds no write after revision
+/// `read` (a read that found it absent) and before `created` (this
+/// replica's own create of it). A key written in between existed at the
+/// revision of that write: one count-only range of the key at every
+/// revision in between finds it, up to etcd's 128 operations per txn in
+/// each request. More than 2,048 revisions (16 requests) in between, a compacted
+/// revision or a failed request: false (not known; the caller holds).
+/// Revisions that `own` (the transport's session) wrote to other keys need
+/// no read (etcd_session::wrote_other_at).
+bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
+                            const std::string& key,
+                            std::int64_t read, std::int64_t created);
+
+/// One key as a range read it.
+struct etcd_current_key {
+  std::optional<etcd_kv> kv;       // none: no such key
+  std::optional<lease> record;     // its lease record
+  std::int64_t revision = 0;       // the store's revision the range was read at
+};
+
+/// Key `k` as range answer `reply` (of a /v3/kv/range, or one
+/// response_range of a txn: `path`, named in errors) shows it; `revision`:
+/// the store's revision when the answer has none of its own.
+api_result<etcd_current_key> etcd_current(const lease_key& k, const nlohmann::json& reply,
+                                          std::int64_t revision, const std::string& path);
+
+/// Keys `ks` read at once: one txn of ranges (no compares) per
+/// etcd_txn_ops keys, each answer judged by etcd_current as a lone range's.
+/// A txn that failed (an error, a timeout, an answer without one range
+/// answer per key) fails each of its keys, named by `key_of`.
+std::vector<api_result<etcd_current_key>> etcd_ranges(
+  const etcd_session::call_fn& call, const std::vector<lease_key>& ks,
+  const std::function<std::string(const lease_key&)>& key_of);
+
+} // namespace leasehold

@@ -1,0 +1,73 @@
+#include "transport/watch_echoes.hpp"
+
+#include <functional>
+
+namespace leasehold {
+
+namespace {
+
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+std::uint64_t digest(std::string_view bytes) {
+  return std::hash<std::string_view>{}(bytes);
+}
+
+} // namespace
+
+std::string_view watch_echoes::modified_object(std::string_view line) {
+  line = trimmed(line);
+  constexpr std::string_view type_first = R"({"type":"MODIFIED","object":)";
+  constexpr std::string_view object_first = R"({"object":)";
+  constexpr std::string_view type_last = R"(,"type":"MODIFIED"})";
+  if (starts_with(line, type_first) && ends_with(line, "}"))
+    return line.substr(type_first.size(), line.size() - type_first.size() - 1);
+  if (starts_with(line, object_first) && ends_with(line, type_last))
+    return line.substr(object_first.size(), line.size() - object_first.size() - type_last.size());
+  return {};
+}
+
+void watch_echoes::note(std::string_view answer, const std::string& name, const std::string& rv) {
+  answer = trimmed(answer);
+  auto d = digest(answer);
+  std::lock_guard<std::mutex> g(mx_);
+  by_digest_[d] = entry{answer.size(), echo{name, rv}};
+  order_.push_back(d);
+  while (order_.size() > capacity_) {
+    by_digest_.erase(order_.front());   // gone already if taken: nothing
+    order_.pop_front();
+  }
+}
+
+std::optional<watch_echoes::echo> watch_echoes::take(std::string_view line) {
+  auto object = modified_object(line);
+  if (object.empty())
+    return std::nullopt;
+  auto d = digest(object);
+  std::lock_guard<std::mutex> g(mx_);
+  auto it = by_digest_.find(d);
+  if (it == by_digest_.end() || it->second.size != object.size())
+    return std::nullopt;
+  auto out = std::move(it->second.what);
+  by_digest_.erase(it);
+  ++taken_;
+  return out;
+}
+
+std::uint64_t watch_echoes::taken() const {
+  std::lock_guard<std::mutex> g(mx_);
+  return taken_;
+}
+
+} // namespace leasehold
