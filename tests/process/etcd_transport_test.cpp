@@ -778,6 +778,24 @@ TEST_CASE("etcd watch on a real etcd: PUT is a record, release and expiry wake, 
   self->send_exit(t, caf::exit_reason::user_shutdown);
 }
 
+namespace {
+
+/// A registry of one leader-only module, "idle", that does nothing: the
+/// many-lease cases watch leadership, not work.
+std::shared_ptr<module_registry> idle_module_registry() {
+  auto registry = std::make_shared<module_registry>();
+  registry->add({"idle", /*default_leader_only*/ true,
+                 [](caf::actor_system& s, const module_context&) {
+                   return s.spawn([](caf::event_based_actor*) -> caf::behavior {
+                     return {[](module_settings&) {}};
+                   });
+                 },
+                 nullptr});
+  return registry;
+}
+
+} // namespace
+
 TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch stream, one leader per lease, "
           "releases taken over through it") {
   // Issue 19: each watching runner opened its own watch (a thread and a
@@ -789,14 +807,7 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
   const std::vector<std::string> replicas{"r0", "r1", "r2"};
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto registry = std::make_shared<module_registry>();
-  registry->add({"idle", /*default_leader_only*/ true,
-                 [](caf::actor_system& s, const module_context&) {
-                   return s.spawn([](caf::event_based_actor*) -> caf::behavior {
-                     return {[](module_settings&) {}};
-                   });
-                 },
-                 nullptr});
+  auto registry = idle_module_registry();
   // Who runs leader-only work, per lease, as the modules start and stop.
   std::mutex mx;
   std::map<std::string, std::set<std::string>> working;
@@ -989,14 +1000,7 @@ TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no ra
   constexpr int leases = 10;
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  auto registry = std::make_shared<module_registry>();
-  registry->add({"idle", /*default_leader_only*/ true,
-                 [](caf::actor_system& s, const module_context&) {
-                   return s.spawn([](caf::event_based_actor*) -> caf::behavior {
-                     return {[](module_settings&) {}};
-                   });
-                 },
-                 nullptr});
+  auto registry = idle_module_registry();
   std::atomic<int> a_leading{0};
   std::atomic<long> a_renews{0};
   auto timings = test::short_timings();
