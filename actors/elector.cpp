@@ -93,8 +93,9 @@ elector_actor::behavior_type elector_actor::make_behavior() {
       }
       lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
              + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
-             + (last_error_.kind != error_kind::none ? "; last error: " + last_error_.describe()
-                                                     : std::string{}));
+             + (seen().last_error.kind != error_kind::none
+                  ? "; last error: " + seen().last_error.describe()
+                  : std::string{}));
     },
     [=](compete_atom, bool on) {
       if (on)
@@ -104,9 +105,9 @@ elector_actor::behavior_type elector_actor::make_behavior() {
         act_now();   // a lease left free for us is taken now, not at the next tick
     },
     [=](release_atom, std::string& target) {
-      release_target_ = std::move(target);
+      rare().release_target = std::move(target);
       auto rp = make_response_promise<bool>();
-      release_rp_ = rp;
+      rare().release_rp = rp;
       fence_.valid_until->store(0);
       if (!set_state(has_term() ? elector_state::releasing : elector_state::closing))
         return rp;
@@ -371,7 +372,8 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   const auto& written = rec.spec;
   in_flight_ = false;
   answered();
-  last_error_ = api_error{};
+  if (rare_)
+    rare_->last_error = api_error{};
   held_ = written;
   mem_.own_term = written;
   observe(rec, /*report*/ false);

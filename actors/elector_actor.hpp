@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -176,9 +177,23 @@ private:
   bool watch_said_ = false;               // its first up or down was reported
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
-  std::optional<caf::typed_response_promise<bool>> release_rp_;
-  std::string release_target_;           // the release names it as preferredHolder
-  api_error last_error_;
+  /// What most electors never set (issue 19: bytes per lease): allocated
+  /// when first set, read through seen() (empty when never set).
+  struct rare_state {
+    std::optional<caf::typed_response_promise<bool>> release_rp;
+    std::string release_target;          // the release names it as preferredHolder
+    api_error last_error;
+  };
+  std::unique_ptr<rare_state> rare_;
+  rare_state& rare() {
+    if (!rare_)
+      rare_ = std::make_unique<rare_state>();
+    return *rare_;
+  }
+  const rare_state& seen() const {
+    static const rare_state none;
+    return rare_ ? *rare_ : none;
+  }
 };
 
 } // namespace leasehold

@@ -392,9 +392,9 @@ void elector_actor::create_unheld() {
 void elector_actor::note_error(const api_error& err) {
   emit(event_type::api_request_failed, [&](runtime_event& ev) { ev.error = err; });
   bool lost_race = is_lost_race(err.kind);
-  if (lost_race || !mem_.api_error_outstanding || err.kind != last_error_.kind)
+  if (lost_race || !mem_.api_error_outstanding || err.kind != seen().last_error.kind)
     emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
-  last_error_ = err;
+  rare().last_error = err;
   if (lost_race) {
     answered();
   } else if (!mem_.api_error_outstanding) {
@@ -406,7 +406,7 @@ void elector_actor::note_error(const api_error& err) {
 
 /// The API answered a request (a record, a write, or "no such lease"):
 /// an outstanding error is over, for a follower's GET as for a renew.
-/// last_error_ stays for the reason of a later lost renew deadline.
+/// The last error (rare_state::last_error) stays for the reason of a later lost renew deadline.
 void elector_actor::answered() {
   if (!mem_.api_answered) {
     mem_.api_answered = true;
@@ -417,7 +417,7 @@ void elector_actor::answered() {
     return;
   mem_.api_error_outstanding = false;
   report_memory();
-  emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = last_error_; });
+  emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = seen().last_error; });
 }
 
 } // namespace leasehold

@@ -88,7 +88,7 @@ void elector_actor::release_step(int tries) {
     return;
   }
   lease l = *mem_.record;
-  l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, release_target_);
+  l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, seen().release_target);
   in_flight_ = true;
   call(clock().now(), "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
@@ -135,9 +135,10 @@ void elector_actor::finish_release(bool released) {
 
 /// The runner's release request, if one is out, gets its answer (once).
 void elector_actor::answer_release(bool released) {
-  if (release_rp_)
-    release_rp_->deliver(released);
-  release_rp_.reset();
+  if (rare_ && rare_->release_rp) {
+    rare_->release_rp->deliver(released);
+    rare_->release_rp.reset();
+  }
 }
 
 } // namespace leasehold

@@ -59,7 +59,8 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       if (current_sender() != elector_.address() || o.holder == holder_)
         return;
       holder_ = o.holder;
-      yield_.on_holder(o.holder, opt_.identity, clock().now(), opt_.timings);
+      if (rare_)
+        rare_->yield.on_holder(o.holder, opt_.identity, clock().now(), opt_.timings);
       // Our own name shows up just before leadership_acquired: announce that instead.
       if (state_ != runner_state::leader && o.holder != opt_.identity) {
         term_ = o.term;
@@ -93,23 +94,28 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       if (!who)
         return;
       monitor(who);
-      subscribers_.push_back(who);
+      rare().subscribers.push_back(who);
       caf::unsafe_send_as(this, who, current_leadership());   // untyped subscriber
     },
     [=](unsubscribe_atom, caf::actor& who) {
       demonitor(who);
-      subscribers_.erase(std::remove(subscribers_.begin(), subscribers_.end(), who),
-                         subscribers_.end());
+      if (rare_) {
+        auto& subs = rare_->subscribers;
+        subs.erase(std::remove(subs.begin(), subs.end(), who), subs.end());
+      }
     },
     [=](yield_atom, std::string& target) {
       auto rp = make_response_promise<yield_result>();
       begin_yield(std::move(target), "yield requested", static_cast<caf::response_promise&>(rp));
       return rp;
     },
-    [=](yield_timeout_atom, std::uint64_t seq) { yield_.on_timeout(seq); },
+    [=](yield_timeout_atom, std::uint64_t seq) {
+      if (rare_)
+        rare_->yield.on_timeout(seq);
+    },
     [=](shutdown_atom) {
       auto rp = make_response_promise<bool>();
-      shutdown_rps_.push_back(rp);
+      rare().shutdown_rps.push_back(rp);
       begin_shutdown();
       return rp;
     },
@@ -198,7 +204,8 @@ void runner_impl::on_acquired(fencing_token fence) {
   module_failed_this_term_ = false;
   compete_after_.reset();
   ++terms_won_;
-  yield_.on_holder(opt_.identity, opt_.identity, last_renew_, opt_.timings);   // took it back
+  if (rare_)   // took it back
+    rare_->yield.on_holder(opt_.identity, opt_.identity, last_renew_, opt_.timings);
   set_state(runner_state::leader);
   emit(event_type::term_acquired, [&](runtime_event& ev) {
     ev.term = term_;
@@ -302,7 +309,7 @@ void runner_impl::begin_stepdown(const std::string& reason) {
     fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
   fence_.reset();
   set_state(runner_state::stepping_down);
-  notify(leadership_changed{false, holder_, term_, reason, yield_.active() ? yield_.target() : ""});
+  notify(leadership_changed{false, holder_, term_, reason, seen().yield.active() ? seen().yield.target() : ""});
   modules_.stop_leader_only("leadership ended: " + reason);
   check_stepdown_done();
 }
@@ -312,13 +319,14 @@ void runner_impl::check_stepdown_done() {
     return;
   // Every leader-only module is down: only now may the lease go or a new elector start.
   if (elector_) {   // still renewing (release requested, or a crash loop): let it go
-    if (yield_.active())
-      release_elector([=](bool released) { yield_released(released); }, yield_.target());
+    if (seen().yield.active())
+      release_elector([=](bool released) { yield_released(released); }, seen().yield.target());
     else
       release_elector([=](bool) { settle(); });
     return;
   }
-  yield_.fail(yield_status::release_failed, "the term ended before the release");
+  if (rare_)
+    rare_->yield.fail(yield_status::release_failed, "the term ended before the release");
   settle();
 }
 
@@ -350,9 +358,12 @@ void runner_impl::on_down(const caf::down_msg& dm) {
   }
   if (modules_.on_down(dm))
     return;
-  subscribers_.erase(std::remove_if(subscribers_.begin(), subscribers_.end(),
-                                    [&](const caf::actor& a) { return a.address() == dm.source; }),
-                     subscribers_.end());
+  if (!rare_)
+    return;
+  auto& subs = rare_->subscribers;
+  subs.erase(std::remove_if(subs.begin(), subs.end(),
+                            [&](const caf::actor& a) { return a.address() == dm.source; }),
+             subs.end());
 }
 
 void runner_impl::begin_shutdown() {
@@ -377,9 +388,11 @@ void runner_impl::finish_shutdown() {
   if (modules_.stopping_any())
     return;
   set_state(runner_state::stopped);
-  for (auto& rp : shutdown_rps_)
-    rp.deliver(true);
-  shutdown_rps_.clear();
+  if (rare_) {
+    for (auto& rp : rare_->shutdown_rps)
+      rp.deliver(true);
+    rare_->shutdown_rps.clear();
+  }
   quit();
 }
 
@@ -399,7 +412,7 @@ void runner_impl::set_state(runner_state s) {
 }
 
 void runner_impl::notify(const leadership_changed& lc) {
-  for (auto& s : subscribers_)
+  for (auto& s : seen().subscribers)
     caf::unsafe_send_as(this, s, lc);
 }
 
@@ -424,10 +437,10 @@ runner_status runner_impl::make_status() {
   st.competing = opt_.compete;
   if (compete_after_ && *compete_after_ > clock().now()) {
     st.handover_backoff = *compete_after_ - clock().now();
-    st.handover_module = handover_module_;
+    st.handover_module = seen().handover_module;
   }
-  st.yielding = yield_.active();
-  st.yield_to = yield_.target();
+  st.yielding = seen().yield.active();
+  st.yield_to = seen().yield.target();
   return st;
 }
 

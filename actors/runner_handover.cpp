@@ -85,7 +85,7 @@ void runner_impl::on_leader_only_failed(const std::string& name) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   auto delay = handover_backoff_.next(u(rng_));
   compete_after_ = clock().now() + delay;
-  handover_module_ = name;
+  rare().handover_module = name;
   emit(event_type::leadership_handed_over, [&](runtime_event& ev) {
     ev.module = name;
     ev.leader_only = true;
@@ -97,15 +97,16 @@ void runner_impl::on_leader_only_failed(const std::string& name) {
 
 void runner_impl::begin_yield(std::string target, std::string why,
                               std::optional<caf::response_promise> rp) {
-  if (yield_.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
-                   std::move(why), std::move(rp)))
-    begin_stepdown(yield_.why());
+  auto& y = rare().yield;
+  if (y.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
+              std::move(why), std::move(rp)))
+    begin_stepdown(y.why());
 }
 
 /// A leader whose Lease names another preferredHolder yields to it.
 void runner_impl::note_preference(const lease_memory& m) {
   auto to = preferred_successor(m, opt_.identity);
-  if (!to.empty() && !yield_.active() && current_sender() == elector_.address())
+  if (!to.empty() && !seen().yield.active() && current_sender() == elector_.address())
     begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
 }
 
@@ -114,14 +115,14 @@ void runner_impl::note_preference(const lease_memory& m) {
 /// starts now) but acquires nothing within the yield window.
 void runner_impl::yield_released(bool released) {
   if (!released || !should_elect()) {
-    yield_.fail(yield_status::release_failed,
-                released ? "the runner stopped electing" : "the lease could not be released");
+    rare().yield.fail(yield_status::release_failed,
+                      released ? "the runner stopped electing" : "the lease could not be released");
     settle();
     return;
   }
-  yield_out_until_ = yield_.on_released(clock().now(), opt_.timings, term_, emit);
+  yield_out_until_ = rare().yield.on_released(clock().now(), opt_.timings, term_, emit);
   delayed_send(this, yield_out_until_ - clock().now() + preferred_holder_wait(opt_.timings),
-               yield_timeout_atom::value, yield_.seq());
+               yield_timeout_atom::value, rare().yield.seq());
   if (releases_ == 0)
     start_elector();
   else

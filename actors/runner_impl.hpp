@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -41,7 +42,8 @@ public:
     modules_.kill_all();
     if (elector_)
       anon_send_exit(elector_, caf::exit_reason::kill);
-    subscribers_.clear();   // a subscriber holding this runner would keep both alive
+    if (rare_)
+      rare_->subscribers.clear();   // a subscriber holding this runner would keep both alive
   }
 
 private:
@@ -99,9 +101,7 @@ private:
   backoff backoff_;
   backoff handover_backoff_;                // after handing over for a crash-looping module
   std::optional<time_point> compete_after_; // no elector before this (handover backoff)
-  std::string handover_module_;
   bool module_failed_this_term_ = false;
-  yield_handover yield_;                    // a voluntary handover under way
   time_point yield_out_until_{};            // after a yield: no acquisition before this
   event_emitter emit;
   module_supervisor modules_;
@@ -117,7 +117,6 @@ private:
   time_point term_started_{};
   std::int64_t terms_won_ = 0;
   std::int64_t terms_lost_ = 0;
-  std::vector<caf::actor> subscribers_;
   /// Shutdown runs in two phases: leader-only modules down and the lease
   /// released, then the other modules down.
   enum class shutdown_phase { none, leader_only, the_rest } shutdown_ = shutdown_phase::none;
@@ -127,7 +126,24 @@ private:
   time_point hold_confirmed_at_{};          // the current creation hold's last answer
   std::int64_t announced_hold_ = -1;        // the creation hold last announced (its term)
   std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
-  std::vector<caf::typed_response_promise<bool>> shutdown_rps_;
+  /// What most runners never set (issue 19: bytes per lease): allocated
+  /// when first set, read through seen() (empty when never set).
+  struct rare_state {
+    yield_handover yield;                   // a voluntary handover under way
+    std::string handover_module;            // the crash-looping module last handed over for
+    std::vector<caf::actor> subscribers;
+    std::vector<caf::typed_response_promise<bool>> shutdown_rps;
+  };
+  std::unique_ptr<rare_state> rare_;
+  rare_state& rare() {
+    if (!rare_)
+      rare_ = std::make_unique<rare_state>();
+    return *rare_;
+  }
+  const rare_state& seen() const {
+    static const rare_state none;
+    return rare_ ? *rare_ : none;
+  }
 };
 
 } // namespace leasehold
