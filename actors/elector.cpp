@@ -93,8 +93,8 @@ elector_actor::behavior_type elector_actor::make_behavior() {
       }
       lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
              + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
-             + (seen().last_error.kind != error_kind::none
-                  ? "; last error: " + seen().last_error.describe()
+             + (rare_.seen().last_error.kind != error_kind::none
+                  ? "; last error: " + rare_.seen().last_error.describe()
                   : std::string{}));
     },
     [=](compete_atom, bool on) {
@@ -105,9 +105,9 @@ elector_actor::behavior_type elector_actor::make_behavior() {
         act_now();   // a lease left free for us is taken now, not at the next tick
     },
     [=](release_atom, std::string& target) {
-      rare().release_target = std::move(target);
+      rare_.set().release_target = std::move(target);
       auto rp = make_response_promise<bool>();
-      rare().release_rp = rp;
+      rare_.set().release_rp = rp;
       fence_.valid_until->store(0);
       if (!set_state(has_term() ? elector_state::releasing : elector_state::closing))
         return rp;
@@ -138,7 +138,8 @@ bool elector_actor::set_state(elector_state to) {
     quit();
     return false;
   }
-  state_ = to;
+  if (std::exchange(state_, to) == elector_state::leading)
+    report_memory();   // the renews not reported while leading (own_renewal)
   return true;
 }
 
@@ -346,21 +347,6 @@ void elector_actor::put(lease l, bool fallback) {
        });
 }
 
-/// Another replica (or a former process under our name) holds `rec` and
-/// it has not expired by our clock.
-bool elector_actor::held_by_other(const lease& rec) const {
-  auto& holder = rec.spec.holder_identity;
-  if (holder.empty()) {
-    // Released by its holder: free. Emptied by anybody else (an operator,
-    // a tool): the last holder may still be working; wait a lease
-    // duration by our clock, as for an expiry.
-    return !released_record(rec.spec) && !expired(rec);
-  }
-  if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
-    return false;   // a term this replica held and ended: its modules are down
-  return opt_.backend.server_expiry || !expired(rec);
-}
-
 // -- the replies (R1-R3) ------------------------------------------------------
 
 /// R1. A write (PUT or POST) was accepted: `rec` holds our term's record.
@@ -374,10 +360,12 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   answered();
   if (rare_)
     rare_->last_error = api_error{};
+  bool routine = own_renewal(rec);
   held_ = written;
   mem_.own_term = written;
   observe(rec, /*report*/ false);
-  report_memory();   // the record and our term: one report per write
+  if (!routine)
+    report_memory();   // the record and our term: one report per write
   auto now = clock().now();
   if (release_asked()) {
     if (!has_term() && in_created_hold(valid_from)) {
@@ -418,6 +406,8 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
     return;
   }
   auto vu = valid_until.time_since_epoch().count();
+  if (opt_.renewed_until)   // the runner reads the renew here: no message per renew
+    opt_.renewed_until->store(vu);
   if (!has_term()) {
     if (mem_.created_at) {
       mem_.created_at.reset();
@@ -431,9 +421,7 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
     fence_.valid_until->store(vu);
     send(opt_.runner, leadership_acquired{fence_});
   } else {
-    // R1e. A renew: the fence reaches further.
-    fence_.valid_until->store(vu);
-    send(opt_.runner, lease_renewed{term_, vu});
+    fence_.valid_until->store(vu);   // R1e. A renew: the fence reaches further.
   }
   emit(event_type::renewed, [&](runtime_event& ev) {
     ev.term = term_;

@@ -57,7 +57,9 @@
 // The steps of one attempt and its replies are numbered in actors/elector.cpp.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <functional>
 #include <string>
 
@@ -77,13 +79,16 @@ struct elector_options {
   lease_key lease;
   election_timings timings;
   lease_transport_actor transport;
-  /// Receives leadership_acquired / lost, lease_renewed, lease_observed,
-  /// leader_observed: typed, so every report the elector sends is checked
+  /// Receives leadership_acquired / lost, lease_observed, leader_observed: typed, so every report the elector sends is checked
   /// against the runner's interface when compiled.
   runner_internal_actor runner;
   event_emitter emit;   // the runner's: stamps this replica's and lease's events, shared
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
+  /// Where each accepted write of a term stores the fence's validity (actor
+  /// clock ns), never voided: the runner reads its last renew from here,
+  /// with no message per renew (issue 19). Null: not kept.
+  std::shared_ptr<std::atomic<std::int64_t>> renewed_until;
   /// Follow the lease through the transport's watch: a follower acts on a
   /// release or delete as soon as it is streamed, and between changes it
   /// sends nothing until the lease could expire. While the watch is down the

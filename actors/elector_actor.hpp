@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/elector.hpp"
+#include "actors/rarely_set.hpp"
 
 namespace leasehold {
 
@@ -57,7 +58,6 @@ private:
   void decide(const lease& rec);
   void absent(time_point seen_by, std::int64_t store_revision = 0);
   void put(lease l, bool fallback);
-  bool held_by_other(const lease& rec) const;
   /// `age` (etcd, lease::renewed_age): the renew was served by a keepalive
   /// of its session lease sent that long before `started`, as good as a
   /// renew sent then: the term counts from then (the next renew is still
@@ -117,6 +117,13 @@ private:
   void act_now();
   void observe(const lease& rec, bool report = true);
   void report_memory() { send(opt_.runner, lease_observed{mem_}); }
+  /// `rec` renews the term held, its preferredHolder unchanged: nothing the
+  /// runner uses changed (it reads the renew from renewed_until), so no
+  /// report (issue 19); the memory catches up when the term ends (set_state).
+  bool own_renewal(const lease& rec) const;
+  /// Another replica (or a former process under our name) holds `rec` and
+  /// it has not expired by our clock.
+  bool held_by_other(const lease& rec) const;
   bool expired(const lease& rec) const { return expires_at(rec) <= clock().now(); }
   time_point expires_at(const lease& rec) const;
   bool waits_on_watch() const;
@@ -177,23 +184,13 @@ private:
   bool watch_said_ = false;               // its first up or down was reported
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
-  /// What most electors never set (issue 19: bytes per lease): allocated
-  /// when first set, read through seen() (empty when never set).
+  /// What most electors never set (actors/rarely_set.hpp).
   struct rare_state {
     std::optional<caf::typed_response_promise<bool>> release_rp;
     std::string release_target;          // the release names it as preferredHolder
     api_error last_error;
   };
-  std::unique_ptr<rare_state> rare_;
-  rare_state& rare() {
-    if (!rare_)
-      rare_ = std::make_unique<rare_state>();
-    return *rare_;
-  }
-  const rare_state& seen() const {
-    static const rare_state none;
-    return rare_ ? *rare_ : none;
-  }
+  rarely_set<rare_state> rare_;
 };
 
 } // namespace leasehold

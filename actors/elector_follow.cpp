@@ -64,7 +64,7 @@ void elector_actor::on_watched(const lease& rec) {
   }
   if (*order <= 0)
     return;   // a reply already showed this version or a later one
-  observe(rec);
+  observe(rec, /*report*/ !own_renewal(rec));
   if (held_ && same_term(rec.spec, *held_)) {
     if (!written_here(rec.spec))
       identity_conflict(rec);
@@ -116,6 +116,26 @@ void elector_actor::act_now() {
 }
 
 // -- the record in memory ------------------------------------------------------
+
+/// Another replica (or a former process under our name) holds `rec` and
+/// it has not expired by our clock.
+bool elector_actor::held_by_other(const lease& rec) const {
+  auto& holder = rec.spec.holder_identity;
+  if (holder.empty()) {
+    // Released by its holder: free. Emptied by anybody else (an operator,
+    // a tool): the last holder may still be working; wait a lease
+    // duration by our clock, as for an expiry.
+    return !released_record(rec.spec) && !expired(rec);
+  }
+  if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
+    return false;   // a term this replica held and ended: its modules are down
+  return opt_.backend.server_expiry || !expired(rec);
+}
+
+bool elector_actor::own_renewal(const lease& rec) const {
+  return has_term() && held_ && same_term(rec.spec, *held_) && mem_.record
+         && mem_.record->spec.preferred_holder == rec.spec.preferred_holder;
+}
 
 void elector_actor::observe(const lease& rec, bool report) {
   bool changed = !mem_.record
@@ -392,9 +412,9 @@ void elector_actor::create_unheld() {
 void elector_actor::note_error(const api_error& err) {
   emit(event_type::api_request_failed, [&](runtime_event& ev) { ev.error = err; });
   bool lost_race = is_lost_race(err.kind);
-  if (lost_race || !mem_.api_error_outstanding || err.kind != seen().last_error.kind)
+  if (lost_race || !mem_.api_error_outstanding || err.kind != rare_.seen().last_error.kind)
     emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
-  rare().last_error = err;
+  rare_.set().last_error = err;
   if (lost_race) {
     answered();
   } else if (!mem_.api_error_outstanding) {
@@ -417,7 +437,7 @@ void elector_actor::answered() {
     return;
   mem_.api_error_outstanding = false;
   report_memory();
-  emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = seen().last_error; });
+  emit(event_type::api_recovered, [&](runtime_event& ev) { ev.error = rare_.seen().last_error; });
 }
 
 } // namespace leasehold

@@ -68,8 +68,6 @@ struct lease_memory {
 // elector -> runner
 struct leadership_acquired { fencing_token fence; };
 struct leadership_lost { std::string reason; };
-/// A successful renew: the term goes on; the fence is valid until `valid_until`.
-struct lease_renewed { std::int64_t term = 0; std::int64_t valid_until = 0; };
 /// The elector saw the lease change (or vanish): the runner keeps it for the next elector.
 struct lease_observed { lease_memory memory; };
 struct leader_observed {
@@ -106,6 +104,5 @@ using elector_handle = caf::typed_actor<
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_acquired)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leadership_lost)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_renewed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_observed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leader_observed)

@@ -43,12 +43,6 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       if (current_sender() == elector_.address())
         elector_gone(l.reason);
     },
-    [=](lease_renewed& r) {
-      if (current_sender() == elector_.address()) {
-        last_renew_ = clock().now();
-        last_valid_until_ = r.valid_until;
-      }
-    },
     [=](lease_observed& o) {
       remember(o.memory);
       note_hold(o.memory);
@@ -94,7 +88,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       if (!who)
         return;
       monitor(who);
-      rare().subscribers.push_back(who);
+      rare_.set().subscribers.push_back(who);
       caf::unsafe_send_as(this, who, current_leadership());   // untyped subscriber
     },
     [=](unsubscribe_atom, caf::actor& who) {
@@ -115,7 +109,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
     },
     [=](shutdown_atom) {
       auto rp = make_response_promise<bool>();
-      rare().shutdown_rps.push_back(rp);
+      rare_.set().shutdown_rps.push_back(rp);
       begin_shutdown();
       return rp;
     },
@@ -160,6 +154,8 @@ void runner_impl::start_elector() {
   eo.emit = emit;
   eo.seed = rng_();
   eo.memory = memory_;
+  renewed_until_ = std::make_shared<std::atomic<std::int64_t>>(0);
+  eo.renewed_until = renewed_until_;
   eo.watch = opt_.watch;
   eo.compete = opt_.compete;
   eo.compete_after = yield_out_until_;
@@ -195,17 +191,15 @@ void runner_impl::note_hold(const lease_memory& m) {
 }
 
 void runner_impl::on_acquired(fencing_token fence) {
-  last_valid_until_ = fence.valid_until->load();
   fence_ = fence;
   term_ = fence.term;
   holder_ = opt_.identity;
-  last_renew_ = clock().now();
-  term_started_ = last_renew_;
+  term_started_ = clock().now();
   module_failed_this_term_ = false;
   compete_after_.reset();
   ++terms_won_;
   if (rare_)   // took it back
-    rare_->yield.on_holder(opt_.identity, opt_.identity, last_renew_, opt_.timings);
+    rare_->yield.on_holder(opt_.identity, opt_.identity, term_started_, opt_.timings);
   set_state(runner_state::leader);
   emit(event_type::term_acquired, [&](runtime_event& ev) {
     ev.term = term_;
@@ -309,7 +303,7 @@ void runner_impl::begin_stepdown(const std::string& reason) {
     fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
   fence_.reset();
   set_state(runner_state::stepping_down);
-  notify(leadership_changed{false, holder_, term_, reason, seen().yield.active() ? seen().yield.target() : ""});
+  notify(leadership_changed{false, holder_, term_, reason, rare_.seen().yield.active() ? rare_.seen().yield.target() : ""});
   modules_.stop_leader_only("leadership ended: " + reason);
   check_stepdown_done();
 }
@@ -319,8 +313,8 @@ void runner_impl::check_stepdown_done() {
     return;
   // Every leader-only module is down: only now may the lease go or a new elector start.
   if (elector_) {   // still renewing (release requested, or a crash loop): let it go
-    if (seen().yield.active())
-      release_elector([=](bool released) { yield_released(released); }, seen().yield.target());
+    if (rare_.seen().yield.active())
+      release_elector([=](bool released) { yield_released(released); }, rare_.seen().yield.target());
     else
       release_elector([=](bool) { settle(); });
     return;
@@ -412,7 +406,7 @@ void runner_impl::set_state(runner_state s) {
 }
 
 void runner_impl::notify(const leadership_changed& lc) {
-  for (auto& s : seen().subscribers)
+  for (auto& s : rare_.seen().subscribers)
     caf::unsafe_send_as(this, s, lc);
 }
 
@@ -425,22 +419,22 @@ runner_status runner_impl::make_status() {
   st.term = term_;
   describe_lease(st, {memory_, opt_.identity, opt_.timings.lease_duration,
                       state_ == runner_state::leader, static_cast<bool>(elector_), clock().now(),
-                      last_renew_, hold_confirmed_at_, api_failing_since_});
+                      last_renew(), hold_confirmed_at_, api_failing_since_});
   st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
   st.terms_won = terms_won_;
   st.terms_lost = terms_lost_;
   if (state_ == runner_state::leader)
     st.ms_since_renew
-      = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew_).count();
+      = std::chrono::duration_cast<std::chrono::milliseconds>(clock().now() - last_renew()).count();
   st.modules = modules_.status();
   st.healthy = modules_.healthy();
   st.competing = opt_.compete;
   if (compete_after_ && *compete_after_ > clock().now()) {
     st.handover_backoff = *compete_after_ - clock().now();
-    st.handover_module = seen().handover_module;
+    st.handover_module = rare_.seen().handover_module;
   }
-  st.yielding = seen().yield.active();
-  st.yield_to = seen().yield.target();
+  st.yielding = rare_.seen().yield.active();
+  st.yield_to = rare_.seen().yield.target();
   return st;
 }
 

@@ -26,7 +26,6 @@ using get_elector_atom = caf::atom_constant<caf::atom("lh_elector")>;
 using runner_internal_actor = runner_actor::extend<
   caf::reacts_to<leadership_acquired>,
   caf::reacts_to<leadership_lost>,
-  caf::reacts_to<lease_renewed>,
   caf::reacts_to<lease_observed>,
   caf::reacts_to<leader_observed>,
   caf::reacts_to<fatal_atom, int>,

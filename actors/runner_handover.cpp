@@ -45,7 +45,7 @@ void runner_impl::on_fatal_check(int phase) {
                    + " was killed but has not stopped: renewing stops and the lease must run out");
       anon_send_exit(e, caf::exit_reason::kill);
     }
-    auto fatal_at = fatal_deadline(opt_.timings, last_valid_until_);
+    auto fatal_at = fatal_deadline(opt_.timings, renewed_until());
     delayed_send(this, std::max(caf::timespan{0}, fatal_at - clock().now()), fatal_atom::value, 2);
     return;
   }
@@ -85,7 +85,7 @@ void runner_impl::on_leader_only_failed(const std::string& name) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   auto delay = handover_backoff_.next(u(rng_));
   compete_after_ = clock().now() + delay;
-  rare().handover_module = name;
+  rare_.set().handover_module = name;
   emit(event_type::leadership_handed_over, [&](runtime_event& ev) {
     ev.module = name;
     ev.leader_only = true;
@@ -97,7 +97,7 @@ void runner_impl::on_leader_only_failed(const std::string& name) {
 
 void runner_impl::begin_yield(std::string target, std::string why,
                               std::optional<caf::response_promise> rp) {
-  auto& y = rare().yield;
+  auto& y = rare_.set().yield;
   if (y.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
               std::move(why), std::move(rp)))
     begin_stepdown(y.why());
@@ -106,7 +106,7 @@ void runner_impl::begin_yield(std::string target, std::string why,
 /// A leader whose Lease names another preferredHolder yields to it.
 void runner_impl::note_preference(const lease_memory& m) {
   auto to = preferred_successor(m, opt_.identity);
-  if (!to.empty() && !seen().yield.active() && current_sender() == elector_.address())
+  if (!to.empty() && !rare_.seen().yield.active() && current_sender() == elector_.address())
     begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
 }
 
@@ -115,14 +115,14 @@ void runner_impl::note_preference(const lease_memory& m) {
 /// starts now) but acquires nothing within the yield window.
 void runner_impl::yield_released(bool released) {
   if (!released || !should_elect()) {
-    rare().yield.fail(yield_status::release_failed,
+    rare_.set().yield.fail(yield_status::release_failed,
                       released ? "the runner stopped electing" : "the lease could not be released");
     settle();
     return;
   }
-  yield_out_until_ = rare().yield.on_released(clock().now(), opt_.timings, term_, emit);
+  yield_out_until_ = rare_.set().yield.on_released(clock().now(), opt_.timings, term_, emit);
   delayed_send(this, yield_out_until_ - clock().now() + preferred_holder_wait(opt_.timings),
-               yield_timeout_atom::value, rare().yield.seq());
+               yield_timeout_atom::value, rare_.set().yield.seq());
   if (releases_ == 0)
     start_elector();
   else

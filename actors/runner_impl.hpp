@@ -11,6 +11,7 @@
 // Internal: only those two files include it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "actors/handover.hpp"
 #include "actors/module_supervisor.hpp"
 #include "actors/observer.hpp"
+#include "actors/rarely_set.hpp"
 #include "actors/runner.hpp"
 #include "transport/common/backoff.hpp"
 
@@ -94,6 +96,11 @@ private:
     return leadership_changed{state_ == runner_state::leader, holder_, term_, {}, {}};
   }
   void notify(const leadership_changed& lc);
+  std::int64_t renewed_until() const { return renewed_until_ ? renewed_until_->load() : 0; }
+  /// When the last renew was sent (its validity less renew_deadline).
+  time_point last_renew() const {
+    return time_point{caf::timespan{renewed_until()}} - opt_.timings.renew_deadline;
+  }
   runner_status make_status();
 
   runner_options opt_;
@@ -113,7 +120,6 @@ private:
   std::optional<fencing_token> fence_;
   std::string holder_;
   std::int64_t term_ = -1;
-  time_point last_renew_{};
   time_point term_started_{};
   std::int64_t terms_won_ = 0;
   std::int64_t terms_lost_ = 0;
@@ -125,25 +131,18 @@ private:
   time_point api_failing_since_{};          // when memory_.api_error_outstanding began
   time_point hold_confirmed_at_{};          // the current creation hold's last answer
   std::int64_t announced_hold_ = -1;        // the creation hold last announced (its term)
-  std::int64_t last_valid_until_ = 0;       // the fence's last validity (actor clock ns)
-  /// What most runners never set (issue 19: bytes per lease): allocated
-  /// when first set, read through seen() (empty when never set).
+  /// The current elector's last renew: the fence's validity it reached
+  /// (actor clock ns, never voided; 0: none), stored by the elector with no
+  /// message per renew (elector_options::renewed_until).
+  std::shared_ptr<std::atomic<std::int64_t>> renewed_until_;
+  /// What most runners never set (actors/rarely_set.hpp).
   struct rare_state {
     yield_handover yield;                   // a voluntary handover under way
     std::string handover_module;            // the crash-looping module last handed over for
     std::vector<caf::actor> subscribers;
     std::vector<caf::typed_response_promise<bool>> shutdown_rps;
   };
-  std::unique_ptr<rare_state> rare_;
-  rare_state& rare() {
-    if (!rare_)
-      rare_ = std::make_unique<rare_state>();
-    return *rare_;
-  }
-  const rare_state& seen() const {
-    static const rare_state none;
-    return rare_ ? *rare_ : none;
-  }
+  rarely_set<rare_state> rare_;
 };
 
 } // namespace leasehold

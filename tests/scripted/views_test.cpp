@@ -190,3 +190,38 @@ TEST_CASE("a new lease's creation hold: every replica names its creator and the 
     CHECK(w.status(static_cast<std::size_t>(creator)).term == term);
   }
 }
+
+TEST_CASE("the leader's last renew in its status, with no message per renew to the runner "
+          "(issue 19, h-mem3)") {
+  // The elector no longer sends its runner lease_renewed and its lease
+  // memory at each renew; the runner reads the renew from the validity the
+  // elector stores (elector_options::renewed_until). What /debug/state and
+  // the metrics show must stay current: the leader's ms_since_renew and
+  // holder age never exceed a retry period and the request's time, over
+  // several lease durations, on both backends.
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    auto o = three_on(etcd);
+    sim_world w(o);
+    auto leader = w.await_leader(60s);
+    const auto& t = o.timings;
+    auto limit = ms(t.retry_period + t.effective_request_timeout());
+    int samples = 0;
+    std::int64_t longest = 0;
+    sample(w, 3 * t.lease_duration, 250ms, [&](std::size_t i, const runner_status& st) {
+      if (i != leader)
+        return;
+      REQUIRE(st.state == runner_state::leader);
+      CHECK(st.ms_since_renew >= 0);
+      CHECK(st.ms_since_renew <= limit);
+      CHECK(st.holder_age_ms == st.ms_since_renew);
+      // The renew the status names is the elector's last one (sent before it).
+      CHECK(st.ms_since_renew >= ms(w.now() - w.last_renew(i)));
+      longest = std::max(longest, st.ms_since_renew);
+      ++samples;
+    });
+    CHECK(samples == 3 * 60);
+    CHECK(longest >= ms(t.retry_period) / 2);   // it moved with the renews, not fixed at 0
+    CHECK(w.leader() == static_cast<int>(leader));
+  }
+}
