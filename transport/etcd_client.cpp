@@ -302,6 +302,8 @@ struct etcd_client::impl {
     }
     if (!rec.spec.holder_identity.empty() && rec.spec.holder_identity != l.spec.holder_identity)
       return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
+    if (same_term && rec.spec.holder_identity.empty())   // released (its holder, the reaper)
+      return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
     if (same_term) {
       // A renew: the key is still there in this term (the range above), and
       // its etcd lease (the transport's session lease) was kept alive by a

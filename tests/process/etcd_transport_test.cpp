@@ -485,6 +485,49 @@ TEST_CASE("etcd transport: a create's history check reads no revision its own tr
   CHECK_FALSE(created.value->unwritten_since_read);
 }
 
+TEST_CASE("etcd transport: a key nobody asked about for a TTL (a create whose answer was lost) "
+          "gets the released record from the session reaper, and another replica takes it at once") {
+  // Regression (docs/safety.md, "The session reaper's released record"):
+  // the reaper deleted such a key, and every replica waited that delete out
+  // as an operator's write (a second lease duration and the outside-write
+  // warning; a 7 s fresh start in agent-balance).
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_client a(config({etcd.endpoint()}));
+  etcd_client b(config({etcd.endpoint()}));
+  // etcd applied A's create; its answer was lost, so A's elector never asks
+  // about the key again. Another key of A's keeps the session lease alive.
+  auto lost = a.create_lease(record("lost", "A", 2));
+  REQUIRE_MESSAGE(lost.ok(), lost.error.describe());
+  auto keeper = a.create_lease(record("keeper", "A", 2));
+  REQUIRE_MESSAGE(keeper.ok(), keeper.error.describe());
+  std::optional<lease> seen;
+  bool gone = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 6s;
+       !seen && !gone && std::chrono::steady_clock::now() < deadline;) {
+    auto renewed = a.update_lease(*keeper.value);   // a keepalive each (renew_max_age 0)
+    CHECK_MESSAGE(renewed.ok(), renewed.error.describe());
+    auto g = b.get_lease({"ns1", "lost"});
+    gone = g.kind() == error_kind::not_found;
+    if (g.ok() && g.value->spec.holder_identity.empty())
+      seen = *g.value;
+    std::this_thread::sleep_for(200ms);
+  }
+  CHECK_FALSE(gone);   // the old reaper's delete
+  REQUIRE_MESSAGE(seen, "no released record on the key within 6 s");
+  CHECK(seen->spec.lease_duration_seconds == 1);   // released_record()
+  CHECK(seen->spec.lease_transitions == lost.value->spec.lease_transitions);   // the same key
+  // The term A never started cannot be renewed on it.
+  CHECK(a.update_lease(*lost.value).kind() == error_kind::conflict);
+  // B takes it as a released key: delete if unchanged, then create.
+  auto take = *seen;
+  take.spec = record("lost", "B", 2).spec;
+  auto next = b.update_lease(take);
+  REQUIRE_MESSAGE(next.ok(), next.error.describe());
+  CHECK(next.value->spec.holder_identity == "B");
+  CHECK(next.value->spec.lease_transitions > lost.value->spec.lease_transitions);
+}
+
 TEST_CASE("etcd transport: keys bound to one etcd lease cost one TTL read per transport, "
           "answered with the reading's age") {
   etcd_member etcd;
