@@ -42,6 +42,10 @@ std::vector<lease_reply> lease_client::renew_leases(const std::vector<lease>& ls
   return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
 }
 
+std::vector<lease_reply> lease_client::write_leases(const std::vector<lease>& ls) {
+  return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
+}
+
 transport_census current_transport_census() {
   transport_census c;
   c.pools = census::pools.load();
@@ -64,7 +68,7 @@ using steady = std::chrono::steady_clock;
 using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
 /// What a request asks of a worker's client.
-enum class pool_op { get, create, update };
+enum class pool_op { get, create, update, write };   // update: a renew; write: any other update
 
 /// How many queued requests a worker looks at for a batch (the oldest).
 constexpr std::size_t batch_scan = 4 * max_batch_requests;
@@ -92,7 +96,8 @@ struct pool_job {
     switch (op) {
       case pool_op::get: return c.get_lease(key);
       case pool_op::create: return c.create_lease(written);
-      case pool_op::update: break;
+      case pool_op::update:
+      case pool_op::write: break;
     }
     return c.update_lease(written);
   }
@@ -198,8 +203,9 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
     std::vector<lease> leases;
     for (auto& j : batch)
       leases.push_back(std::move(j.written));
-    replies = batch.front().op == pool_op::create ? client.create_leases(leases)
-                                                  : client.renew_leases(leases);
+    replies = batch.front().op == pool_op::create  ? client.create_leases(leases)
+              : batch.front().op == pool_op::write ? client.write_leases(leases)
+                                                   : client.renew_leases(leases);
   }
   ++census::batches;
   census::batched += batch.size();
@@ -330,9 +336,12 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
       // A renew (the elector's, of a term it holds: renew_max_age set;
-      // never a release) may go in a batch; any other update alone.
+      // never a release) may go in a batch of renews; any other update (a
+      // write) in a batch of writes where the client sends them as one.
       bool renew = l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty();
-      return st->submit("PUT", pool_op::update, renew, k, std::move(l));
+      if (renew)
+        return st->submit("PUT", pool_op::update, true, k, std::move(l));
+      return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l));
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

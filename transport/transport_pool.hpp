@@ -34,8 +34,11 @@
 // its own. The client decides what a batch costs: one by one by default
 // (Kubernetes); on etcd (etcd_client) one txn of ranges for reads and
 // renews, one all-or-nothing txn for creates (every key compared absent,
-// else each created alone). New terms on an existing key and releases are
-// never batched (conditional writes on one key's revision).
+// else each created alone). New terms on an existing key and releases (the
+// other updates: "writes") are batched only where the options say the
+// client sends them as batches (transport_pool_options::batch_writes,
+// etcd: lease_client::write_leases); elsewhere each goes alone, on any
+// idle worker.
 #pragma once
 
 #include <atomic>
@@ -71,6 +74,10 @@ public:
   /// A batch of creates: one reply per lease, in order. Default:
   /// create_lease one by one.
   virtual std::vector<lease_reply> create_leases(const std::vector<lease>& ls);
+  /// A batch of writes (updates that are no renews: releases, new terms
+  /// on an existing key): one reply per lease, in order. Default:
+  /// update_lease one by one.
+  virtual std::vector<lease_reply> write_leases(const std::vector<lease>& ls);
 };
 
 /// Whether backend client `C` sends batches itself (get_leases,
@@ -84,6 +91,15 @@ struct sends_batches<C, std::void_t<decltype(std::declval<C&>().get_leases(
                                       std::declval<const std::vector<lease>&>())),
                                     decltype(std::declval<C&>().create_leases(
                                       std::declval<const std::vector<lease>&>()))>>
+  : std::true_type {};
+
+/// Whether backend client `C` sends batches of writes itself (write_leases
+/// of a vector, as etcd_client).
+template <class C, class = void>
+struct sends_write_batches : std::false_type {};
+template <class C>
+struct sends_write_batches<C, std::void_t<decltype(std::declval<C&>().write_leases(
+                                            std::declval<const std::vector<lease>&>()))>>
   : std::true_type {};
 
 /// A lease_client over a backend client `C` (kube_client, etcd_client).
@@ -113,6 +129,12 @@ public:
     else
       return lease_client::create_leases(ls);
   }
+  std::vector<lease_reply> write_leases(const std::vector<lease>& ls) override {
+    if constexpr (sends_write_batches<C>::value)
+      return c_.write_leases(ls);
+    else
+      return lease_client::write_leases(ls);
+  }
 private:
   C c_;
 };
@@ -137,6 +159,10 @@ struct transport_pool_options {
   /// Builds the dispatcher's lh_watch handler (watch_per_namespace or
   /// watch_per_subscriber of lease_watch.hpp).
   std::function<std::function<void(lease_watch_request&)>(lease_transport_actor::pointer)> make_watch;
+  /// Queued writes (releases, new terms) go in batches (write_leases):
+  /// only for a client that sends them as one (etcd); one by one on one
+  /// worker they would be slower than alone on every idle worker.
+  bool batch_writes = false;
   /// Set: every request is answered with this error (kind other, naming
   /// the invalid field), nothing is sent.
   std::string invalid;

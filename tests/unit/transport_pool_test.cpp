@@ -446,6 +446,14 @@ struct recording_client : lease_client {
       out.push_back(named(x.key(), "renew"));
     return out;
   }
+  std::vector<lease_reply> write_leases(const std::vector<lease>& ls) override {
+    l->gate();
+    l->add("writes " + std::to_string(ls.size()));
+    std::vector<lease_reply> out;
+    for (auto& x : ls)
+      out.push_back(named(x.key(), x.spec.holder_identity.empty() ? "released" : "taken"));
+    return out;
+  }
 };
 
 /// One recording worker (max_wait `wait`).
@@ -546,6 +554,56 @@ TEST_CASE("queued reads, creates and renews go in batches of one kind, each requ
   auto after = current_transport_census();
   CHECK(after.batches - before.batches == 3);
   CHECK(after.batched - before.batched == 11);
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("queued releases and new terms go in batches of writes where the client sends them as "
+          "one (etcd: batch_writes), never with renews; each requester answered with its own reply") {
+  // Regression (issue 19, SIGTERM of 10,000 leases on etcd): a process's
+  // releases at shutdown and a follower's takeover of them went one by one,
+  // three or four requests per key.
+  auto lg = std::make_shared<recording_client::log>();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto opts = one_recording_worker(lg);
+  opts.batch_writes = true;
+  auto t = spawn_transport_pool(sys, opts);
+  caf::scoped_actor self{sys};
+  std::vector<std::pair<std::string, reply_handle>> pending;
+  pending.emplace_back("busy", self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"}));
+  REQUIRE(first_call_waiting(*lg));
+  // The backlog: releases rel0-rel2 and acquisitions acq0-acq1 (updates
+  // without renew_max_age), renews n0-n1 among them.
+  for (int i = 0; i < 3; ++i) {
+    auto r = "rel" + std::to_string(i);
+    pending.emplace_back(r, self->request(t, 10s, update_lease_atom::value, renew_of(r, "")));
+    if (i < 2) {
+      auto n = "n" + std::to_string(i);
+      pending.emplace_back(n, self->request(t, 10s, update_lease_atom::value, renew_of(n)));
+      auto acq = renew_of("acq" + std::to_string(i));
+      acq.renew_max_age = {};
+      pending.emplace_back(acq.name, self->request(t, 10s, update_lease_atom::value, acq));
+    }
+  }
+  REQUIRE(queued(7));
+  lg->release();
+  auto got = test::receive_replies(pending);
+  REQUIRE(got.size() == pending.size());
+  for (auto& [name, r] : got) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);   // its own reply
+  }
+  for (int i = 0; i < 3; ++i)
+    CHECK(got["rel" + std::to_string(i)].value->spec.holder_identity == "released-rel" + std::to_string(i));
+  for (int i = 0; i < 2; ++i) {
+    CHECK(got["acq" + std::to_string(i)].value->spec.holder_identity == "taken-acq" + std::to_string(i));
+    CHECK(got["n" + std::to_string(i)].value->spec.holder_identity == "renew-n" + std::to_string(i));
+  }
+  auto calls = lg->seen();
+  std::string seen;
+  for (auto& c : calls)
+    seen += c + "; ";
+  CHECK_MESSAGE((calls == std::vector<std::string>{"get busy", "writes 5", "renews 2"}), seen);
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
 }
 
