@@ -273,6 +273,7 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&stop_signals, &sig);
   }
+  auto stop_begun = std::chrono::steady_clock::now();
 
   // Graceful stop of every runner at once, bounded.
   caf::scoped_actor self{sys};
@@ -288,8 +289,11 @@ int main(int argc, char** argv) {
   for (auto& r : runners)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 
-  if (opt.stay) {   // how many releases were confirmed, after the signal
-    std::printf("{\"phase\":\"stopped\",\"released\":%d}\n", confirmed);
+  if (opt.stay) {   // how many releases were confirmed, how long after the signal
+    auto stop_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - stop_begun).count();
+    std::printf("{\"phase\":\"stopped\",\"released\":%d,\"stop_ms\":%lld}\n", confirmed,
+                static_cast<long long>(stop_ms));
     std::fflush(stdout);
   } else {
     report(confirmed);
