@@ -43,6 +43,9 @@ struct etcd_client::impl {
   // -- the lease mapping -------------------------------------------------------
 
   std::string key_of(const lease_key& k) const { return etcd_scope{cfg.prefix, k.ns}.key(k.name); }
+  auto key_fn() const {
+    return [this](const lease_key& k) { return key_of(k); };
+  }
 
   static std::string value_of(const lease_spec& s) {
     json v = {{"holderIdentity", s.holder_identity}};
@@ -67,7 +70,7 @@ struct etcd_client::impl {
 
   /// Keys `ks` read at once (etcd_ranges).
   std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
-    return etcd_ranges(caller, ks, [this](const lease_key& k) { return key_of(k); });
+    return etcd_ranges(caller, ks, key_fn());
   }
 
   api_error not_found(const lease_key& k, std::string why) {

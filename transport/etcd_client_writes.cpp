@@ -14,6 +14,15 @@ api_error named(api_error e, const std::string& path, std::size_t n, const std::
   return e;
 }
 
+/// Every write of `which` (keys of `ls`, named by `key_of`) failed with `e`.
+template <class KeyOf>
+void fail_each(const std::vector<lease>& ls, const std::vector<std::size_t>& which,
+               const api_error& e, const std::string& path, KeyOf&& key_of,
+               std::vector<std::optional<api_result<lease>>>& out) {
+  for (auto i : which)
+    out[i] = api_result<lease>::failure(named(e, path, which.size(), key_of(ls[i].key())));
+}
+
 } // namespace
 
 std::vector<api_result<lease>> etcd_client::impl::write_all(const std::vector<lease>& ls) {
@@ -70,10 +79,14 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
                    etcd_key_ttl(cur[i].value->record->spec));
     ids.insert(kv.lease_id);
   }
-  for (auto& id : ids)
-    if (auto k = session->keep_alive(id, caller); !k.ok() || k.value->ttl_seconds <= 0)
-      return alone();   // each judged (and failed) on its own
   const std::string path = "/v3/kv/txn";
+  for (auto& id : ids) {
+    auto k = session->keep_alive(id, caller);
+    if (!k.ok())   // as alone: the release fails with the keepalive's error
+      return fail_each(ls, which, k.error, k.error.path, key_fn(), out);
+    if (k.value->ttl_seconds <= 0)
+      return alone();   // the lease is gone (its keys with it): each judged on its own
+  }
   json compares = json::array(), puts = json::array();
   std::vector<std::string> written;
   for (auto i : which) {
@@ -86,11 +99,8 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
     written.push_back(key);
   }
   auto t = call(path, {{"compare", std::move(compares)}, {"success", std::move(puts)}});
-  if (!t.ok()) {
-    for (auto i : which)
-      out[i] = api_result<lease>::failure(named(t.error, path, which.size(), key_of(ls[i].key())));
-    return;
-  }
+  if (!t.ok())
+    return fail_each(ls, which, t.error, path, key_fn(), out);
   if (!t.value->value("succeeded", false))
     return alone();   // one key taken or written meanwhile: each as alone
   auto rev = header_revision(*t.value);
@@ -122,11 +132,8 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
     written.push_back(key);
   }
   auto d = call(path, {{"compare", std::move(compares)}, {"success", std::move(deletes)}});
-  if (!d.ok()) {
-    for (auto i : which)
-      out[i] = api_result<lease>::failure(named(d.error, path, which.size(), key_of(ls[i].key())));
-    return;
-  }
+  if (!d.ok())
+    return fail_each(ls, which, d.error, path, key_fn(), out);
   if (!d.value->value("succeeded", false)) {
     for (auto i : which)   // one key written meanwhile: each as alone
       out[i] = updated(ls[i], cur[i], began);

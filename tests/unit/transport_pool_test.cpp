@@ -496,6 +496,23 @@ bool queued(std::int64_t n) {
   return current_transport_census().queued == n;
 }
 
+/// Once `n` requests wait behind the recording worker's first call: lets
+/// it go on, and every reply of `pending`, each its own requester's (by
+/// name) and successful.
+std::map<std::string, lease_reply> own_replies(recording_client::log& lg,
+                                               std::vector<std::pair<std::string, reply_handle>>& pending,
+                                               std::int64_t n) {
+  REQUIRE(queued(n));
+  lg.release();
+  auto got = test::receive_replies(pending);
+  REQUIRE(got.size() == pending.size());
+  for (auto& [name, r] : got) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);   // its own reply
+  }
+  return got;
+}
+
 } // namespace
 
 TEST_CASE("queued reads, creates and renews go in batches of one kind, each requester answered with its own reply") {
@@ -530,14 +547,7 @@ TEST_CASE("queued reads, creates and renews go in batches of one kind, each requ
     if (i == 3)
       pending.emplace_back("acq", self->request(t, 10s, update_lease_atom::value, acquired));
   }
-  REQUIRE(queued(13));
-  lg->release();
-  auto got = test::receive_replies(pending);
-  REQUIRE(got.size() == pending.size());
-  for (auto& [name, r] : got) {
-    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
-    CHECK(r.value->name == name);   // its own reply
-  }
+  auto got = own_replies(*lg, pending, 13);
   for (int i = 0; i < 5; ++i)
     CHECK(got["r" + std::to_string(i)].value->spec.holder_identity == "read-r" + std::to_string(i));
   for (int i = 0; i < 4; ++i)
@@ -585,14 +595,7 @@ TEST_CASE("queued releases and new terms go in batches of writes where the clien
       pending.emplace_back(acq.name, self->request(t, 10s, update_lease_atom::value, acq));
     }
   }
-  REQUIRE(queued(7));
-  lg->release();
-  auto got = test::receive_replies(pending);
-  REQUIRE(got.size() == pending.size());
-  for (auto& [name, r] : got) {
-    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
-    CHECK(r.value->name == name);   // its own reply
-  }
+  auto got = own_replies(*lg, pending, 7);
   for (int i = 0; i < 3; ++i)
     CHECK(got["rel" + std::to_string(i)].value->spec.holder_identity == "released-rel" + std::to_string(i));
   for (int i = 0; i < 2; ++i) {
