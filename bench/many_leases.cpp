@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     etcd.http = conn;
   }
 
-  std::atomic<int> leading{0}, lost{0};
+  std::atomic<int> leading{0}, lost{0}, released{0};
   std::atomic<long> renewals{0};
   // LEASEHOLD_BENCH_TRACE=1: every event but renewals on stderr (why a lease was slow).
   const bool trace = std::getenv("LEASEHOLD_BENCH_TRACE") != nullptr;
@@ -181,6 +181,8 @@ int main(int argc, char** argv) {
       ++lost;
     } else if (e.type == leasehold::event_type::renewed)
       ++renewals;
+    else if (e.type == leasehold::event_type::lease_released)
+      ++released;
   };
 
   long rss_before = rss_kib();
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
   auto census = leasehold::current_transport_census();
   double requests_per_s = static_cast<double>(census.requests - requests0) / opt.hold_s;
   long threads = proc_status("Threads:");
-  auto report = [&](int confirmed) {
+  auto report = [&](int released_count) {
     std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
                 "\"leaders_reached\":%d,\"all_led_ms\":%lld,\"all_led_epoch_ms\":%lld,"
                 "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
@@ -265,7 +267,7 @@ int main(int argc, char** argv) {
                 requests_per_s, threads, static_cast<long long>(census.workers),
                 static_cast<long long>(census.watch_streams),
                 static_cast<unsigned long long>(census.expired),
-                static_cast<unsigned long long>(census.echoes_dropped), confirmed);
+                static_cast<unsigned long long>(census.echoes_dropped), released_count);
     std::fflush(stdout);
   };
   if (opt.stay) {   // report now (released: -1), hold on until told to stop
@@ -289,14 +291,15 @@ int main(int argc, char** argv) {
   for (auto& r : runners)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 
-  if (opt.stay) {   // how many releases were confirmed, how long after the signal
+  if (opt.stay) {   // how many runners stopped, how many released their lease (answered
+                    // before their elector gave up), how long after the signal
     auto stop_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::steady_clock::now() - stop_begun).count();
-    std::printf("{\"phase\":\"stopped\",\"released\":%d,\"stop_ms\":%lld}\n", confirmed,
-                static_cast<long long>(stop_ms));
+    std::printf("{\"phase\":\"stopped\",\"stopped\":%d,\"released\":%d,\"stop_ms\":%lld}\n",
+                confirmed, released.load(), static_cast<long long>(stop_ms));
     std::fflush(stdout);
   } else {
-    report(confirmed);
+    report(released.load());
   }
   return reached == opt.leases ? 0 : 1;
 }

@@ -81,6 +81,7 @@ struct pool_job {
   steady::time_point queued;
   pool_op op = pool_op::get;
   bool batchable = false;     // a read, a create or a renew: may go with others of its op
+  bool release = false;       // an update naming no holder: waits its turn (see expired())
   const char* verb = "";
   lease_key key;
   lease written;              // create, update: the lease to write
@@ -113,7 +114,8 @@ struct pool_queue {
   std::deque<pool_job> jobs;
   std::vector<std::optional<pool_job>> handed;   // per worker: its next job
   std::vector<std::size_t> idle;                 // workers waiting, last-in first-out
-  bool closed = false;                           // the dispatcher ended: no more jobs
+  std::atomic<bool> closed{false};               // the dispatcher ended: releases left only
+  steady::time_point closed_at{};                // set before closed
   transport_pool_options opts;                   // max_wait, workers, where
 
   /// Answers `j`'s requester with `r` (the answer is sent by `from`).
@@ -125,8 +127,20 @@ struct pool_queue {
   /// A job that waited longer than max_wait: answered `timeout` unsent
   /// (its requester has given up by then; sending it would only lengthen
   /// the queue). The request's path is named only then, not per request.
+  /// Not a release: sent late, it still frees its lease for the other
+  /// replicas a lease duration before it would expire, where dropped it
+  /// leaves the lease held by nobody until then (a SIGTERM of 10,000
+  /// leases queued 10,000 releases at once: the last thousands expired
+  /// here, and the successor waited out each of those leases). A release
+  /// is a conditional write of the term its elector held, after its
+  /// modules stopped: as safe late as on time. There is at most one per
+  /// elector, so they wait their turn, unbounded while the pool lives;
+  /// once it ended (close()), max_wait from then.
   bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
-    auto waited = steady::now() - j.queued;
+    auto now = steady::now();
+    if (j.release && !closed)
+      return false;
+    auto waited = now - (j.release ? std::max(j.queued, closed_at) : j.queued);
     if (waited <= opts.max_wait)
       return false;
     ++census::expired;
@@ -146,12 +160,10 @@ struct pool_queue {
   /// oldest, and after it the queued jobs of its batch kind (up to
   /// max_batch_requests in all, among the oldest batch_scan queued; the
   /// others keep their order). None: `w` is idle from now on
-  /// (busy_workers is counted here).
+  /// (busy_workers is counted here; after close(), by close()).
   std::vector<pool_job> next(std::size_t w) {
     std::lock_guard<std::mutex> g(mx);
     std::vector<pool_job> out;
-    if (closed)
-      return out;   // counted idle by the dispatcher's end
     if (handed[w]) {
       out.push_back(std::move(*handed[w]));
       handed[w].reset();
@@ -160,8 +172,10 @@ struct pool_queue {
       jobs.pop_front();
       --census::queued;
     } else {
-      idle.push_back(w);
-      --census::busy_workers;
+      if (!closed) {
+        idle.push_back(w);
+        --census::busy_workers;
+      }
       return out;
     }
     if (!out.front().batchable || jobs.empty())
@@ -181,6 +195,26 @@ struct pool_queue {
     for (auto i = others.rbegin(); i != others.rend(); ++i)
       jobs.push_front(std::move(*i));
     return out;
+  }
+
+  /// The dispatcher ended (its transport was stopped): what is queued or
+  /// handed is dropped (its requesters' own deadlines answer them), except
+  /// releases (see expired(): their electors may have given up waiting
+  /// while they waited their turn, and the process may be ending). The
+  /// workers send the releases left, those they start within max_wait of
+  /// the close, then end.
+  void close() {
+    std::lock_guard<std::mutex> g(mx);
+    census::busy_workers -= static_cast<std::int64_t>(handed.size() - idle.size());
+    auto before = jobs.size();
+    jobs.erase(std::remove_if(jobs.begin(), jobs.end(), [](const pool_job& j) { return !j.release; }),
+               jobs.end());
+    census::queued -= static_cast<std::int64_t>(before - jobs.size());
+    for (auto& h : handed)
+      if (h && !h->release)
+        h.reset();
+    closed_at = steady::now();
+    closed = true;
   }
 };
 
@@ -227,8 +261,8 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
 using pool_worker_actor = caf::typed_actor<caf::reacts_to<run_atom>>;
 
 /// One worker: detached (its client blocks), one request at a time, the
-/// queued ones after it until the queue is empty; ends when its dispatcher
-/// does.
+/// queued ones after it until the queue is empty; when its dispatcher
+/// ends, it sends the releases left (pool_queue::close) and ends.
 pool_worker_actor::behavior_type pool_worker(pool_worker_actor::pointer self,
                                              std::shared_ptr<lease_client> client,
                                              std::shared_ptr<pool_queue> q, std::size_t w,
@@ -237,18 +271,22 @@ pool_worker_actor::behavior_type pool_worker(pool_worker_actor::pointer self,
   ++census::workers;
   self->attach_functor([] { --census::workers; });
   self->monitor(dispatcher);
-  self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  auto work = [self, client, q, w] {
+    auto me = self->ctrl();
+    for (auto batch = q->next(w); !batch.empty(); batch = q->next(w)) {
+      batch.erase(std::remove_if(batch.begin(), batch.end(),
+                                 [&](pool_job& j) { return q->expired(j, me); }),
+                  batch.end());
+      if (!batch.empty())
+        serve(batch, *client, me);
+    }
+  };
+  self->set_down_handler([self, work](caf::down_msg&) {
+    work();
+    self->quit();
+  });
   return {
-    [self, client, q, w](run_atom) {
-      auto me = self->ctrl();
-      for (auto batch = q->next(w); !batch.empty(); batch = q->next(w)) {
-        batch.erase(std::remove_if(batch.begin(), batch.end(),
-                                   [&](pool_job& j) { return q->expired(j, me); }),
-                    batch.end());
-        if (!batch.empty())
-          serve(batch, *client, me);
-      }
-    },
+    [work](run_atom) { work(); },
   };
 }
 
@@ -264,13 +302,14 @@ struct pool_state {
   /// is handed it and woken. The reply (or the queue's timeout) goes from
   /// the worker to the requester: the dispatcher answers nothing itself.
   caf::result<lease_reply> submit(const char* verb, pool_op op, bool batchable, const lease_key& k,
-                                  lease written = {}) {
+                                  lease written = {}, bool release = false) {
     if (!opts().invalid.empty())
       return lease_reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
     pool_job j;
     j.queued = steady::now();
     j.op = op;
     j.batchable = batchable;
+    j.release = release;
     j.verb = verb;
     j.key = k;
     j.written = std::move(written);
@@ -308,18 +347,13 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
   st->q->opts = std::move(opts);
   ++census::pools;
   // The workers hold the queue, not the dispatcher's state: ending the
-  // dispatcher ends them (they monitor it) and drops what is queued (its
-  // requesters' own deadlines answer them), or the workers' threads wait
-  // for their destruction forever and so does the actor system.
+  // dispatcher ends them (they monitor it) once they sent the releases
+  // queued (pool_queue::close: the rest is dropped, its requesters' own
+  // deadlines answer them), or the workers' threads wait for their
+  // destruction forever and so does the actor system.
   self->attach_functor([st] {
     --census::pools;
-    std::lock_guard<std::mutex> g(st->q->mx);
-    census::queued -= static_cast<std::int64_t>(st->q->jobs.size());
-    census::busy_workers -= static_cast<std::int64_t>(st->workers.size() - st->q->idle.size());
-    st->q->jobs.clear();
-    for (auto& h : st->q->handed)
-      h.reset();
-    st->q->closed = true;
+    st->q->close();
     st->workers.clear();
   });
   std::function<void(lease_watch_request&)> watch;
@@ -339,9 +373,10 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
       // never a release) may go in a batch of renews; any other update (a
       // write) in a batch of writes where the client sends them as one.
       bool renew = l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty();
+      bool release = l.spec.holder_identity.empty();
       if (renew)
         return st->submit("PUT", pool_op::update, true, k, std::move(l));
-      return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l));
+      return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l), release);
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

@@ -19,8 +19,11 @@
 // process with one lease and one request at a time has one. A request that
 // waited in the queue longer than `max_wait` is answered `timeout` without
 // being sent (its requester has given up by then; sending it would only
-// lengthen the queue). Errors stay per request: each reply is the worker's
-// own api_result.
+// lengthen the queue), except a release (an update naming no holder): sent
+// late it still frees its lease for the other replicas, so it waits its
+// turn, and when the transport is stopped with releases queued its workers
+// still send them (those they start within max_wait of the stop), then
+// end. Errors stay per request: each reply is the worker's own api_result.
 //
 // Batches, only from a backlog: a worker that takes a read (lh_get), a
 // create (lh_create) or a renew (lh_update with lease::renew_max_age set:

@@ -276,6 +276,7 @@ TEST_CASE("a PUT or POST that waited longer than max_wait names its lease in the
   busy.ns = put.ns = post.ns = "default";
   busy.name = "busy";
   put.name = "put-me";
+  put.spec.holder_identity = "me";   // not a release: those wait their turn
   post.name = "post-me";
   auto first = self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"});
   auto updated = self->request(t, 10s, update_lease_atom::value, put);
@@ -699,4 +700,72 @@ TEST_CASE("a batch's error reaches every requester in it, each naming its own le
   }
   CHECK(lg->seen() == std::vector<std::string>{"get busy", "gets 3"});
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+/// A transport of one recording worker (max_wait 1.5 s) whose first call
+/// (a read) waits at the gate, then, queued behind it in this order: a
+/// release queued longer than max_wait before the others, a renew, a
+/// release, a read, a create and a handover's release; ended with all of
+/// them queued; the gate opened `after_end` after the end. What the client
+/// was asked, in order, once the actor system ended.
+std::vector<std::string> end_with_releases_queued(std::chrono::milliseconds after_end) {
+  auto lg = std::make_shared<recording_client::log>();
+  auto pools = current_transport_census().pools;
+  {
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    auto t = spawn_transport_pool(sys, one_recording_worker(lg, 1500ms));
+    caf::scoped_actor self{sys};
+    auto send = [&](auto atom, auto arg) { self->request(t, 10s, atom, std::move(arg)); };
+    send(get_lease_atom::value, lease_key{"default", "busy"});
+    REQUIRE(first_call_waiting(*lg));
+    send(update_lease_atom::value, renew_of("rel0", ""));
+    std::this_thread::sleep_for(1600ms);   // rel0 waits longer than max_wait
+    send(update_lease_atom::value, renew_of("n0"));
+    send(update_lease_atom::value, renew_of("rel1", ""));
+    send(get_lease_atom::value, lease_key{"default", "r0"});
+    send(create_lease_atom::value, renew_of("new"));
+    lease handover = renew_of("rel2", "");
+    handover.spec.preferred_holder = "other";
+    handover.renew_max_age = {};
+    send(update_lease_atom::value, handover);
+    REQUIRE(queued(6));
+    caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+    for (int i = 0; i < 200 && current_transport_census().pools > pools; ++i)
+      std::this_thread::sleep_for(10ms);
+    REQUIRE(current_transport_census().pools == pools);   // the dispatcher ended
+    std::this_thread::sleep_for(after_end);
+    lg->release();
+  }   // ~actor_system: the worker ended
+  return lg->seen();
+}
+
+} // namespace
+
+TEST_CASE("a transport ended with releases queued still sends them, however long they waited; its other requests are dropped") {
+  // Regression (issue 19, SIGTERM of 10,000 leases): releases queued at
+  // once waited longer than max_wait for the 4 workers and were answered
+  // `timeout` unsent, or dropped when the process then stopped its
+  // transport: thousands of leases were left held by nobody until they
+  // expired, and the second process waited a lease duration for each.
+  auto before = current_transport_census();
+  auto calls = end_with_releases_queued(0ms);
+  CHECK(calls == std::vector<std::string>{"get busy", "put rel0", "put rel1", "put rel2"});
+  auto after = current_transport_census();
+  CHECK(after.queued == before.queued);
+  CHECK(after.busy_workers == before.busy_workers);
+  CHECK(after.workers == before.workers);
+  CHECK(after.expired == before.expired);
+}
+
+TEST_CASE("a transport ended with releases queued stops sending them max_wait after its end") {
+  auto before = current_transport_census();
+  auto calls = end_with_releases_queued(1600ms);   // the worker is busy past max_wait
+  CHECK(calls == std::vector<std::string>{"get busy"});
+  auto after = current_transport_census();
+  CHECK(after.expired - before.expired == 3);   // the releases, answered timeout unsent
+  CHECK(after.queued == before.queued);
+  CHECK(after.workers == before.workers);
 }
