@@ -7,6 +7,11 @@ namespace leasehold::apiserver {
 
 using nlohmann::json;
 
+std::string watch_line(const std::string& type, const std::string& object_json) {
+  // As json{{"type", type}, {"object", object}}.dump(): keys in order.
+  return "{\"object\":" + object_json + ",\"type\":" + json(type).dump() + "}\n";
+}
+
 namespace {
 
 std::string in_quotes(const std::string& s) {
@@ -140,9 +145,11 @@ void object_store::insert(const resource_type& r, key k, json object) {
 void object_store::record(const std::string& type, const std::string& plural, json object,
                           json previous) {
   auto rv = std::stoull(object["metadata"]["resourceVersion"].get<std::string>());
-  history_.push_back({rv, type, plural, std::move(object), std::move(previous)});
+  auto line = watch_line(type, object.dump());
+  history_.push_back(std::make_shared<const watch_event>(
+    watch_event{rv, type, plural, std::move(object), std::move(previous), std::move(line)}));
   while (history_.size() > history_limit_) {
-    history_floor_ = history_.front().resource_version;
+    history_floor_ = history_.front()->resource_version;
     history_.pop_front();
   }
   changed_.notify_all();
@@ -337,9 +344,9 @@ watch_batch object_store::events_since(const resource_type& r, std::uint64_t sin
     return batch;
   }
   auto first = std::upper_bound(history_.begin(), history_.end(), since,
-                                [](std::uint64_t v, const watch_event& e) { return v < e.resource_version; });
+                                [](std::uint64_t v, const auto& e) { return v < e->resource_version; });
   for (auto it = first; it != history_.end(); ++it)
-    if (it->plural == r.plural)
+    if ((*it)->plural == r.plural)
       batch.events.push_back(*it);
   return batch;
 }
