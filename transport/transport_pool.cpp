@@ -135,23 +135,25 @@ struct pool_queue {
   /// is a conditional write of the term its elector held, after its
   /// modules stopped: as safe late as on time. There is at most one per
   /// elector, so they wait their turn, unbounded while the pool lives;
-  /// once it ended (close()), max_wait from then.
+  /// once it ended (close()), until release_drain from then.
   bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
     auto now = steady::now();
     if (j.release && !closed)
       return false;
+    auto limit = j.release ? opts.release_drain : opts.max_wait;
     auto waited = now - (j.release ? std::max(j.queued, closed_at) : j.queued);
-    if (waited <= opts.max_wait)
+    if (waited <= limit)
       return false;
     ++census::expired;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
+    auto ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count());
+    auto why = j.release ? "not sent: the transport ended " + ms + "ms ago (it sends the releases "
+                             "left for " + std::to_string(limit.count()) + "ms)"
+                         : "not sent: waited " + ms + "ms for one of the transport's "
+                             + std::to_string(opts.workers) + " workers (all busy; the limit is "
+                             + std::to_string(limit.count()) + "ms)";
     answer(j,
-           lease_reply::failure(
-             {error_kind::timeout, 0, j.verb, opts.where ? opts.where(j.verb, j.key) : j.key.to_string(),
-              "not sent: waited " + std::to_string(ms) + "ms for one of the transport's "
-                + std::to_string(opts.workers) + " workers (all busy; the limit is "
-                + std::to_string(opts.max_wait.count()) + "ms)",
-              0}),
+           lease_reply::failure({error_kind::timeout, 0, j.verb,
+                                 opts.where ? opts.where(j.verb, j.key) : j.key.to_string(), why, 0}),
            from);
     return true;
   }
@@ -201,8 +203,8 @@ struct pool_queue {
   /// handed is dropped (its requesters' own deadlines answer them), except
   /// releases (see expired(): their electors may have given up waiting
   /// while they waited their turn, and the process may be ending). The
-  /// workers send the releases left, those they start within max_wait of
-  /// the close, then end.
+  /// workers send the releases left, those they start within
+  /// release_drain of the close, then end.
   void close() {
     std::lock_guard<std::mutex> g(mx);
     census::busy_workers -= static_cast<std::int64_t>(handed.size() - idle.size());

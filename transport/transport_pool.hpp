@@ -22,8 +22,8 @@
 // lengthen the queue), except a release (an update naming no holder): sent
 // late it still frees its lease for the other replicas, so it waits its
 // turn, and when the transport is stopped with releases queued its workers
-// still send them (those they start within max_wait of the stop), then
-// end. Errors stay per request: each reply is the worker's own api_result.
+// still send them (those they start within `release_drain` of the stop),
+// then end. Errors stay per request: each reply is the worker's own api_result.
 //
 // Batches, only from a backlog: a worker that takes a read (lh_get), a
 // create (lh_create) or a renew (lh_update with lease::renew_max_age set:
@@ -152,6 +152,11 @@ constexpr std::size_t max_transport_workers = 64;
 struct transport_pool_options {
   std::size_t workers = 4;                  // at most this many clients and threads
   std::chrono::milliseconds max_wait{5000};  // longer in the queue: answered `timeout` unsent
+  /// A pool ended with releases queued sends those it can start within
+  /// this long of its end (each frees a lease the other replicas would
+  /// otherwise wait out; 10,000 releases on 2 cores take a few seconds):
+  /// the actor system's end waits at most this, plus one request.
+  std::chrono::milliseconds release_drain{10000};
   std::string thread_name = "lh.transport";  // the workers' thread name (at most 15 chars)
   /// Builds one worker's client (called on the dispatcher).
   std::function<std::unique_ptr<lease_client>()> make_client;

@@ -704,7 +704,7 @@ TEST_CASE("a batch's error reaches every requester in it, each naming its own le
 
 namespace {
 
-/// A transport of one recording worker (max_wait 1.5 s) whose first call
+/// A transport of one recording worker (max_wait 1.5 s, release_drain 1 s) whose first call
 /// (a read) waits at the gate, then, queued behind it in this order: a
 /// release queued longer than max_wait before the others, a renew, a
 /// release, a read, a create and a handover's release; ended with all of
@@ -716,7 +716,9 @@ std::vector<std::string> end_with_releases_queued(std::chrono::milliseconds afte
   {
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
-    auto t = spawn_transport_pool(sys, one_recording_worker(lg, 1500ms));
+    auto opts = one_recording_worker(lg, 1500ms);
+    opts.release_drain = 1000ms;
+    auto t = spawn_transport_pool(sys, opts);
     caf::scoped_actor self{sys};
     auto send = [&](auto atom, auto arg) { self->request(t, 10s, atom, std::move(arg)); };
     send(get_lease_atom::value, lease_key{"default", "busy"});
@@ -760,9 +762,9 @@ TEST_CASE("a transport ended with releases queued still sends them, however long
   CHECK(after.expired == before.expired);
 }
 
-TEST_CASE("a transport ended with releases queued stops sending them max_wait after its end") {
+TEST_CASE("a transport ended with releases queued stops sending them release_drain after its end") {
   auto before = current_transport_census();
-  auto calls = end_with_releases_queued(1600ms);   // the worker is busy past max_wait
+  auto calls = end_with_releases_queued(1100ms);   // the worker is busy past release_drain
   CHECK(calls == std::vector<std::string>{"get busy"});
   auto after = current_transport_census();
   CHECK(after.expired - before.expired == 3);   // the releases, answered timeout unsent
