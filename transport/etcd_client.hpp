@@ -54,6 +54,16 @@ public:
   /// A batch of creates: one txn comparing every key absent and putting
   /// them all (all or none); not all absent: each created alone.
   std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
+  /// A batch of writes that are no renews (releases, new terms on an
+  /// existing key: a process's releases at shutdown, a follower's takeover
+  /// of them): one txn of ranges per 128 keys, then the releases still in
+  /// their term in ONE txn of puts (each compared on its own key's
+  /// create_revision, after one keepalive of each etcd lease), the new
+  /// terms' deletes in ONE txn (each compared on its key's mod_revision)
+  /// and their creates as create_leases. A txn one compare of which failed
+  /// changes nothing: each of its writes is then sent alone (update_lease).
+  /// Anything else alone too. One reply per request, in order.
+  std::vector<api_result<lease>> write_leases(const std::vector<lease>& ls);
 
   /// Every lease record of namespace `ns` and the store revision it was
   /// read at: a watch from revision + 1 misses no change after this read.

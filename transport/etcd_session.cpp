@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "leasehold/lease.hpp"
+#include "transport/common/base64.hpp"
 #include "transport/etcd_wire.hpp"
 
 namespace leasehold {
@@ -28,6 +30,27 @@ api_result<std::int64_t> send_keepalive(const std::string& id, const etcd_sessio
     return api_result<std::int64_t>::failure(
       api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing", 0});
   return api_result<std::int64_t>::success(std::max<std::int64_t>(ttl, 0));
+}
+
+/// The released record (as a release writes it: no holder, a lease
+/// duration of 1 s, acquired now; no successor named) for a key whose value
+/// is `value`; nullopt when it is released already or no lease record
+/// (the reaper then deletes it).
+std::optional<std::string> released_value(const std::string& value) {
+  auto v = json::parse(value, nullptr, false);
+  if (!v.is_object())
+    return std::nullopt;
+  auto h = v.find("holderIdentity");
+  auto d = v.find("leaseDurationSeconds");
+  bool unheld = h == v.end() || (h->is_string() && h->get<std::string>().empty());
+  if (unheld && (d == v.end() || (d->is_number_integer() && d->get<std::int64_t>() <= 1)))
+    return std::nullopt;
+  v["holderIdentity"] = "";
+  v["leaseDurationSeconds"] = 1;
+  v["acquireTime"] = format_micro_time(
+    std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now()));
+  v.erase("preferredHolder");
+  return v.dump();
 }
 
 } // namespace
@@ -129,12 +152,13 @@ void etcd_session::asked(const std::string& key, const std::string& id, std::int
   keys_[key] = bound_key{id, clock::now(), std::max<std::int64_t>(1, ttl_seconds)};
 }
 
-std::vector<std::string> etcd_session::stale_keys_locked(const std::string& id, clock::time_point now) {
-  std::vector<std::string> out;
+std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::string& id,
+                                                                    clock::time_point now) {
+  std::vector<stale_key> out;
   for (auto i = keys_.begin(); i != keys_.end() && out.size() < reap_per_keepalive;) {
     auto& k = i->second;
     if (k.lease_id == id && now - k.asked > std::chrono::seconds(k.ttl_seconds)) {
-      out.push_back(i->first);
+      out.push_back({i->first, k.ttl_seconds});
       i = keys_.erase(i);
     } else {
       ++i;
@@ -143,15 +167,42 @@ std::vector<std::string> etcd_session::stale_keys_locked(const std::string& id, 
   return out;
 }
 
-void etcd_session::reap(const std::string& id, const std::vector<std::string>& keys,
+void etcd_session::reap(const std::string& id, const std::vector<stale_key>& keys,
                         const call_fn& call) {
-  // Deleted only while still bound to this lease: a key another replica
-  // created since (its own lease) is not ours to delete.
-  for (auto& key : keys)
-    call("/v3/kv/txn",
-         {{"compare", json::array({{{"key", key}, {"target", "LEASE"}, {"result", "EQUAL"},
-                                    {"lease", id}}})},
-          {"success", json::array({{{"request_delete_range", {{"key", key}}}}})}});
+  // Each key as it is now; written only while it is still bound to this
+  // lease at the very revision read (a key another replica wrote or
+  // created since is not ours to touch). A lease record gets the released
+  // record, so followers take it at once (docs/safety.md, "The session
+  // reaper's released record"); a released one (nobody took it for a TTL)
+  // is deleted, so the shared lease does not keep it forever.
+  for (auto& [key, ttl] : keys) {
+    auto r = call("/v3/kv/range", {{"key", key}});
+    if (!r.ok())
+      continue;
+    auto kv = first_kv(*r.value);
+    if (!kv.ok() || !*kv.value || (*kv.value)->lease_id != id)
+      continue;
+    auto released = released_value((*kv.value)->value);
+    json write = released ? json{{"request_put", {{"key", key},
+                                                  {"value", encode_base64(*released)},
+                                                  {"lease", id}}}}
+                          : json{{"request_delete_range", {{"key", key}}}};
+    auto t = call("/v3/kv/txn",
+                  {{"compare", json::array({{{"key", key}, {"target", "LEASE"}, {"result", "EQUAL"},
+                                             {"lease", id}},
+                                            {{"key", key}, {"target", "MOD"}, {"result", "EQUAL"},
+                                             {"mod_revision",
+                                              std::to_string((*kv.value)->mod_revision)}}})},
+                   {"success", json::array({std::move(write)})}});
+    if (!t.ok() || !t.value->value("succeeded", false))
+      continue;
+    wrote(header_revision(*t.value), {key});
+    if (released) {
+      // Untaken a TTL from now: deleted then (the branch above).
+      std::lock_guard<std::mutex> g(mx_);
+      keys_.try_emplace(key, bound_key{id, clock::now(), ttl});
+    }
+  }
 }
 
 std::uint64_t etcd_session::keepalives_sent() const {

@@ -18,10 +18,13 @@
 //   - nothing revokes a session lease (a release puts the released record,
 //     a new term deletes the old key only): its other keys live on;
 //   - a key bound to it that no request of the transport asked about for a
-//     whole TTL (its elector is gone: a release that failed, a stopped
-//     runner) is deleted, if it is still bound to that lease, by the worker
-//     that sends the next keepalive: with per-key etcd leases such a key
-//     went with its TTL, and a shared lease must not keep it forever.
+//     whole TTL (its elector is gone: a create whose answer was lost, a
+//     release that failed, a stopped runner) gets the released record, if
+//     it is still bound to that lease at the revision the reaper read, from
+//     the worker that sends the next keepalive: followers take it at once
+//     (no term of this process is live on it: a term's renews ask). Still
+//     untaken a TTL later, it is deleted: with per-key etcd leases such a
+//     key went with its TTL, and a shared lease must not keep it forever.
 #pragma once
 
 #include <chrono>
@@ -72,7 +75,7 @@ public:
 
   /// A keepalive of etcd lease `id` sent at or after this call (one shared
   /// by every caller that asked before it was sent). The caller that sends
-  /// it first deletes the keys that went a TTL unasked (see above).
+  /// it first reaps the keys that went a TTL unasked (see above).
   api_result<kept_alive> keep_alive(const std::string& id, const call_fn& call);
 
   /// A renew's keepalive of etcd lease `id` for a renew the transport
@@ -120,9 +123,14 @@ private:
     std::int64_t ttl_seconds = 1;
   };
 
+  struct stale_key {
+    std::string key;
+    std::int64_t ttl_seconds = 1;
+  };
   /// Under mx_: the keys of `id` unasked for a TTL, taken off the books.
-  std::vector<std::string> stale_keys_locked(const std::string& id, clock::time_point now);
-  void reap(const std::string& id, const std::vector<std::string>& keys, const call_fn& call);
+  std::vector<stale_key> stale_keys_locked(const std::string& id, clock::time_point now);
+  /// Released records on (or deletes of) `keys`: see the header comment.
+  void reap(const std::string& id, const std::vector<stale_key>& keys, const call_fn& call);
 
   mutable std::mutex mx_;
   std::condition_variable answered_;

@@ -32,6 +32,7 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
     return backend_traits::ttl_reading{
       std::max<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - r->sent, {}), r->ttl_seconds};
   };
+  opts.batch_writes = true;   // releases and new terms: etcd_client::write_leases
   opts.make_client = [cfg, readings, session] {
     return std::make_unique<lease_client_of<etcd_client>>(cfg, readings, session);
   };

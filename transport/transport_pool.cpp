@@ -42,6 +42,10 @@ std::vector<lease_reply> lease_client::renew_leases(const std::vector<lease>& ls
   return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
 }
 
+std::vector<lease_reply> lease_client::write_leases(const std::vector<lease>& ls) {
+  return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
+}
+
 transport_census current_transport_census() {
   transport_census c;
   c.pools = census::pools.load();
@@ -64,7 +68,7 @@ using steady = std::chrono::steady_clock;
 using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
 /// What a request asks of a worker's client.
-enum class pool_op { get, create, update };
+enum class pool_op { get, create, update, write };   // update: a renew; write: any other update
 
 /// How many queued requests a worker looks at for a batch (the oldest).
 constexpr std::size_t batch_scan = 4 * max_batch_requests;
@@ -93,7 +97,8 @@ struct pool_job {
     switch (op) {
       case pool_op::get: return c.get_lease(key);
       case pool_op::create: return c.create_lease(written);
-      case pool_op::update: break;
+      case pool_op::update:
+      case pool_op::write: break;
     }
     return c.update_lease(written);
   }
@@ -130,23 +135,25 @@ struct pool_queue {
   /// is a conditional write of the term its elector held, after its
   /// modules stopped: as safe late as on time. There is at most one per
   /// elector, so they wait their turn, unbounded while the pool lives;
-  /// once it ended (close()), max_wait from then.
+  /// once it ended (close()), until release_drain from then.
   bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
     auto now = steady::now();
     if (j.release && !closed)
       return false;
+    auto limit = j.release ? opts.release_drain : opts.max_wait;
     auto waited = now - (j.release ? std::max(j.queued, closed_at) : j.queued);
-    if (waited <= opts.max_wait)
+    if (waited <= limit)
       return false;
     ++census::expired;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(waited).count();
+    auto ms = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count());
+    auto why = j.release ? "not sent: the transport ended " + ms + "ms ago (it sends the releases "
+                             "left for " + std::to_string(limit.count()) + "ms)"
+                         : "not sent: waited " + ms + "ms for one of the transport's "
+                             + std::to_string(opts.workers) + " workers (all busy; the limit is "
+                             + std::to_string(limit.count()) + "ms)";
     answer(j,
-           lease_reply::failure(
-             {error_kind::timeout, 0, j.verb, opts.where ? opts.where(j.verb, j.key) : j.key.to_string(),
-              "not sent: waited " + std::to_string(ms) + "ms for one of the transport's "
-                + std::to_string(opts.workers) + " workers (all busy; the limit is "
-                + std::to_string(opts.max_wait.count()) + "ms)",
-              0}),
+           lease_reply::failure({error_kind::timeout, 0, j.verb,
+                                 opts.where ? opts.where(j.verb, j.key) : j.key.to_string(), why, 0}),
            from);
     return true;
   }
@@ -196,8 +203,8 @@ struct pool_queue {
   /// handed is dropped (its requesters' own deadlines answer them), except
   /// releases (see expired(): their electors may have given up waiting
   /// while they waited their turn, and the process may be ending). The
-  /// workers send the releases left, those they start within max_wait of
-  /// the close, then end.
+  /// workers send the releases left, those they start within
+  /// release_drain of the close, then end.
   void close() {
     std::lock_guard<std::mutex> g(mx);
     census::busy_workers -= static_cast<std::int64_t>(handed.size() - idle.size());
@@ -232,8 +239,9 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
     std::vector<lease> leases;
     for (auto& j : batch)
       leases.push_back(std::move(j.written));
-    replies = batch.front().op == pool_op::create ? client.create_leases(leases)
-                                                  : client.renew_leases(leases);
+    replies = batch.front().op == pool_op::create  ? client.create_leases(leases)
+              : batch.front().op == pool_op::write ? client.write_leases(leases)
+                                                   : client.renew_leases(leases);
   }
   ++census::batches;
   census::batched += batch.size();
@@ -364,10 +372,13 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
       // A renew (the elector's, of a term it holds: renew_max_age set;
-      // never a release) may go in a batch; any other update alone.
+      // never a release) may go in a batch of renews; any other update (a
+      // write) in a batch of writes where the client sends them as one.
       bool renew = l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty();
       bool release = l.spec.holder_identity.empty();
-      return st->submit("PUT", pool_op::update, renew, k, std::move(l), release);
+      if (renew)
+        return st->submit("PUT", pool_op::update, true, k, std::move(l));
+      return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l), release);
     },
     [watch](watch_lease_atom, lease_watch_request& req) {
       if (watch)

@@ -22,8 +22,8 @@
 // lengthen the queue), except a release (an update naming no holder): sent
 // late it still frees its lease for the other replicas, so it waits its
 // turn, and when the transport is stopped with releases queued its workers
-// still send them (those they start within max_wait of the stop), then
-// end. Errors stay per request: each reply is the worker's own api_result.
+// still send them (those they start within `release_drain` of the stop),
+// then end. Errors stay per request: each reply is the worker's own api_result.
 //
 // Batches, only from a backlog: a worker that takes a read (lh_get), a
 // create (lh_create) or a renew (lh_update with lease::renew_max_age set:
@@ -37,8 +37,11 @@
 // its own. The client decides what a batch costs: one by one by default
 // (Kubernetes); on etcd (etcd_client) one txn of ranges for reads and
 // renews, one all-or-nothing txn for creates (every key compared absent,
-// else each created alone). New terms on an existing key and releases are
-// never batched (conditional writes on one key's revision).
+// else each created alone). New terms on an existing key and releases (the
+// other updates: "writes") are batched only where the options say the
+// client sends them as batches (transport_pool_options::batch_writes,
+// etcd: lease_client::write_leases); elsewhere each goes alone, on any
+// idle worker.
 #pragma once
 
 #include <atomic>
@@ -74,6 +77,10 @@ public:
   /// A batch of creates: one reply per lease, in order. Default:
   /// create_lease one by one.
   virtual std::vector<lease_reply> create_leases(const std::vector<lease>& ls);
+  /// A batch of writes (updates that are no renews: releases, new terms
+  /// on an existing key): one reply per lease, in order. Default:
+  /// update_lease one by one.
+  virtual std::vector<lease_reply> write_leases(const std::vector<lease>& ls);
 };
 
 /// Whether backend client `C` sends batches itself (get_leases,
@@ -87,6 +94,15 @@ struct sends_batches<C, std::void_t<decltype(std::declval<C&>().get_leases(
                                       std::declval<const std::vector<lease>&>())),
                                     decltype(std::declval<C&>().create_leases(
                                       std::declval<const std::vector<lease>&>()))>>
+  : std::true_type {};
+
+/// Whether backend client `C` sends batches of writes itself (write_leases
+/// of a vector, as etcd_client).
+template <class C, class = void>
+struct sends_write_batches : std::false_type {};
+template <class C>
+struct sends_write_batches<C, std::void_t<decltype(std::declval<C&>().write_leases(
+                                            std::declval<const std::vector<lease>&>()))>>
   : std::true_type {};
 
 /// A lease_client over a backend client `C` (kube_client, etcd_client).
@@ -116,6 +132,12 @@ public:
     else
       return lease_client::create_leases(ls);
   }
+  std::vector<lease_reply> write_leases(const std::vector<lease>& ls) override {
+    if constexpr (sends_write_batches<C>::value)
+      return c_.write_leases(ls);
+    else
+      return lease_client::write_leases(ls);
+  }
 private:
   C c_;
 };
@@ -130,6 +152,11 @@ constexpr std::size_t max_transport_workers = 64;
 struct transport_pool_options {
   std::size_t workers = 4;                  // at most this many clients and threads
   std::chrono::milliseconds max_wait{5000};  // longer in the queue: answered `timeout` unsent
+  /// A pool ended with releases queued sends those it can start within
+  /// this long of its end (each frees a lease the other replicas would
+  /// otherwise wait out; 10,000 releases on 2 cores take a few seconds):
+  /// the actor system's end waits at most this, plus one request.
+  std::chrono::milliseconds release_drain{10000};
   std::string thread_name = "lh.transport";  // the workers' thread name (at most 15 chars)
   /// Builds one worker's client (called on the dispatcher).
   std::function<std::unique_ptr<lease_client>()> make_client;
@@ -140,6 +167,10 @@ struct transport_pool_options {
   /// Builds the dispatcher's lh_watch handler (watch_per_namespace or
   /// watch_per_subscriber of lease_watch.hpp).
   std::function<std::function<void(lease_watch_request&)>(lease_transport_actor::pointer)> make_watch;
+  /// Queued writes (releases, new terms) go in batches (write_leases):
+  /// only for a client that sends them as one (etcd); one by one on one
+  /// worker they would be slower than alone on every idle worker.
+  bool batch_writes = false;
   /// Set: every request is answered with this error (kind other, naming
   /// the invalid field), nothing is sent.
   std::string invalid;

@@ -485,6 +485,49 @@ TEST_CASE("etcd transport: a create's history check reads no revision its own tr
   CHECK_FALSE(created.value->unwritten_since_read);
 }
 
+TEST_CASE("etcd transport: a key nobody asked about for a TTL (a create whose answer was lost) "
+          "gets the released record from the session reaper, and another replica takes it at once") {
+  // Regression (docs/safety.md, "The session reaper's released record"):
+  // the reaper deleted such a key, and every replica waited that delete out
+  // as an operator's write (a second lease duration and the outside-write
+  // warning; a 7 s fresh start in agent-balance).
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_client a(config({etcd.endpoint()}));
+  etcd_client b(config({etcd.endpoint()}));
+  // etcd applied A's create; its answer was lost, so A's elector never asks
+  // about the key again. Another key of A's keeps the session lease alive.
+  auto lost = a.create_lease(record("lost", "A", 2));
+  REQUIRE_MESSAGE(lost.ok(), lost.error.describe());
+  auto keeper = a.create_lease(record("keeper", "A", 2));
+  REQUIRE_MESSAGE(keeper.ok(), keeper.error.describe());
+  std::optional<lease> seen;
+  bool gone = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 6s;
+       !seen && !gone && std::chrono::steady_clock::now() < deadline;) {
+    auto renewed = a.update_lease(*keeper.value);   // a keepalive each (renew_max_age 0)
+    CHECK_MESSAGE(renewed.ok(), renewed.error.describe());
+    auto g = b.get_lease({"ns1", "lost"});
+    gone = g.kind() == error_kind::not_found;
+    if (g.ok() && g.value->spec.holder_identity.empty())
+      seen = *g.value;
+    std::this_thread::sleep_for(200ms);
+  }
+  CHECK_FALSE(gone);   // the old reaper's delete
+  REQUIRE_MESSAGE(seen, "no released record on the key within 6 s");
+  CHECK(seen->spec.lease_duration_seconds == 1);   // released_record()
+  CHECK(seen->spec.lease_transitions == lost.value->spec.lease_transitions);   // the same key
+  // The term A never started cannot be renewed on it.
+  CHECK(a.update_lease(*lost.value).kind() == error_kind::conflict);
+  // B takes it as a released key: delete if unchanged, then create.
+  auto take = *seen;
+  take.spec = record("lost", "B", 2).spec;
+  auto next = b.update_lease(take);
+  REQUIRE_MESSAGE(next.ok(), next.error.describe());
+  CHECK(next.value->spec.holder_identity == "B");
+  CHECK(next.value->spec.lease_transitions > lost.value->spec.lease_transitions);
+}
+
 TEST_CASE("etcd transport: keys bound to one etcd lease cost one TTL read per transport, "
           "answered with the reading's age") {
   etcd_member etcd;
@@ -656,6 +699,72 @@ TEST_CASE("etcd transport: queued creates cost one txn per batch (each alone whe
     CHECK(r.value->ttl_seconds.value_or(0) >= 5);
   }
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("etcd client: a batch of releases is one txn of puts, a batch of new terms one txn of "
+          "deletes and one of creates; a compare that fails sends each alone (issue 19: SIGTERM)") {
+  // Regression: releases and new terms went one by one (a range, a
+  // keepalive and a txn per release; a range, a delete, a keepalive and a
+  // create per new term): a SIGTERM of 10,000 leases took ~20 s to hand over.
+  etcd_member etcd;
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+  etcd_client a(config({etcd.endpoint()}));
+  etcd_client b(config({etcd.endpoint()}));
+  etcd_client admin(config({etcd.endpoint()}));
+  std::vector<lease> made;
+  for (int i = 1; i <= 6; ++i)
+    made.push_back(record("w" + std::to_string(i), "A"));
+  auto created = a.create_leases(made);
+  std::vector<lease> releases;
+  for (auto& r : created) {
+    REQUIRE_MESSAGE(r.ok(), r.error.describe());
+    auto l = *r.value;
+    l.spec.holder_identity.clear();
+    l.spec.lease_duration_seconds = 1;
+    releases.push_back(l);
+  }
+  releases.back().spec.lease_transitions -= 1;   // w6: not its term
+  long txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  auto released = a.write_leases(releases);
+  CHECK(etcd_handled(etcd.endpoint(), "Txn") - txns0 == 2);   // the ranges, the puts
+  REQUIRE(released.size() == 6);
+  CHECK(released.back().kind() == error_kind::conflict);
+  std::vector<lease> marked;
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE_MESSAGE(released[i].ok(), released[i].error.describe());
+    CHECK(released[i].value->name == "w" + std::to_string(i + 1));
+    auto got = b.get_lease(released[i].value->key());
+    REQUIRE(got.ok());
+    CHECK(got.value->spec.holder_identity.empty());
+    CHECK(got.value->spec.lease_duration_seconds == 1);
+    CHECK(got.value->spec.lease_transitions == created[i].value->spec.lease_transitions);
+    CHECK(got.value->resource_version == released[i].value->resource_version);
+    auto take = *got.value;
+    take.spec = record(take.name, "B").spec;
+    marked.push_back(take);
+  }
+  // B takes w1, w2: the ranges, the deletes, the creates.
+  txns0 = etcd_handled(etcd.endpoint(), "Txn");
+  auto taken = b.write_leases({marked[0], marked[1]});
+  CHECK(etcd_handled(etcd.endpoint(), "Txn") - txns0 == 3);
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE_MESSAGE(taken[i].ok(), taken[i].error.describe());
+    CHECK(taken[i].value->spec.holder_identity == "B");
+    CHECK(taken[i].value->spec.lease_transitions > created[i].value->spec.lease_transitions);
+  }
+  // w4 written from outside after B read it: the deletes' txn changes
+  // nothing, each is taken alone; w4 is a conflict, w3 and w5 are B's.
+  auto w4 = admin.post("/v3/kv/put", {{"key", encode_base64(admin.scope("ns1").key("w4"))},
+                                      {"value", encode_base64("{\"holderIdentity\":\"\"}")}});
+  REQUIRE_MESSAGE(w4.ok(), w4.error.describe());
+  taken = b.write_leases({marked[2], marked[3], marked[4]});
+  CHECK(taken[1].kind() == error_kind::conflict);
+  for (int i : {0, 2}) {
+    REQUIRE_MESSAGE(taken[i].ok(), taken[i].error.describe());
+    CHECK(taken[i].value->spec.holder_identity == "B");
+    CHECK(taken[i].value->spec.lease_transitions > created[i + 2].value->spec.lease_transitions);
+  }
+  CHECK(b.get_lease({"ns1", "w3"}).value->spec.holder_identity == "B");
 }
 
 TEST_CASE("etcd client: a batch whose txn fails answers every request with the error, naming its key") {

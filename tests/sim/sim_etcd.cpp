@@ -103,21 +103,36 @@ void sim_etcd::keepalive_locked(std::int64_t lease_id, bool& changed) {
     return;
   g->second.kept_at = now_();
   g->second.expires = g->second.kept_at + std::chrono::seconds(g->second.ttl_seconds);
-  // The transport's reaper, which runs with its keepalives (so never for a
-  // dead client): a key of this lease unasked for a TTL, still on it.
-  std::vector<lease_key> stale;
+  // The transport's reaper (etcd_session), which runs with its keepalives
+  // (so never for a dead client): a key of this lease unasked for a TTL,
+  // still on it, gets the released record (no holder, 1 s, no successor;
+  // its acquireTime kept: nobody reads it on a released record); one
+  // released already (untaken for a TTL) is deleted.
+  std::vector<std::pair<lease_key, std::int64_t>> stale;
   for (auto i = asked_.begin(); i != asked_.end();) {
     if (i->second.lease_id == lease_id
         && i->second.at + std::chrono::seconds(i->second.ttl_seconds) < now_()) {
       if (auto k = keys_.find(i->first); k != keys_.end() && k->second.lease_id == lease_id)
-        stale.push_back(i->first);
+        stale.emplace_back(i->first, i->second.ttl_seconds);
       i = asked_.erase(i);
     } else {
       ++i;
     }
   }
-  for (auto& k : stale)
-    delete_locked(k, changed);
+  for (auto& [k, ttl] : stale) {
+    auto& v = keys_[k].value;
+    if (v.holder_identity.empty() && v.lease_duration_seconds.value_or(1) <= 1) {
+      delete_locked(k, changed);
+      continue;
+    }
+    v.holder_identity.clear();
+    v.lease_duration_seconds = 1;
+    v.preferred_holder.clear();
+    keys_[k].mod_revision = ++revision_;
+    record_change(change{k, static_cast<std::uint64_t>(revision_), to_lease(k, keys_[k])});
+    asked_[k] = ask{lease_id, now_(), ttl};   // untaken a TTL from now: deleted then
+    changed = true;
+  }
 }
 
 caf::timespan sim_etcd::renewed_locked(std::int64_t lease_id, caf::timespan max_age, bool& changed) {
@@ -310,6 +325,9 @@ lease_reply sim_etcd::update(const std::string& client, lease l) {
           out = lease_reply::success(std::move(rec));
         }
       } else if (!cur.value.holder_identity.empty() && cur.value.holder_identity != holder) {
+        log(client, "PUT", k, error_kind::conflict, holder);
+        out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
+      } else if (same_term && cur.value.holder_identity.empty()) {   // released (the reaper)
         log(client, "PUT", k, error_kind::conflict, holder);
         out = lease_reply::failure(held_error("/v3/kv/txn", cur, error_kind::conflict));
       } else if (same_term) {   // renew: keepalive (its lease is live: expired ones are gone)

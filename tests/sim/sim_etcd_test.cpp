@@ -195,10 +195,11 @@ TEST_CASE("sim_etcd: a raft leader change gives every lease its full TTL again")
   CHECK(f.store.next_expiry() == created + 2s + 3s);
 }
 
-TEST_CASE("sim_etcd: the transport's reaper deletes a key unasked for a TTL with its client's next "
-          "keepalive, never for a client that sends none") {
+TEST_CASE("sim_etcd: the transport's reaper puts the released record on a key unasked for a TTL "
+          "with its client's next keepalive (deleted a TTL later if untaken), never for a client "
+          "that sends none; the term on it cannot be renewed") {
   fixture f;
-  auto a = f.store.create("a", f.record("a", 0, 3));
+  auto a = f.store.create("a", f.record("a", 0, 3));   // its answer lost: never asked again
   REQUIRE(a.ok());
   lease_key k2{"default", "busy"};
   auto l2 = f.record("a", 0, 3);
@@ -207,10 +208,23 @@ TEST_CASE("sim_etcd: the transport's reaper deletes a key unasked for a TTL with
   auto b = f.store.create("a", l2);   // a keepalive: the lease lives to now + 3 s
   REQUIRE(b.ok());
   f.now += 1500ms;   // 3.5 s after the first key's create: unasked for its TTL
-  CHECK_FALSE(f.store.expire_due());   // the store itself deletes nothing
-  CHECK(f.store.peek(f.key));
+  CHECK_FALSE(f.store.expire_due());   // the store itself writes nothing
+  REQUIRE(f.store.peek(f.key));
+  CHECK(f.store.peek(f.key)->spec.holder_identity == "a");
   REQUIRE(f.store.update("a", *b.value).ok());   // a renew of the other key: a keepalive
-  CHECK_FALSE(f.store.peek(f.key));   // reaped with it
+  auto released = f.store.peek(f.key);   // reaped with it: released, same term
+  REQUIRE(released);
+  CHECK(released->spec.holder_identity.empty());
+  CHECK(released->spec.lease_duration_seconds == 1);
+  CHECK(released->spec.lease_transitions == a.value->spec.lease_transitions);
+  CHECK(f.store.update("a", *a.value).kind() == error_kind::conflict);   // no renew on it
+  CHECK(f.store.peek(k2));
+  f.now += 2s;
+  REQUIRE(f.store.update("a", *b.value).ok());   // keeps the session lease alive
+  REQUIRE(f.store.peek(f.key));
+  f.now += 1500ms;   // untaken for another TTL
+  REQUIRE(f.store.update("a", *b.value).ok());
+  CHECK_FALSE(f.store.peek(f.key));
   CHECK(f.store.peek(k2));
 }
 

@@ -447,6 +447,14 @@ struct recording_client : lease_client {
       out.push_back(named(x.key(), "renew"));
     return out;
   }
+  std::vector<lease_reply> write_leases(const std::vector<lease>& ls) override {
+    l->gate();
+    l->add("writes " + std::to_string(ls.size()));
+    std::vector<lease_reply> out;
+    for (auto& x : ls)
+      out.push_back(named(x.key(), x.spec.holder_identity.empty() ? "released" : "taken"));
+    return out;
+  }
 };
 
 /// One recording worker (max_wait `wait`).
@@ -489,6 +497,23 @@ bool queued(std::int64_t n) {
   return current_transport_census().queued == n;
 }
 
+/// Once `n` requests wait behind the recording worker's first call: lets
+/// it go on, and every reply of `pending`, each its own requester's (by
+/// name) and successful.
+std::map<std::string, lease_reply> own_replies(recording_client::log& lg,
+                                               std::vector<std::pair<std::string, reply_handle>>& pending,
+                                               std::int64_t n) {
+  REQUIRE(queued(n));
+  lg.release();
+  auto got = test::receive_replies(pending);
+  REQUIRE(got.size() == pending.size());
+  for (auto& [name, r] : got) {
+    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
+    CHECK(r.value->name == name);   // its own reply
+  }
+  return got;
+}
+
 } // namespace
 
 TEST_CASE("queued reads, creates and renews go in batches of one kind, each requester answered with its own reply") {
@@ -523,14 +548,7 @@ TEST_CASE("queued reads, creates and renews go in batches of one kind, each requ
     if (i == 3)
       pending.emplace_back("acq", self->request(t, 10s, update_lease_atom::value, acquired));
   }
-  REQUIRE(queued(13));
-  lg->release();
-  auto got = test::receive_replies(pending);
-  REQUIRE(got.size() == pending.size());
-  for (auto& [name, r] : got) {
-    REQUIRE_MESSAGE(r.ok(), name << ": " << r.error.describe());
-    CHECK(r.value->name == name);   // its own reply
-  }
+  auto got = own_replies(*lg, pending, 13);
   for (int i = 0; i < 5; ++i)
     CHECK(got["r" + std::to_string(i)].value->spec.holder_identity == "read-r" + std::to_string(i));
   for (int i = 0; i < 4; ++i)
@@ -547,6 +565,49 @@ TEST_CASE("queued reads, creates and renews go in batches of one kind, each requ
   auto after = current_transport_census();
   CHECK(after.batches - before.batches == 3);
   CHECK(after.batched - before.batched == 11);
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("queued releases and new terms go in batches of writes where the client sends them as "
+          "one (etcd: batch_writes), never with renews; each requester answered with its own reply") {
+  // Regression (issue 19, SIGTERM of 10,000 leases on etcd): a process's
+  // releases at shutdown and a follower's takeover of them went one by one,
+  // three or four requests per key.
+  auto lg = std::make_shared<recording_client::log>();
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto opts = one_recording_worker(lg);
+  opts.batch_writes = true;
+  auto t = spawn_transport_pool(sys, opts);
+  caf::scoped_actor self{sys};
+  std::vector<std::pair<std::string, reply_handle>> pending;
+  pending.emplace_back("busy", self->request(t, 10s, get_lease_atom::value, lease_key{"default", "busy"}));
+  REQUIRE(first_call_waiting(*lg));
+  // The backlog: releases rel0-rel2 and acquisitions acq0-acq1 (updates
+  // without renew_max_age), renews n0-n1 among them.
+  for (int i = 0; i < 3; ++i) {
+    auto r = "rel" + std::to_string(i);
+    pending.emplace_back(r, self->request(t, 10s, update_lease_atom::value, renew_of(r, "")));
+    if (i < 2) {
+      auto n = "n" + std::to_string(i);
+      pending.emplace_back(n, self->request(t, 10s, update_lease_atom::value, renew_of(n)));
+      auto acq = renew_of("acq" + std::to_string(i));
+      acq.renew_max_age = {};
+      pending.emplace_back(acq.name, self->request(t, 10s, update_lease_atom::value, acq));
+    }
+  }
+  auto got = own_replies(*lg, pending, 7);
+  for (int i = 0; i < 3; ++i)
+    CHECK(got["rel" + std::to_string(i)].value->spec.holder_identity == "released-rel" + std::to_string(i));
+  for (int i = 0; i < 2; ++i) {
+    CHECK(got["acq" + std::to_string(i)].value->spec.holder_identity == "taken-acq" + std::to_string(i));
+    CHECK(got["n" + std::to_string(i)].value->spec.holder_identity == "renew-n" + std::to_string(i));
+  }
+  auto calls = lg->seen();
+  std::string seen;
+  for (auto& c : calls)
+    seen += c + "; ";
+  CHECK_MESSAGE((calls == std::vector<std::string>{"get busy", "writes 5", "renews 2"}), seen);
   caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
 }
 
@@ -643,7 +704,7 @@ TEST_CASE("a batch's error reaches every requester in it, each naming its own le
 
 namespace {
 
-/// A transport of one recording worker (max_wait 1.5 s) whose first call
+/// A transport of one recording worker (max_wait 1.5 s, release_drain 1 s) whose first call
 /// (a read) waits at the gate, then, queued behind it in this order: a
 /// release queued longer than max_wait before the others, a renew, a
 /// release, a read, a create and a handover's release; ended with all of
@@ -655,7 +716,9 @@ std::vector<std::string> end_with_releases_queued(std::chrono::milliseconds afte
   {
     caf::actor_system_config cfg;
     caf::actor_system sys{cfg};
-    auto t = spawn_transport_pool(sys, one_recording_worker(lg, 1500ms));
+    auto opts = one_recording_worker(lg, 1500ms);
+    opts.release_drain = 1000ms;
+    auto t = spawn_transport_pool(sys, opts);
     caf::scoped_actor self{sys};
     auto send = [&](auto atom, auto arg) { self->request(t, 10s, atom, std::move(arg)); };
     send(get_lease_atom::value, lease_key{"default", "busy"});
@@ -699,9 +762,9 @@ TEST_CASE("a transport ended with releases queued still sends them, however long
   CHECK(after.expired == before.expired);
 }
 
-TEST_CASE("a transport ended with releases queued stops sending them max_wait after its end") {
+TEST_CASE("a transport ended with releases queued stops sending them release_drain after its end") {
   auto before = current_transport_census();
-  auto calls = end_with_releases_queued(1600ms);   // the worker is busy past max_wait
+  auto calls = end_with_releases_queued(1100ms);   // the worker is busy past release_drain
   CHECK(calls == std::vector<std::string>{"get busy"});
   auto after = current_transport_census();
   CHECK(after.expired - before.expired == 3);   // the releases, answered timeout unsent
