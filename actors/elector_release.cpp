@@ -88,7 +88,8 @@ void elector_actor::release_step(int tries) {
     return;
   }
   lease l = *mem_.record;
-  l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity, rare_.seen().release_target);
+  l.spec = handover_spec(released_spec(l.spec, wall_now()), opt_.identity,
+                         rare_.seen().release_target);
   in_flight_ = true;
   call(clock().now(), "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {

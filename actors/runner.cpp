@@ -303,7 +303,8 @@ void runner_impl::begin_stepdown(const std::string& reason) {
     fence_->valid_until->store(0);   // leader-only work ends now, whatever the modules do
   fence_.reset();
   set_state(runner_state::stepping_down);
-  notify(leadership_changed{false, holder_, term_, reason, rare_.seen().yield.active() ? rare_.seen().yield.target() : ""});
+  const auto& yield = rare_.seen().yield;
+  notify(leadership_changed{false, holder_, term_, reason, yield.active() ? yield.target() : ""});
   modules_.stop_leader_only("leadership ended: " + reason);
   check_stepdown_done();
 }
@@ -313,8 +314,8 @@ void runner_impl::check_stepdown_done() {
     return;
   // Every leader-only module is down: only now may the lease go or a new elector start.
   if (elector_) {   // still renewing (release requested, or a crash loop): let it go
-    if (rare_.seen().yield.active())
-      release_elector([=](bool released) { yield_released(released); }, rare_.seen().yield.target());
+    if (const auto& yield = rare_.seen().yield; yield.active())
+      release_elector([=](bool released) { yield_released(released); }, yield.target());
     else
       release_elector([=](bool) { settle(); });
     return;
