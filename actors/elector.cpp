@@ -197,10 +197,12 @@ void elector_actor::get_then_decide() {
       mem_.confirmed_at = clock().now();
       mem_.outside_wait_until.reset();   // the key is there (again)
       mem_.hold_next_create = false;
-      observe(*r.value, /*report*/ false);
-      note_ttl(*r.value, started);
+      if (!streamed_later(*r.value)) {   // else decide on the later version
+        observe(*r.value, /*report*/ false);
+        note_ttl(*r.value, started);
+      }
       report_memory();   // the record, confirmed_at, the TTL reading: one report
-      decide(*r.value);
+      decide(*mem_.record);
     } else if (r.kind() == error_kind::not_found) {
       answered();
       absent(started, r.error.store_revision);

@@ -121,6 +121,13 @@ private:
   /// runner uses changed (it reads the renew from renewed_until), so no
   /// report (issue 19); the memory catches up when the term ends (set_state).
   bool own_renewal(const lease& rec) const;
+  /// A read's `answer` is older than the record in memory: the stream
+  /// showed a later version while the read was out (a release streamed
+  /// before the answer of a read served just before it). The read then
+  /// decides on the later one; taking the older answer (still held) made
+  /// the follower wait instead of taking the released lease (sim seeds
+  /// 5485 and 5073 on etcd).
+  bool streamed_later(const lease& answer) const;
   /// Another replica (or a former process under our name) holds `rec` and
   /// it has not expired by our clock.
   bool held_by_other(const lease& rec) const;

@@ -132,6 +132,10 @@ bool elector_actor::held_by_other(const lease& rec) const {
   return opt_.backend.server_expiry || !expired(rec);
 }
 
+bool elector_actor::streamed_later(const lease& answer) const {
+  return mem_.record && compare_versions(answer.resource_version, mem_.record->resource_version).value_or(1) < 0;
+}
+
 bool elector_actor::own_renewal(const lease& rec) const {
   return has_term() && held_ && same_term(rec.spec, *held_) && mem_.record
          && mem_.record->spec.preferred_holder == rec.spec.preferred_holder;
