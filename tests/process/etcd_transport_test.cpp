@@ -903,6 +903,20 @@ std::shared_ptr<module_registry> idle_module_registry() {
   return registry;
 }
 
+/// Shuts `runners` down (each releases its lease; bounded wait for their
+/// answers), then ends them and the `transports`.
+void shut_down(caf::scoped_actor& self, const std::vector<runner_actor>& runners,
+               std::initializer_list<lease_transport_actor> transports) {
+  for (auto& r : runners)
+    self->send(r, shutdown_atom::value);
+  for (std::size_t i = 0; i < runners.size(); ++i)
+    self->receive([](bool) {}, caf::after(10s) >> [] {});
+  for (auto& r : runners)
+    self->send_exit(r, caf::exit_reason::user_shutdown);
+  for (auto& t : transports)
+    self->send_exit(t, caf::exit_reason::user_shutdown);
+}
+
 } // namespace
 
 TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch stream, one leader per lease, "
@@ -992,16 +1006,13 @@ TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch strea
     std::lock_guard<std::mutex> g(mx);
     CHECK_MESSAGE(overlaps.empty(), "two replicas worked " << (overlaps.empty() ? "" : overlaps[0]));
   }
+  std::vector<runner_actor> others;
   for (auto& [id, rs] : runners)
-    for (auto& r : rs)
-      if (id != gone)
-        self->send(r, shutdown_atom::value);
-  for (std::size_t i = 0; i < 2 * static_cast<std::size_t>(leases); ++i)
-    self->receive([](bool) {}, caf::after(10s) >> [] {});
-  for (auto& [id, rs] : runners)
-    for (auto& r : rs)
-      self->send_exit(r, caf::exit_reason::user_shutdown);
-  self->send_exit(transport, caf::exit_reason::user_shutdown);
+    if (id != gone)
+      others.insert(others.end(), rs.begin(), rs.end());
+  shut_down(self, others, {transport});
+  for (auto& r : runners[gone])
+    self->send_exit(r, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease, one keepalive "
@@ -1088,13 +1099,7 @@ TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease,
   CHECK(rebound != bound);
 
   caf::scoped_actor self{sys};
-  for (auto& r : runners)
-    self->send(r, shutdown_atom::value);
-  for (std::size_t i = 0; i < runners.size(); ++i)
-    self->receive([](bool) {}, caf::after(10s) >> [] {});
-  for (auto& r : runners)
-    self->send_exit(r, caf::exit_reason::user_shutdown);
-  self->send_exit(backend.transport, caf::exit_reason::user_shutdown);
+  shut_down(self, runners, {backend.transport});
 }
 
 TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no range (issue 19): "
@@ -1157,14 +1162,7 @@ TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no ra
   CHECK(a_leading.load() == leases);
 
   caf::scoped_actor self{sys};
-  for (auto& r : runners)
-    self->send(r, shutdown_atom::value);
-  for (std::size_t i = 0; i < runners.size(); ++i)
-    self->receive([](bool) {}, caf::after(10s) >> [] {});
-  for (auto& r : runners)
-    self->send_exit(r, caf::exit_reason::user_shutdown);
-  self->send_exit(a.transport, caf::exit_reason::user_shutdown);
-  self->send_exit(b.transport, caf::exit_reason::user_shutdown);
+  shut_down(self, runners, {a.transport, b.transport});
 }
 
 TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd lease, join order, withdraw, expiry") {
