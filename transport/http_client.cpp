@@ -8,6 +8,7 @@
 
 #include "transport/common/text_files.hpp"
 #include "transport/http_errors.hpp"
+#include "transport/http_pipeline.hpp"
 #include "transport/server_url.hpp"
 #include "transport/tls_files.hpp"
 
@@ -36,6 +37,7 @@ struct http_client::impl {
   api_error setup_error;     // kind none when the client is usable
   std::string last_token;    // last good content of cfg.token_file
   std::mutex mtx;            // one request at a time
+  std::unique_ptr<http_pipeline> pipeline;   // send_all's connection, opened on first use
 
   explicit impl(connection_config c) : cfg(std::move(c)) {
     if (cfg.user_agent.empty())
@@ -179,23 +181,92 @@ struct http_client::impl {
   /// A request without a body, with the headers every request carries.
   std::optional<api_error> prepare(httplib::Request& req, const std::string& verb,
                                    const std::string& path) {
+    http_headers headers;
+    if (auto err = common_headers(verb, path, headers))
+      return err;
+    req.method = verb;
+    req.path = ep.prefix + path;
+    req.headers = {headers.begin(), headers.end()};
+    return std::nullopt;
+  }
+
+  /// The headers every request carries (the bearer token re-read).
+  std::optional<api_error> common_headers(const std::string& verb, const std::string& path,
+                                          http_headers& out) {
     if (setup_error.kind != error_kind::none) {
       auto err = setup_error;
       err.verb = verb;
       err.path = path;
       return err;
     }
-    req.method = verb;
-    req.path = ep.prefix + path;
-    req.headers = {{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}};
+    out = {{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}};
     std::string token, err_text;
     if (!bearer_token(token, err_text))
       return api_error{error_kind::other, 0, verb, path, err_text, 0};
     if (!token.empty())
-      req.headers.emplace("Authorization", "Bearer " + token);
+      out.emplace_back("Authorization", "Bearer " + token);
     if (!cfg.identity.empty())
-      req.headers.emplace("X-Leasehold-Identity", cfg.identity);
+      out.emplace_back("X-Leasehold-Identity", cfg.identity);
     return std::nullopt;
+  }
+
+  /// `call`'s HTTP/1.1 text for a pipelined batch, or the error that keeps
+  /// it from being sent (a header value with a line break).
+  std::optional<api_error> wire_text(const http_call& call, const http_headers& headers,
+                                     std::string& out) {
+    bool default_port = ep.port == (ep.tls ? 443 : 80);
+    auto host = ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host;
+    out = call.verb + " " + ep.prefix + call.path + " HTTP/1.1\r\nHost: " + host +
+          (default_port ? "" : ":" + std::to_string(ep.port)) + "\r\n";
+    for (auto& [name, value] : headers) {
+      if (value.find_first_of("\r\n") != std::string::npos)
+        return api_error{error_kind::other, 0, call.verb, call.path,
+                         "header " + name + ": contains a line break", 0};
+      out += name + ": " + value + "\r\n";
+    }
+    if (call.body)
+      out += "Content-Type: application/json\r\nContent-Length: " +
+             std::to_string(call.body->size()) + "\r\n\r\n" + *call.body;
+    else
+      out += "\r\n";
+    return std::nullopt;
+  }
+
+  std::vector<api_result<http_response>> exchange_all(const std::vector<http_call>& calls) {
+    std::lock_guard<std::mutex> guard(mtx);
+    std::vector<api_result<http_response>> out(calls.size());
+    std::vector<pipelined_request> reqs;
+    std::vector<std::size_t> sent_index;   // reqs[j] is calls[sent_index[j]]
+    http_headers headers;
+    std::optional<api_error> header_error;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      auto& c = calls[i];
+      pipelined_request r{c.verb, c.path, {}};
+      auto err = i == 0 ? common_headers(c.verb, c.path, headers) : std::nullopt;
+      if (i == 0)
+        header_error = err;
+      if (header_error) {
+        err = *header_error;
+        err->verb = c.verb;
+        err->path = c.path;
+      } else {
+        err = wire_text(c, headers, r.wire);
+      }
+      if (err) {
+        out[i] = api_result<http_response>::failure(*err);
+        continue;
+      }
+      reqs.push_back(std::move(r));
+      sent_index.push_back(i);
+    }
+    if (reqs.empty())
+      return out;
+    if (!pipeline)
+      pipeline = std::make_unique<http_pipeline>(cfg, ep);
+    auto answers = pipeline->exchange(reqs);
+    for (std::size_t j = 0; j < answers.size(); ++j)
+      out[sent_index[j]] = std::move(answers[j]);
+    return out;
   }
 };
 
@@ -282,6 +353,18 @@ api_result<http_response> http_client::send(const std::string& verb, const std::
                                             const http_headers& headers) {
   return never_throw<http_response>(verb, path,
                                     [&] { return impl_->exchange(verb, path, body, headers); });
+}
+
+std::vector<api_result<http_response>> http_client::send_all(const std::vector<http_call>& calls) {
+  try {
+    return impl_->exchange_all(calls);
+  } catch (const std::exception& e) {
+    std::vector<api_result<http_response>> out;
+    for (auto& c : calls)
+      out.push_back(api_result<http_response>::failure(
+        {error_kind::other, 0, c.verb, c.path, std::string("internal error: ") + e.what(), 0}));
+    return out;
+  }
 }
 
 const connection_config& http_client::config() const {

@@ -37,6 +37,14 @@ struct http_response {
 
 using http_headers = std::vector<std::pair<std::string, std::string>>;
 
+/// One request of a pipelined batch (http_client::send_all); a `body` is
+/// sent as JSON.
+struct http_call {
+  std::string verb;
+  std::string path;
+  const std::string* body = nullptr;
+};
+
 class http_client {
 public:
   explicit http_client(connection_config cfg);
@@ -50,6 +58,14 @@ public:
   /// status is returned as is. Never throws.
   api_result<http_response> send(const std::string& verb, const std::string& path,
                                  const std::string* body, const http_headers& headers = {});
+
+  /// The requests `calls` pipelined on one keep-alive connection of their
+  /// own (http_pipeline.hpp: all written, then the answers read in order),
+  /// with the headers, TLS and timeouts of send(); one result per call, in
+  /// order. A call whose answer was lost after its bytes may have left is
+  /// an error whose reason says "(sent: may have been applied)". Never
+  /// throws.
+  std::vector<api_result<http_response>> send_all(const std::vector<http_call>& calls);
 
   /// A streaming request (a watch: GET for Kubernetes, POST with a JSON
   /// `body` and `headers` for the etcd gateway): `on_open` once the server

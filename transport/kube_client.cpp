@@ -26,38 +26,111 @@ std::string kube_request_path(const std::string& verb, const lease_key& k) {
   return verb == "POST" ? leases_path(k.ns) : lease_path(k);
 }
 
-api_result<lease> kube_client::lease_call(const std::string& verb, const std::string& path,
-                                          const std::string* body, bool echo) {
-  auto reply = http_.send(verb, path, body);
+namespace {
+
+/// A request carrying the JSON of `l` (`fresh`: without its version, as a
+/// create must be sent).
+kube_lease_request with_lease(const std::string& verb, const std::string& path, const lease& l,
+                              bool fresh, bool echo) {
+  kube_lease_request r{verb, path, std::nullopt, echo, {}};
+  auto body = never_throw<std::string>(verb, path, [&] {
+    if (!fresh)
+      return api_result<std::string>::success(to_json_value(l).dump());
+    auto copy = l;
+    copy.resource_version.clear(); // the API rejects a create that names a version
+    return api_result<std::string>::success(to_json_value(copy).dump());
+  });
+  if (body.ok())
+    r.body = std::move(*body.value);
+  else
+    r.error = body.error;
+  return r;
+}
+
+kube_lease_request get_request(const lease_key& k) {
+  return {"GET", lease_path(k), std::nullopt, false, {}};
+}
+kube_lease_request create_request(const lease& l) {
+  return with_lease("POST", leases_path(l.ns), l, true, false);
+}
+kube_lease_request update_request(const lease& l) {
+  return with_lease("PUT", lease_path(l.key()), l, false, l.skip_watch_echo);
+}
+
+template <class T, class F>
+std::vector<kube_lease_request> requests_of(const std::vector<T>& items, F make) {
+  std::vector<kube_lease_request> out;
+  out.reserve(items.size());
+  for (auto& i : items)
+    out.push_back(make(i));
+  return out;
+}
+
+} // namespace
+
+api_result<lease> kube_client::lease_answer(const kube_lease_request& r,
+                                            const api_result<http_response>& reply) {
   if (!reply.ok())
     return api_result<lease>::failure(reply.error);
-  return never_throw<lease>(verb, path, [&] {
-    auto out = lease_from_response(verb, path, reply.value->status, reply.value->body,
+  return never_throw<lease>(r.verb, r.path, [&] {
+    auto out = lease_from_response(r.verb, r.path, reply.value->status, reply.value->body,
                                    reply.value->retry_after);
-    if (echo && echoes_ && out.ok())
+    if (r.echo && echoes_ && out.ok())
       echoes_->note(reply.value->body, out.value->name, out.value->resource_version);
     return out;
   });
 }
 
+std::vector<api_result<lease>>
+kube_client::lease_calls(const std::vector<kube_lease_request>& reqs) {
+  std::vector<api_result<lease>> out(reqs.size());
+  std::vector<http_call> calls;
+  std::vector<std::size_t> sent;   // calls[j] is reqs[sent[j]]
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].error.kind != error_kind::none) {
+      out[i] = api_result<lease>::failure(reqs[i].error);
+      continue;
+    }
+    calls.push_back({reqs[i].verb, reqs[i].path, reqs[i].body ? &*reqs[i].body : nullptr});
+    sent.push_back(i);
+  }
+  if (calls.size() == 1) {
+    auto& c = calls.front();
+    out[sent.front()] = lease_answer(reqs[sent.front()], http_.send(c.verb, c.path, c.body));
+  } else if (calls.size() > 1) {
+    auto replies = http_.send_all(calls);
+    for (std::size_t j = 0; j < sent.size(); ++j)
+      out[sent[j]] = lease_answer(reqs[sent[j]], replies[j]);
+  }
+  return out;
+}
+
 api_result<lease> kube_client::get_lease(const lease_key& k) {
-  return lease_call("GET", lease_path(k), nullptr);
+  return std::move(lease_calls({get_request(k)}).front());
 }
 
 api_result<lease> kube_client::create_lease(const lease& l) {
-  return never_throw<lease>("POST", leases_path(l.ns), [&] {
-    auto fresh = l;
-    fresh.resource_version.clear(); // the API rejects a create that names a version
-    auto body = to_json_value(fresh).dump();
-    return lease_call("POST", leases_path(l.ns), &body);
-  });
+  return std::move(lease_calls({create_request(l)}).front());
 }
 
 api_result<lease> kube_client::update_lease(const lease& l) {
-  return never_throw<lease>("PUT", lease_path(l.key()), [&] {
-    auto body = to_json_value(l).dump();
-    return lease_call("PUT", lease_path(l.key()), &body, l.skip_watch_echo);
-  });
+  return std::move(lease_calls({update_request(l)}).front());
+}
+
+std::vector<api_result<lease>> kube_client::get_leases(const std::vector<lease_key>& ks) {
+  return lease_calls(requests_of(ks, get_request));
+}
+
+std::vector<api_result<lease>> kube_client::create_leases(const std::vector<lease>& ls) {
+  return lease_calls(requests_of(ls, create_request));
+}
+
+std::vector<api_result<lease>> kube_client::renew_leases(const std::vector<lease>& ls) {
+  return lease_calls(requests_of(ls, update_request));
+}
+
+std::vector<api_result<lease>> kube_client::write_leases(const std::vector<lease>& ls) {
+  return lease_calls(requests_of(ls, update_request));
 }
 
 api_result<bool> kube_client::create_event(const kube_event& e) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
@@ -23,6 +24,16 @@ std::string events_path(const std::string& ns);         // /api/v1/namespaces/{n
 /// path (the Kubernetes transport's backend_traits::request_path).
 std::string kube_request_path(const std::string& verb, const lease_key& k);
 
+/// One Lease request as kube_client sends it: `error` set (kind not
+/// none) when it cannot be sent (its JSON could not be written).
+struct kube_lease_request {
+  std::string verb;
+  std::string path;
+  std::optional<std::string> body;
+  bool echo = false;   // a successful answer is noted in the watch echoes
+  api_error error;
+};
+
 class kube_client {
 public:
   /// `echoes`: where a renew that asks (lease::skip_watch_echo) notes its
@@ -35,12 +46,24 @@ public:
   api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
   api_result<bool> create_event(const kube_event& e);
 
+  /// Batches (the transport pool's, from a backlog): one result per lease,
+  /// in order, each judged as the single call judges it. Two or more go
+  /// pipelined on one connection (http_client::send_all); a lost answer is
+  /// that request's own error ("sent: may have been applied").
+  std::vector<api_result<lease>> get_leases(const std::vector<lease_key>& ks);
+  std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
+  std::vector<api_result<lease>> renew_leases(const std::vector<lease>& ls);
+  /// Releases and new terms: PUTs, as update_lease sends them.
+  std::vector<api_result<lease>> write_leases(const std::vector<lease>& ls);
+
   const connection_config& config() const { return http_.config(); }
 
 private:
-  /// `echo`: a successful answer is noted in echoes_.
-  api_result<lease> lease_call(const std::string& verb, const std::string& path,
-                               const std::string* body, bool echo = false);
+  /// `reqs` sent (one alone, more pipelined) and their answers judged:
+  /// status, Lease body, echo noted.
+  std::vector<api_result<lease>> lease_calls(const std::vector<kube_lease_request>& reqs);
+  api_result<lease> lease_answer(const kube_lease_request& r,
+                                 const api_result<http_response>& reply);
 
   http_client http_;
   std::shared_ptr<watch_echoes> echoes_;

@@ -96,22 +96,27 @@ private:
   std::thread thread_;
 };
 
+/// A listening TCP socket on 127.0.0.1 and an ephemeral port (`port`).
+inline int listen_loopback(int& port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, 8) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot listen on 127.0.0.1");
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
 /// A TCP listener on 127.0.0.1 that answers every connection with a fixed
 /// byte string (e.g. a response whose body is shorter than its
 /// Content-Length) and closes it. Polls with a timeout so stop is prompt.
 class raw_server {
 public:
   explicit raw_server(std::string response) : response_(std::move(response)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(fd_, 8) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      throw std::runtime_error("raw_server: cannot listen");
-    port_ = ntohs(addr.sin_port);
+    fd_ = listen_loopback(port_);
     thread_ = std::thread([this] { run(); });
   }
   raw_server(const raw_server&) = delete;
