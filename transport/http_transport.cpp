@@ -16,6 +16,8 @@ lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg) 
   opts.workers = cfg.workers;
   opts.max_wait = max_request_time(cfg);
   opts.thread_name = "lh.http";
+  // Queued releases and new terms go pipelined too (kube_client::write_leases).
+  opts.batch_writes = true;
   // The answers of this transport's renews, whose echoes on the shared
   // stream are dropped unparsed (transport/watch_echoes.hpp).
   auto echoes = std::make_shared<watch_echoes>();

@@ -34,14 +34,16 @@
 // batch call of its client (lease_client::get_leases / create_leases /
 // renew_leases), then answers each requester with its own reply. A lone
 // request is sent alone, as before; max_wait still expires each request on
-// its own. The client decides what a batch costs: one by one by default
-// (Kubernetes); on etcd (etcd_client) one txn of ranges for reads and
-// renews, one all-or-nothing txn for creates (every key compared absent,
-// else each created alone). New terms on an existing key and releases (the
-// other updates: "writes") are batched only where the options say the
-// client sends them as batches (transport_pool_options::batch_writes,
-// etcd: lease_client::write_leases); elsewhere each goes alone, on any
-// idle worker.
+// its own. The client decides what a batch costs: one by one by default;
+// on Kubernetes (kube_client) the requests pipelined on one connection
+// (transport/http_pipeline.hpp); on etcd (etcd_client) one txn of ranges
+// for reads and renews, one all-or-nothing txn for creates (every key
+// compared absent, else each created alone). New terms on an existing key
+// and releases (the other updates: "writes") are batched only where the
+// options say the client sends them as batches
+// (transport_pool_options::batch_writes: etcd and Kubernetes,
+// lease_client::write_leases); elsewhere each goes alone, on any idle
+// worker.
 #pragma once
 
 #include <atomic>
@@ -168,8 +170,9 @@ struct transport_pool_options {
   /// watch_per_subscriber of lease_watch.hpp).
   std::function<std::function<void(lease_watch_request&)>(lease_transport_actor::pointer)> make_watch;
   /// Queued writes (releases, new terms) go in batches (write_leases):
-  /// only for a client that sends them as one (etcd); one by one on one
-  /// worker they would be slower than alone on every idle worker.
+  /// only for a client that sends them as one (etcd: a txn; Kubernetes:
+  /// pipelined); one by one on one worker they would be slower than alone
+  /// on every idle worker.
   bool batch_writes = false;
   /// Set: every request is answered with this error (kind other, naming
   /// the invalid field), nothing is sent.

@@ -4,8 +4,8 @@
 // only its own request, each reply is its own request's, a request that
 // waited longer than max_wait in the queue is answered `timeout` unsent, an
 // invalid pool size is an error naming the field, and queued reads and
-// renews go to the client in batches (one by one for Kubernetes; one txn on
-// etcd), each requester answered with its own reply.
+// renews go to the client in batches (pipelined on one connection for
+// Kubernetes; one txn on etcd), each requester answered with its own reply.
 #include <doctest/doctest.h>
 
 #include <algorithm>
