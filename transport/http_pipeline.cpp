@@ -295,13 +295,33 @@ struct http_pipeline::impl {
   }
 
   std::vector<api_result<http_response>> exchange(const std::vector<pipelined_request>& reqs);
+  /// Sends reqs[out.size()..] on the connection and appends their results;
+  /// true when an answer said `Connection: close` before the last (the
+  /// rest is to be sent again, on a new connection).
+  bool round(const std::vector<pipelined_request>& reqs,
+             std::vector<api_result<http_response>>& out);
 };
 
 std::vector<api_result<http_response>>
 http_pipeline::impl::exchange(const std::vector<pipelined_request>& reqs) {
   std::vector<api_result<http_response>> out;
   out.reserve(reqs.size());
-  // Every request from the first unanswered one on fails: `first` with
+  if (setup_error.kind != error_kind::none) {
+    for (auto& r : reqs)
+      out.push_back(api_result<http_response>::failure(
+        {setup_error.kind, 0, r.verb, r.path, setup_error.reason, 0}));
+    return out;
+  }
+  // Each round answers one request at least, or fails the rest.
+  while (out.size() < reqs.size() && round(reqs, out)) {
+  }
+  return out;
+}
+
+bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
+                                std::vector<api_result<http_response>>& out) {
+  const auto base = out.size();   // this round sends reqs[base..]
+  // Every request from the first unanswered one on fails: that one with
   // its own error, the later ones as lost answers (or not sent).
   std::vector<std::size_t> ends;   // where each request's bytes end in `wire`
   std::size_t written = 0;
@@ -309,30 +329,23 @@ http_pipeline::impl::exchange(const std::vector<pipelined_request>& reqs) {
                        const std::string& rest_why) {
     const auto first = out.size();
     for (auto i = first; i < reqs.size(); ++i) {
-      bool sent = i < ends.size() && (i == 0 ? 0 : ends[i - 1]) < written;
+      auto k = i - base;
+      bool sent = k < ends.size() && (k == 0 ? 0 : ends[k - 1]) < written;
       out.push_back(api_result<http_response>::failure(
         i == first ? error_for(reqs[i], kind, why, sent)
                    : error_for(reqs[i], rest_kind, rest_why, sent)));
     }
     close();
-    return out;
+    return false;
   };
-  if (setup_error.kind != error_kind::none) {
-    for (auto& r : reqs)
-      out.push_back(api_result<http_response>::failure(
-        {setup_error.kind, 0, r.verb, r.path, setup_error.reason, 0}));
-    return out;
-  }
-  if (reqs.empty())
-    return out;
   if (fd >= 0 && idle_readable())
     close();
   if (fd < 0)
     if (auto err = open())
       return fail_rest(err->kind, err->reason, err->kind, err->reason);
   std::string wire;
-  for (auto& r : reqs) {
-    wire += r.wire;
+  for (auto i = base; i < reqs.size(); ++i) {
+    wire += reqs[i].wire;
     ends.push_back(wire.size());
   }
   std::unique_ptr<sigpipe_guard> quiet;
@@ -386,13 +399,12 @@ http_pipeline::impl::exchange(const std::vector<pipelined_request>& reqs) {
       at += a.consumed;
       mark = steady::now();
       out.push_back(api_result<http_response>::success(std::move(a.response)));
-      if (a.close && out.size() < reqs.size()) {
-        const std::string why = "answer lost: the server closed the connection after the answer "
-                                "to an earlier pipelined request";
-        return fail_rest(error_kind::connection_refused, why, error_kind::connection_refused, why);
-      }
-      if (a.close)
+      if (a.close) {
+        // A server that says it closes the connection processes no later
+        // request on it (RFC 9112, 9.6): those are sent again on a new one.
         close();
+        return out.size() < reqs.size();
+      }
     }
     if (out.size() == reqs.size() || progress)
       continue;
@@ -412,9 +424,9 @@ http_pipeline::impl::exchange(const std::vector<pipelined_request>& reqs) {
                        error_kind::timeout, rest);
     }
   }
-  if (fd >= 0 && at != in.size())
+  if (at != in.size())
     close();   // bytes after the last answer: out of step
-  return out;
+  return false;
 }
 
 http_pipeline::http_pipeline(const connection_config& cfg, const endpoint& ep)

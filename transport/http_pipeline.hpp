@@ -9,12 +9,15 @@
 //
 // Each request gets its own result. A request whose bytes may have left
 // (written, whole or in part) and whose answer was not read (connection
-// closed or reset, timeout, an unreadable or truncated answer, an earlier
-// answer's `Connection: close`) is an error whose reason ends "(sent: may
-// have been applied)", with the kind a single request's lost answer gets
-// (connection_refused, timeout, malformed_body). Only a request none of
-// whose bytes was written is "not sent". After any such error the
-// connection is closed (the next batch opens a new one).
+// closed or reset, timeout, an unreadable or truncated answer) is an error
+// whose reason ends "(sent: may have been applied)", with the kind a
+// single request's lost answer gets (connection_refused, timeout,
+// malformed_body). Only a request none of whose bytes was written is "not
+// sent". After any such error the connection is closed (the next batch
+// opens a new one). An answer saying `Connection: close` is its request's
+// answer; the requests after it were not processed (a server that says so
+// processes no later request on that connection, RFC 9112 9.6) and are sent
+// again on a new connection.
 //
 // Timeouts: connect_timeout for the connection and TLS handshake; a write
 // that makes no progress for write_timeout; each answer within

@@ -21,6 +21,7 @@
 
 #include "tests/support/lease_replies.hpp"
 #include "tests/unit/test_support.hpp"
+#include "cmd/leasehold-apiserver/connection.hpp"
 #include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
 #include "transport/transport_pool.hpp"
@@ -32,8 +33,10 @@ namespace {
 
 /// A Kubernetes API that answers GET of any Lease after `hold` (a Lease
 /// named "hung" only once released), and counts the requests in progress.
+/// Its server answers pipelined requests (a worker's batch), as
+/// leasehold-apiserver's does.
 struct counting_server {
-  test::loopback_server<> server;
+  test::loopback_server<apiserver::plain_server> server;
   std::atomic<int> in_flight{0};
   std::atomic<int> max_in_flight{0};
   std::atomic<int> served{0};
