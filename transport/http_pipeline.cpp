@@ -96,6 +96,9 @@ struct http_pipeline::impl {
   int fd = -1;
   SSL* ssl = nullptr;
   bool want_write = false;   // the last TLS call waits for the socket to take bytes
+  // A round's bytes out and in, kept from one batch to the next: a batch's
+  // tens of KB allocated and freed anew each time cost more than its parsing.
+  std::string wire, in;
 
   impl(const connection_config& c, const endpoint& e) : cfg(c), ep(e) {
     if (ep.tls)
@@ -343,7 +346,8 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
   if (fd < 0)
     if (auto err = open())
       return fail_rest(err->kind, err->reason, err->kind, err->reason);
-  std::string wire;
+  wire.clear();
+  in.clear();
   for (auto i = base; i < reqs.size(); ++i) {
     wire += reqs[i].wire;
     ends.push_back(wire.size());
@@ -351,7 +355,6 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
   std::unique_ptr<sigpipe_guard> quiet;
   if (ssl)
     quiet = std::make_unique<sigpipe_guard>();
-  std::string in;
   std::size_t at = 0;   // the start of the next answer in `in`
   bool eof = false;
   bool write_failed = false;
