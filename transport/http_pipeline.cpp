@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -27,6 +28,12 @@ namespace {
 
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
+
+/// The most requests one round writes before reading their answers: an
+/// answer that times out (a starved server thread under load) fails the
+/// rest of its round, not of the whole batch (up to 128); the next round
+/// goes on a new connection.
+constexpr std::size_t max_pipeline_depth = 32;
 
 struct ctx_deleter {
   void operator()(SSL_CTX* p) const { SSL_CTX_free(p); }
@@ -298,9 +305,10 @@ struct http_pipeline::impl {
   }
 
   std::vector<api_result<http_response>> exchange(const std::vector<pipelined_request>& reqs);
-  /// Sends reqs[out.size()..] on the connection and appends their results;
-  /// true when an answer said `Connection: close` before the last (the
-  /// rest is to be sent again, on a new connection).
+  /// Sends reqs[out.size()..] (at most max_pipeline_depth) on the
+  /// connection and appends their results; true when requests are left
+  /// for another round (after the depth, or after an answer saying
+  /// `Connection: close`: sent again, on a new connection).
   bool round(const std::vector<pipelined_request>& reqs,
              std::vector<api_result<http_response>>& out);
 };
@@ -323,15 +331,18 @@ http_pipeline::impl::exchange(const std::vector<pipelined_request>& reqs) {
 
 bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
                                 std::vector<api_result<http_response>>& out) {
-  const auto base = out.size();   // this round sends reqs[base..]
-  // Every request from the first unanswered one on fails: that one with
-  // its own error, the later ones as lost answers (or not sent).
+  const auto base = out.size();   // this round sends reqs[base..end)
+  const auto end = std::min(reqs.size(), base + max_pipeline_depth);
+  // Every request of the round from the first unanswered one on fails:
+  // that one with its own error, the later ones as lost answers (or not
+  // sent); the requests after the round go on in the next one. `all`: the
+  // requests after the round fail too (nobody to connect to).
   std::vector<std::size_t> ends;   // where each request's bytes end in `wire`
   std::size_t written = 0;
   auto fail_rest = [&](error_kind kind, const std::string& why, error_kind rest_kind,
-                       const std::string& rest_why) {
+                       const std::string& rest_why, bool all = false) {
     const auto first = out.size();
-    for (auto i = first; i < reqs.size(); ++i) {
+    for (auto i = first; i < (all ? reqs.size() : end); ++i) {
       auto k = i - base;
       bool sent = k < ends.size() && (k == 0 ? 0 : ends[k - 1]) < written;
       out.push_back(api_result<http_response>::failure(
@@ -339,16 +350,16 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
                    : error_for(reqs[i], rest_kind, rest_why, sent)));
     }
     close();
-    return false;
+    return out.size() < reqs.size();
   };
   if (fd >= 0 && idle_readable())
     close();
   if (fd < 0)
     if (auto err = open())
-      return fail_rest(err->kind, err->reason, err->kind, err->reason);
+      return fail_rest(err->kind, err->reason, err->kind, err->reason, true);
   wire.clear();
   in.clear();
-  for (auto i = base; i < reqs.size(); ++i) {
+  for (auto i = base; i < end; ++i) {
     wire += reqs[i].wire;
     ends.push_back(wire.size());
   }
@@ -361,7 +372,7 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
   auto mark = steady::now();   // the last write progress or complete answer
   char buf[16384];
   const std::string lost = "answer lost: the connection ended before it";
-  while (out.size() < reqs.size()) {
+  while (out.size() < end) {
     bool progress = false;
     if (!write_failed && written < wire.size()) {
       auto w = write_some(wire.data() + written, wire.size() - written);
@@ -382,7 +393,7 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
         eof = true;
       }
     }
-    while (out.size() < reqs.size()) {
+    while (out.size() < end) {
       auto a = parse_http_answer(in.data() + at, in.size() - at, eof);
       if (a.state == http_answer_parse::malformed)
         return fail_rest(error_kind::malformed_body, "answer unreadable: " + a.error,
@@ -409,13 +420,13 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
         return out.size() < reqs.size();
       }
     }
-    if (out.size() == reqs.size() || progress)
+    if (out.size() == end || progress)
       continue;
     bool writing = !write_failed && written < wire.size();
     auto limit = writing ? cfg.write_timeout : cfg.read_timeout;
     int left = ms_left(mark + limit);
     pollfd p{fd, static_cast<short>(POLLIN | (writing || want_write ? POLLOUT : 0)), 0};
-    if (left == 0 || ::poll(&p, 1, left) == 0) {
+    if (::poll(&p, 1, left) == 0) {   // a thread late to look (left 0) still looks once
       const std::string rest = "answer lost: the batch timed out before it";
       if (writing)
         return fail_rest(error_kind::timeout,
@@ -429,7 +440,7 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
   }
   if (at != in.size())
     close();   // bytes after the last answer: out of step
-  return false;
+  return end < reqs.size();
 }
 
 http_pipeline::http_pipeline(const connection_config& cfg, const endpoint& ep)

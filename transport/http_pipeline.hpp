@@ -1,7 +1,8 @@
 // Pipelined HTTP/1.1 on one keep-alive connection of its own (a plain
 // socket, or OpenSSL for https: the client's CA, client certificate,
-// skip-verify, SNI and host name check): all of a batch's requests are
-// written, then their answers read in order, as HTTP/1.1 allows and
+// skip-verify, SNI and host name check): a batch's requests are written,
+// up to 32 at a time (a round), then their answers read in order, as
+// HTTP/1.1 allows and
 // kube-apiserver (Go's net/http) serves. One round trip, one poll and one
 // wake-up for the batch instead of one per request (cpp-httplib's client
 // cannot pipeline). http_client::send_all is its caller; the requests
@@ -13,8 +14,9 @@
 // whose reason ends "(sent: may have been applied)", with the kind a
 // single request's lost answer gets (connection_refused, timeout,
 // malformed_body). Only a request none of whose bytes was written is "not
-// sent". After any such error the connection is closed (the next batch
-// opens a new one). An answer saying `Connection: close` is its request's
+// sent". After any such error the connection is closed and the batch's
+// next round, if any, goes on a new one: an answer late under load fails
+// the rest of its round, not of the whole batch. An answer saying `Connection: close` is its request's
 // answer; the requests after it were not processed (a server that says so
 // processes no later request on that connection, RFC 9112 9.6) and are sent
 // again on a new connection.

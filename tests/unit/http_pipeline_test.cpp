@@ -404,3 +404,35 @@ TEST_CASE("a pipelined batch over TLS: CA, client certificate, skip-verify") {
     CHECK_MESSAGE(r.ok(), r.error.describe());
   }
 }
+
+TEST_CASE("a batch deeper than one round: a stalled answer fails the rest of its round only") {
+  // 40 requests: the first round carries 32 (max_pipeline_depth,
+  // transport/http_pipeline.cpp) and its second answer stalls; the last 8
+  // go on a new connection. Regression (issue 19, h-pipecli): with all 128
+  // of a batch in one round, one answer late under load failed the rest of
+  // the batch, and rounds that deep made the pool's queue expire thousands
+  // of requests at load 13-16 (bench/README.md).
+  int round_starts = 0;   // the server's thread only
+  pipelining_server server(32, [&](std::size_t i, const std::string& req) {
+    if (i == 0)
+      ++round_starts;
+    if (round_starts == 1 && i == 1)
+      return scripted_answer{"", false, true};
+    auto path = req.substr(4, req.find(' ', 4) - 4);
+    return scripted_answer{answer(200, "\"" + path + "\"")};
+  });
+  http_client client(fast_config(server.url()));   // 200 ms read timeout
+  std::vector<std::string> bodies(40, "{}");
+  auto got = client.send_all(three_puts(bodies));
+  REQUIRE(got.size() == 40);
+  CHECK(got[0].ok());
+  CHECK(got[1].error.kind == error_kind::timeout);
+  for (int i = 1; i < 32; ++i)
+    CHECK_MESSAGE(may_have_been_applied(got[i]), i << ": " << got[i].error.describe());
+  for (int i = 32; i < 40; ++i) {
+    REQUIRE_MESSAGE(got[i].ok(), i << ": " << got[i].error.describe());
+    CHECK(got[i].value->body == "\"/things/" + std::to_string(i) + "\"");
+  }
+  CHECK(server.connections() == 2);
+  CHECK(server.requests().size() == 40);   // the first round's 32, then the 8 left
+}
