@@ -65,6 +65,10 @@ void elector_actor::on_watched(const lease& rec) {
   if (*order <= 0)
     return;   // a reply already showed this version or a later one
   observe(rec, /*report*/ !own_renewal(rec));
+  if (adopt_unanswered(rec)) {
+    act_now();   // R2b: the acquisition whose answer was lost stands: renew it now
+    return;
+  }
   if (held_ && same_term(rec.spec, *held_)) {
     if (!written_here(rec.spec))
       identity_conflict(rec);
