@@ -82,8 +82,10 @@ void elector_actor::on_watched(const lease& rec) {
     recheck_ = true;
     return;
   }
-  if (state_ == elector_state::holding)
+  if (state_ == elector_state::holding && !unanswered_)
     return;   // a hold on a lease we created: its renew schedule decides
+  // (An unanswered acquisition's hold, R2b: another's record means it did
+  // not land; decide as a follower, which drops the hold.)
   if (held_by_other(rec)) {
     // Waiting on the watch: wake when this renew could expire. Polling:
     // the poll already scheduled stands (a renew must not postpone it).
