@@ -151,7 +151,7 @@ void elector_actor::arm_deadline() {
 
 void elector_actor::drop_hold() {
   held_.reset();
-  unanswered_ = false;
+  unanswered_at_ = {};
   if (state_ == elector_state::holding)
     set_state(elector_state::following);
 }
@@ -242,7 +242,6 @@ void elector_actor::decide(const lease& rec) {
   lease l = rec;
   l.spec = acquired_spec(rec.spec, opt_.identity, opt_.timings.lease_duration, wall_now(),
                          mem_.max_term);
-  held_ = l.spec;   // what stands if the answer is lost (R2b); reset on a refusal
   put(std::move(l), false, /*acquire*/ true);
 }
 
@@ -331,6 +330,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
 void elector_actor::put(lease l, bool fallback, bool acquire) {
   auto started = clock().now();
   auto term = l.spec.lease_transitions;
+  auto acquired_at = acquire ? l.spec.acquire_time.value_or(wall_time{}) : wall_time{};
   remember_write(l.spec);
   call(started, "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
@@ -344,12 +344,9 @@ void elector_actor::put(lease l, bool fallback, bool acquire) {
            mem_.max_term = term;
            report_memory();
          }
-         if (acquire) {
-           if (state_ == elector_state::following && may_have_applied(r.kind())) {
-             hold_unanswered(r.error);
-             return;
-           }
-           held_.reset();   // refused: nothing of ours stands
+         if (acquire && state_ == elector_state::following && may_have_applied(r.kind())) {
+           hold_unanswered(acquired_at, r.error);
+           return;
          }
          if (fallback) {
            note_error(r.error);
@@ -370,10 +367,10 @@ void elector_actor::put(lease l, bool fallback, bool acquire) {
 /// such a record was waited out as another's term: a lease duration on
 /// Kubernetes, a TTL on etcd until the reaper released it (hundreds of keys
 /// in a 10,000-key takeover on a loaded machine).
-void elector_actor::hold_unanswered(const api_error& err) {
+void elector_actor::hold_unanswered(wall_time acquired_at, const api_error& err) {
   if (!set_state(elector_state::holding))
     return;
-  unanswered_ = true;
+  unanswered_at_ = acquired_at;
   failed(err);
 }
 
@@ -382,10 +379,10 @@ void elector_actor::hold_unanswered(const api_error& err) {
 /// have set the term number: etcd's comes from the key's create revision).
 /// It is held as written, as a reply would have shown it.
 bool elector_actor::adopt_unanswered(const lease& rec) {
-  if (!unanswered_ || !held_ || rec.spec.holder_identity != held_->holder_identity
-      || rec.spec.acquire_time != held_->acquire_time || !written_here(rec.spec))
+  if (unanswered_at_ == wall_time{} || rec.spec.holder_identity != opt_.identity
+      || rec.spec.acquire_time != unanswered_at_ || !written_here(rec.spec))
     return false;
-  unanswered_ = false;
+  unanswered_at_ = {};
   held_ = rec.spec;
   return true;
 }
@@ -400,7 +397,7 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   const time_point valid_from = started - std::chrono::duration_cast<caf::timespan>(age);
   const auto& written = rec.spec;
   in_flight_ = false;
-  unanswered_ = false;
+  unanswered_at_ = {};
   answered();
   if (rare_)
     rare_->last_error = api_error{};

@@ -59,8 +59,9 @@ private:
   void absent(time_point seen_by, std::int64_t store_revision = 0);
   /// `acquire`: a new term (step 4); its answer lost, hold_unanswered().
   void put(lease l, bool fallback, bool acquire = false);
-  /// R2b. An acquisition whose answer was lost may stand in the store.
-  void hold_unanswered(const api_error& err);
+  /// R2b. An acquisition (its acquireTime `acquired_at`) whose answer was
+  /// lost may stand in the store.
+  void hold_unanswered(wall_time acquired_at, const api_error& err);
   /// `rec` shows what that acquisition wrote: held as written (true).
   bool adopt_unanswered(const lease& rec);
   /// `age` (etcd, lease::renewed_age): the renew was served by a keepalive
@@ -174,8 +175,8 @@ private:
   time_point attempt_started_{};
   time_point release_deadline_{};
   time_point valid_until_{};             // the term ends here unless renewed (leading)
+  wall_time unanswered_at_{};             // R2b: the acquireTime of an unanswered acquisition held ({}: none)
   bool deadline_armed_ = false;           // a deadline_atom is pending
-  bool unanswered_ = false;               // holding an acquisition whose answer was lost (R2b)
   std::int64_t term_ = -1;
   fencing_token fence_;
   // The request bookkeeping, orthogonal to the state:
