@@ -185,7 +185,8 @@ lease_transport_actor spawn_transport_pool(caf::actor_system& sys, transport_poo
 /// agent's /debug/state and /metrics).
 struct transport_census {
   std::int64_t pools = 0;           // live dispatchers
-  std::int64_t workers = 0;         // live workers: one thread and one client (connection) each
+  std::int64_t workers = 0;         // live workers: one thread and one client each (its connection;
+                                    // on Kubernetes a second one for pipelined batches)
   std::int64_t busy_workers = 0;    // serving a request now
   std::int64_t queued = 0;          // requests waiting for a worker
   std::int64_t watch_streams = 0;   // live watch loops: one thread and one stream each
