@@ -99,12 +99,12 @@ std::string local_api_server::impl::event_line(const std::string& type, const wa
 
 void local_api_server::impl::queue_events(watch_stream& w, const watch_batch& batch) {
   for (auto& e : batch.events) {
-    bool now = w.filter.matches(e->object);
-    bool before = !e->previous.is_null() && w.filter.matches(e->previous);
+    bool now = w.filter.matches(*e->object);
+    bool before = e->previous && w.filter.matches(*e->previous);
     if (e->type == "MODIFIED" && now != before)
-      w.pending.push_back(event_line(now ? "ADDED" : "DELETED", w, e->object));
+      w.pending.push_back(event_line(now ? "ADDED" : "DELETED", w, *e->object));
     else if (now)
-      w.pending.push_back(w.table ? event_line(e->type, w, e->object) : e->line);
+      w.pending.push_back(w.table ? event_line(e->type, w, *e->object) : e->line);
   }
   w.since = batch.current;
 }
