@@ -9,8 +9,12 @@ namespace leasehold::apiserver {
 using nlohmann::json;
 
 std::string watch_line(const std::string& type, const std::string& object_json) {
-  // As json{{"type", type}, {"object", object}}.dump(): keys in order.
-  return "{\"object\":" + object_json + ",\"type\":" + json(type).dump() + "}\n";
+  // As json{{"type", type}, {"object", object}}.dump(): keys in order; the
+  // types are plain words (ADDED, BOOKMARK, ...), nothing to escape.
+  std::string line;
+  line.reserve(object_json.size() + type.size() + 24);
+  line.append("{\"object\":").append(object_json).append(",\"type\":\"").append(type).append("\"}\n");
+  return line;
 }
 
 namespace {
@@ -134,6 +138,18 @@ void object_store::stamp(const resource_type& r, const std::string& ns, json& ob
   md["resourceVersion"] = std::to_string(++resource_version_);
 }
 
+object_store::write_lock::write_lock(object_store& store)
+  : store_(store), lock_(store.mu_), version_(store.resource_version_) {}
+
+object_store::write_lock::~write_lock() {
+  bool changed = store_.resource_version_ != version_;
+  std::vector<std::shared_ptr<const watch_event>> evicted;
+  evicted.swap(store_.evicted_);
+  lock_.unlock();
+  if (changed)
+    store_.changed_.notify_all();
+}   // the evicted events are freed here, outside the lock
+
 reply object_store::insert(const resource_type& r, key k, json object) {
   auto& order = creation_order_[r.plural];
   auto created = resource_version_;
@@ -154,9 +170,9 @@ std::string object_store::record(const std::string& type, const std::string& plu
     watch_event{rv, type, plural, std::move(object), std::move(previous), std::move(line)}));
   while (history_.size() > history_limit_) {
     history_floor_ = history_.front()->resource_version;
+    evicted_.push_back(std::move(history_.front()));
     history_.pop_front();
   }
-  changed_.notify_all();
   return text;
 }
 
@@ -222,7 +238,7 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
   if (auto error = check_body(r, ns, "", body))
     return *error;
   auto& md = body["metadata"];
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   auto name = string_field(md, "name");
   if (name.empty()) {
     auto prefix = string_field(md, "generateName");
@@ -254,13 +270,15 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
 
 reply object_store::update(const resource_type& r, const std::string& ns, const std::string& name,
                            json body) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return update_locked(r, ns, name, std::move(body));
+  if (auto error = check_body(r, ns, name, body))   // the body alone: outside the lock
+    return *error;
+  write_lock lock(*this);
+  return update_locked(r, ns, name, std::move(body), true);
 }
 
 reply object_store::patch(const resource_type& r, const std::string& ns, const std::string& name,
                           const patch_fn& apply) {
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   auto it = objects_.find({r.plural, ns, name});
   if (it == objects_.end())
     return not_found(r, name);
@@ -281,8 +299,8 @@ reply object_store::patch(const resource_type& r, const std::string& ns, const s
 }
 
 reply object_store::update_locked(const resource_type& r, const std::string& ns,
-                                  const std::string& name, json body) {
-  if (auto error = check_body(r, ns, name, body))
+                                  const std::string& name, json body, bool checked) {
+  if (auto error = checked ? std::nullopt : check_body(r, ns, name, body))
     return *error;
   auto& md = body["metadata"];
   auto version = string_field(md, "resourceVersion");
@@ -308,7 +326,7 @@ reply object_store::update_locked(const resource_type& r, const std::string& ns,
 
 reply object_store::remove(const resource_type& r, const std::string& ns, const std::string& name,
                            const json& delete_options) {
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   auto it = objects_.find({r.plural, ns, name});
   if (it == objects_.end())
     return not_found(r, name);
@@ -332,7 +350,7 @@ reply object_store::remove(const resource_type& r, const std::string& ns, const 
 }
 
 void object_store::wipe() {
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   while (!objects_.empty())
     erase_locked(objects_.begin());
   ++mutations_;

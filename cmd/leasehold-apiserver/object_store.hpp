@@ -138,16 +138,34 @@ private:
   /// Stores a created object with its ADDED event (mutex held); the 201 reply.
   reply insert(const resource_type& r, key k, nlohmann::json object);
   void stamp(const resource_type& r, const std::string& ns, nlohmann::json& object);
+  /// PUT with the mutex held; `checked`: check_body was done already.
   reply update_locked(const resource_type& r, const std::string& ns, const std::string& name,
-                      nlohmann::json body);
-  /// Appends to the history (mutex held) and wakes the watches; returns
-  /// the object serialized.
+                      nlohmann::json body, bool checked = false);
+  /// Appends to the history (mutex held); returns the object serialized.
+  /// The write_lock wakes the watches.
   std::string record(const std::string& type, const std::string& plural, object_ptr object,
                      object_ptr previous = nullptr);
   /// Removes a stored object with its DELETED event (mutex held); returns its uid.
   nlohmann::json erase_locked(iterator it);
   std::string random_suffix();
   std::string new_uid();
+
+  /// The mutex for a mutation. Its end, after unlocking, wakes the
+  /// watches when an event was recorded and frees the events that left the
+  /// history: a woken watch does not wait for the writer's mutex, and the
+  /// mutex is not held while old objects are freed.
+  class write_lock {
+  public:
+    explicit write_lock(object_store& store);
+    ~write_lock();
+    write_lock(const write_lock&) = delete;
+    write_lock& operator=(const write_lock&) = delete;
+
+  private:
+    object_store& store_;
+    std::unique_lock<std::mutex> lock_;
+    std::uint64_t version_;
+  };
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
@@ -161,6 +179,7 @@ private:
   std::uint64_t wakes_ = 0;
   std::size_t history_limit_;
   std::deque<std::shared_ptr<const watch_event>> history_;
+  std::vector<std::shared_ptr<const watch_event>> evicted_;   // out of history_, to free unlocked
   std::uint64_t history_floor_ = 0;   // every event after it is in history_
   std::mt19937_64 rng_;
 };

@@ -156,10 +156,12 @@ bool local_api_server::impl::watch_step(watch_stream& w, const httplib::Request&
         if (!sink.write(bad.data(), bad.size()))
           return false;
       }
-      if (!w.pending.empty()) {
-        std::string line = std::move(w.pending.front());
+      if (!w.pending.empty()) {   // the lines queued so far in one write (one chunk)
+        std::string lines = std::move(w.pending.front());
         w.pending.pop_front();
-        return sink.write(line.data(), line.size());
+        for (; !w.pending.empty() && lines.size() < 64 * 1024; w.pending.pop_front())
+          lines += w.pending.front();
+        return sink.write(lines.data(), lines.size());
       }
       if (error_code != 0) {
         w.pending.push_back(watch_line("ERROR", failure_status(error_code, reason_for(error_code),
