@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <string_view>
+#include <utility>
 #include <type_traits>
 
 #include "cmd/leasehold-apiserver/listener.hpp"
@@ -17,14 +20,30 @@ namespace leasehold::apiserver {
 
 namespace {
 
-/// poll() for `events` on one socket; > 0: ready (or ended), 0: timed out.
-int wait_for(socket_t sock, short events, int timeout_ms) {
-  pollfd p{sock, events, 0};
+int poll_one(pollfd& p, int timeout_ms) {
   int r;
   do
     r = ::poll(&p, 1, timeout_ms);
   while (r < 0 && errno == EINTR);
   return r;
+}
+
+/// poll() for `events` on one socket; > 0: ready (or ended), 0: timed out.
+int wait_for(socket_t sock, short events, int timeout_ms) {
+  pollfd p{sock, events, 0};
+  return poll_one(p, timeout_ms);
+}
+
+/// Whether `head` is a whole answer head announcing a body (a
+/// Content-Length above 0), so that a body write follows it.
+bool announces_body(const char* head, std::size_t size) {
+  std::string_view h(head, size);
+  static constexpr std::string_view field = "\r\nContent-Length: ";
+  auto at = h.find(field);
+  if (at == std::string_view::npos || h.size() < 4 || h.substr(h.size() - 4) != "\r\n\r\n")
+    return false;
+  auto digit = h.begin() + static_cast<std::ptrdiff_t>(at + field.size());
+  return digit != h.end() && *digit >= '1' && *digit <= '9';
 }
 
 void set_nonblocking(socket_t sock, bool on) {
@@ -92,23 +111,37 @@ bool connection_stream::is_readable() const {
 }
 
 bool connection_stream::is_writable() const {
-  if (wait_for(sock_, POLLOUT, write_timeout_ms_) <= 0)
+  pollfd p{sock_, POLLIN | POLLOUT, 0};
+  int r = poll_one(p, 0);
+  if (r >= 0 && (p.revents & POLLOUT) == 0) {   // no room now: wait for it, then look again
+    if (wait_for(sock_, POLLOUT, write_timeout_ms_) <= 0)
+      return false;
+    r = poll_one(p, 0);
+  }
+  if (r <= 0 || (p.revents & POLLOUT) == 0)
     return false;
   // Alive unless the peer's end is what there is to read (httplib's
   // is_socket_alive: a watch stream notices a client that left).
-  if (wait_for(sock_, POLLIN, 0) == 0)
+  if ((p.revents & (POLLIN | POLLHUP | POLLERR)) == 0)
     return true;
   char byte;
-  return ::recv(sock_, &byte, 1, MSG_PEEK) > 0;
+  return ::recv(sock_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
 ssize_t connection_stream::fill() {
   off_ = end_ = 0;
   if (ssl_ == nullptr) {
-    ssize_t n;
-    do
-      n = ::recv(sock_, buf_.data(), buf_.size(), 0);
-    while (n < 0 && errno == EINTR);
+    auto receive = [this](int flags) {
+      ssize_t n;
+      do
+        n = ::recv(sock_, buf_.data(), buf_.size(), flags);
+      while (n < 0 && errno == EINTR);
+      return n;
+    };
+    // Mostly the bytes are there (next_request saw them): no poll first.
+    ssize_t n = receive(MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      n = wait_for(sock_, POLLIN, read_timeout_ms_) > 0 ? receive(0) : -1;
     if (n > 0)
       end_ = static_cast<std::size_t>(n);
     return n;
@@ -132,7 +165,7 @@ ssize_t connection_stream::fill() {
 
 ssize_t connection_stream::read(char* ptr, std::size_t size) {
   if (off_ == end_) {
-    if (!is_readable())
+    if (ssl_ != nullptr && !is_readable())
       return -1;
     if (auto n = fill(); n <= 0)
       return n;
@@ -144,6 +177,67 @@ ssize_t connection_stream::read(char* ptr, std::size_t size) {
 }
 
 ssize_t connection_stream::write(const char* ptr, std::size_t size) {
+  if (head_next_) {
+    head_next_ = false;
+    if (announces_body(ptr, size)) {
+      held_.assign(ptr, size);
+      return static_cast<ssize_t>(size);
+    }
+  }
+  if (!held_.empty()) {
+    std::string head;
+    head.swap(held_);
+    return write_all(head.data(), head.size(), ptr, size) ? static_cast<ssize_t>(size) : -1;
+  }
+  return write_some(ptr, size);
+}
+
+void connection_stream::end_answer() {
+  head_next_ = false;
+  if (held_.empty())
+    return;
+  std::string head;
+  head.swap(held_);
+  write_all(head.data(), head.size(), nullptr, 0);
+}
+
+bool connection_stream::write_all(const char* a, std::size_t a_size, const char* b, std::size_t b_size) {
+  if (ssl_ != nullptr) {   // one TLS record for a small answer
+    std::string both;
+    if (a_size + b_size <= buf_.size()) {
+      both.reserve(a_size + b_size);
+      both.append(a, a_size).append(b, b_size);
+      a = both.data(), a_size = both.size(), b_size = 0;
+    }
+    for (auto [p, n] : {std::pair{a, a_size}, std::pair{b, b_size}})
+      for (ssize_t k; n > 0; p += k, n -= static_cast<std::size_t>(k))
+        if ((k = write_some(p, n)) <= 0)
+          return false;
+    return true;
+  }
+  if (!is_writable())
+    return false;
+  iovec iov[2] = {{const_cast<char*>(a), a_size}, {const_cast<char*>(b), b_size}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  while (iov[0].iov_len + iov[1].iov_len > 0) {
+    auto n = ::sendmsg(sock_, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    for (auto& v : iov) {   // skip what was sent
+      auto k = std::min(v.iov_len, static_cast<std::size_t>(n));
+      v.iov_base = static_cast<char*>(v.iov_base) + k;
+      v.iov_len -= k;
+      n -= static_cast<ssize_t>(k);
+    }
+  }
+  return true;
+}
+
+ssize_t connection_stream::write_some(const char* ptr, std::size_t size) {
   if (!is_writable())
     return -1;
   if (ssl_ == nullptr) {
@@ -166,15 +260,17 @@ ssize_t connection_stream::write(const char* ptr, std::size_t size) {
 }
 
 void connection_stream::get_remote_ip_and_port(std::string& ip, int& port) const {
-  auto e = name_of(sock_, true);
-  ip = e.addr;
-  port = e.port;
+  if (!remote_)
+    remote_ = name_of(sock_, true);
+  ip = remote_->addr;
+  port = remote_->port;
 }
 
 void connection_stream::get_local_ip_and_port(std::string& ip, int& port) const {
-  auto e = name_of(sock_, false);
-  ip = e.addr;
-  port = e.port;
+  if (!local_)
+    local_ = name_of(sock_, false);
+  ip = local_->addr;
+  port = local_->port;
 }
 
 bool connection_stream::next_request(const std::atomic<socket_t>& server_socket, long idle_ms) {
@@ -204,7 +300,9 @@ bool pipelined_server<Base>::serve(connection_stream& strm, SSL* ssl) {
   for (auto count = this->keep_alive_max_count_;
        count > 0 && strm.next_request(this->svr_sock_, this->keep_alive_timeout_sec_ * 1000L); --count) {
     bool closed = false;
+    strm.begin_answer();
     ret = this->process_request(strm, count == 1, closed, setup);
+    strm.end_answer();
     if (!ret || closed)
       break;
   }

@@ -15,10 +15,13 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <httplib.h>
+
+#include "cmd/leasehold-apiserver/listener.hpp"
 
 namespace leasehold::apiserver {
 
@@ -43,16 +46,31 @@ public:
   /// or once the server socket is closed (checked every 100 ms).
   bool next_request(const std::atomic<socket_t>& server_socket, long idle_ms);
 
+  /// An answer begins: its first write (status line and headers) is held
+  /// when a Content-Length body follows, and sent with the body in one
+  /// write (one segment, one wake-up of the client instead of two).
+  void begin_answer() { head_next_ = true; }
+  /// Sends what is held (the answer ended without a body write).
+  void end_answer();
+
 private:
   bool buffered() const;
-  /// One read from the socket (or OpenSSL) into the empty buffer.
+  /// One read from the socket (or OpenSSL) into the empty buffer, waiting
+  /// at most the read timeout.
   ssize_t fill();
+  /// Writes all of a then b; false on failure.
+  bool write_all(const char* a, std::size_t a_size, const char* b, std::size_t b_size);
+  ssize_t write_some(const char* ptr, std::size_t size);
 
   socket_t sock_;
   SSL* ssl_;
   int read_timeout_ms_, write_timeout_ms_;
   std::vector<char> buf_;
   std::size_t off_ = 0, end_ = 0;
+  bool head_next_ = false;
+  std::string held_;   // an answer's head waiting for its body
+  // The connection's endpoints, looked up once (every request asks them).
+  mutable std::optional<endpoint> remote_, local_;
 };
 
 /// An httplib server (Base: httplib::Server, or httplib::SSLServer for

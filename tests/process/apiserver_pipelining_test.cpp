@@ -145,6 +145,9 @@ public:
     return out;
   }
 
+  /// The server closed the connection (a read saw its end).
+  bool ended() const { return ended_; }
+
 private:
   /// Reads what arrives within `timeout_ms`; false on timeout or end.
   bool receive(int timeout_ms) {
@@ -155,8 +158,10 @@ private:
     }
     char buf[16384];
     long n = ssl_ != nullptr ? SSL_read(ssl_, buf, sizeof buf) : ::recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0)
+    if (n <= 0) {
+      ended_ = true;
       return false;
+    }
     pending_.append(buf, static_cast<std::size_t>(n));
     return true;
   }
@@ -197,6 +202,7 @@ private:
   SSL_CTX* ctx_ = nullptr;
   SSL* ssl_ = nullptr;
   std::string pending_;
+  bool ended_ = false;
 };
 
 /// Runs the calling test case twice: false (plain HTTP), then true (TLS).
@@ -364,4 +370,33 @@ TEST_CASE("pipelining: a request split across two writes; a truncated last reque
   auto answered = other.answers(1);
   REQUIRE(answered.size() == 1);
   CHECK(answered[0].status == 200);
+}
+
+TEST_CASE("pipelining: a partition drops the connection a batch came on; other clients are served") {
+  pipelining_server s(plain_then_tls());
+  raw_connection c(s);
+  create_leases(c, 1);
+  httplib::Client control("127.0.0.1", s.server->control_port());
+  auto set = control.Post("/_leasehold/faults", R"({"partition":{"user_agent":"pipelining-test"}})",
+                          "application/json");
+  REQUIRE(set);
+  REQUIRE(set->status == 200);
+  c.send(http("GET", leases + "/l0") + http("GET", leases + "/l0") + http("GET", leases + "/l0"));
+  auto cut = c.answers(3);
+  CHECK(cut.empty());
+  CHECK(c.ended());   // cut, not left hanging
+  auto stats = control.Get("/_leasehold/stats");
+  REQUIRE(stats);
+  // The first GET was dropped with its connection; the two behind it went
+  // with the connection, unread.
+  auto client = json::parse(stats->body)["by_user_agent"]["pipelining-test"];
+  CHECK(client["by_code"]["none"] == 1);
+  CHECK(client["by_verb"]["get"] == 1);
+  auto lifted = control.Post("/_leasehold/faults", R"({"partition":null})", "application/json");
+  REQUIRE(lifted);
+  raw_connection again(s);
+  again.send(http("GET", leases + "/l0") + http("GET", leases + "/l0"));
+  auto answered = again.answers(2);
+  REQUIRE(answered.size() == 2);
+  CHECK(name_of(answered[1]) == "l0");
 }
