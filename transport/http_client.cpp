@@ -1,6 +1,7 @@
 #include "transport/http_client.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -23,6 +24,10 @@ namespace {
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
+/// How long send_all sends one request at a time after a server did not
+/// answer pipelined requests (pause_if_unpipelined).
+constexpr std::chrono::seconds pipeline_pause{60};
+
 } // namespace
 
 std::chrono::milliseconds max_request_time(const connection_config& cfg) {
@@ -38,6 +43,8 @@ struct http_client::impl {
   std::string last_token;    // last good content of cfg.token_file
   std::mutex mtx;            // one request at a time
   std::unique_ptr<http_pipeline> pipeline;   // send_all's connection, opened on first use
+  /// send_all sends one request at a time until then (steady ns; 0: never paused).
+  std::atomic<steady::rep> pipeline_paused_until{0};
 
   explicit impl(connection_config c) : cfg(std::move(c)) {
     if (cfg.user_agent.empty())
@@ -210,6 +217,29 @@ struct http_client::impl {
     return std::nullopt;
   }
 
+  /// A server, or a proxy before it, that answers the first request of a
+  /// pipelined round and never the next (cpp-httplib 0.11's server dropped
+  /// the requests read with the first): an answer came, and the one after it
+  /// timed out. Then batches go one request at a time for
+  /// `pipeline_pause`, and the timed-out requests' errors say why. Under a
+  /// server merely slow the pause costs a little CPU, never an answer.
+  void pause_if_unpipelined(std::vector<api_result<http_response>>& answers) {
+    for (std::size_t j = 1; j < answers.size(); ++j) {
+      if (!answers[j - 1].ok() || answers[j].ok() || answers[j].error.kind != error_kind::timeout)
+        continue;
+      pipeline_paused_until =
+        (steady::now() + pipeline_pause).time_since_epoch().count();
+      for (auto k = j; k < answers.size(); ++k)
+        if (!answers[k].ok() && answers[k].error.kind == error_kind::timeout)
+          answers[k].error.reason +=
+            "; the server answered the pipelined request before it and not this one (a server "
+            "or proxy that does not pipeline?): batches go one request at a time for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(pipeline_pause).count())
+            + " s";
+      return;
+    }
+  }
+
   /// `call`'s HTTP/1.1 text for a pipelined batch, or the error that keeps
   /// it from being sent (a header value with a line break).
   std::optional<api_error> wire_text(const http_call& call, const http_headers& headers,
@@ -233,6 +263,12 @@ struct http_client::impl {
   }
 
   std::vector<api_result<http_response>> exchange_all(const std::vector<http_call>& calls) {
+    if (steady::now().time_since_epoch().count() < pipeline_paused_until.load()) {
+      std::vector<api_result<http_response>> out;   // one request at a time meanwhile
+      for (auto& c : calls)
+        out.push_back(exchange(c.verb, c.path, c.body));
+      return out;
+    }
     std::lock_guard<std::mutex> guard(mtx);
     std::vector<api_result<http_response>> out(calls.size());
     std::vector<pipelined_request> reqs;
@@ -264,6 +300,7 @@ struct http_client::impl {
     if (!pipeline)
       pipeline = std::make_unique<http_pipeline>(cfg, ep);
     auto answers = pipeline->exchange(reqs);
+    pause_if_unpipelined(answers);
     for (std::size_t j = 0; j < answers.size(); ++j)
       out[sent_index[j]] = std::move(answers[j]);
     return out;

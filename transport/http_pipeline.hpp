@@ -19,7 +19,9 @@
 // the rest of its round, not of the whole batch. An answer saying `Connection: close` is its request's
 // answer; the requests after it were not processed (a server that says so
 // processes no later request on that connection, RFC 9112 9.6) and are sent
-// again on a new connection.
+// again on a new connection. A server that answers only the first request
+// of a round (an answer, then a timeout) pauses pipelining for the client:
+// http_client::send_all then sends one request at a time for 60 s.
 //
 // Timeouts: connect_timeout for the connection and TLS handshake; a write
 // that makes no progress for write_timeout; each answer within
