@@ -134,7 +134,7 @@ void module_supervisor::spawn(slot& s, const std::optional<fencing_token>& fence
   ctx.fence.identity = opt_.identity;
   ctx.runner = caf::actor_cast<leadership_publisher>(self_);
   ctx.identity = opt_.identity;
-  ctx.events = opt_.events;
+  ctx.events = emit_.sink();   // for the module's report lines
   caf::actor a;
   std::string failure;
   try {

@@ -43,7 +43,6 @@ struct supervisor_options {
   std::string identity;                            // the replica (in each module_context)
   lease_key lease;                                 // in every module's fence
   std::shared_ptr<const module_registry> registry;
-  event_sink events;                               // handed to modules for their report lines
   caf::timespan module_stop_timeout{0};            // exit message -> kill
   supervision_policy policy;                       // default restart intensity and delays
 };

@@ -21,19 +21,20 @@ runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
                       opt_.timings.backoff_jitter),
     emit(opt_.events, opt_.identity, opt_.lease.to_string()),
     modules_(this,
-             {opt_.identity, opt_.lease, opt_.registry, opt_.events,
-              opt_.timings.module_stop_timeout, opt_.supervision},
+             {opt_.identity, opt_.lease, opt_.registry, opt_.timings.module_stop_timeout,
+              opt_.supervision},
              emit,
              {[this] { on_module_stopped(); },
               [this](const std::string& name) { on_leader_only_failed(name); },
               [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
   if (!opt_.on_fatal)
     opt_.on_fatal = default_fatal_handler;
+  opt_.events = nullptr;   // kept once, in emit (the supervisor's modules get it from there)
 }
 
 runner_impl::behavior_type runner_impl::make_behavior() {
   set_down_handler([=](caf::down_msg& dm) { on_down(dm); });
-  apply(opt_.modules);
+  apply(std::exchange(opt_.modules, {}));   // from here the configuration lives in cfg_ alone
   return {
     [=](leadership_acquired& a) {
       if (current_sender() == elector_.address())
