@@ -149,7 +149,7 @@ void elector_actor::arm_deadline() {
 }
 
 void elector_actor::drop_hold() {
-  held_.reset();
+  wrote_term_ = false;
   if (state_ == elector_state::holding)
     set_state(elector_state::following);
 }
@@ -164,7 +164,7 @@ void elector_actor::attempt() {
     return;
   in_flight_ = true;
   attempt_started_ = clock().now();
-  if (held_ && mem_.record && same_term(mem_.record->spec, *held_))
+  if (held() && mem_.record && same_term(mem_.record->spec, *held()))
     renew(*mem_.record, /*fall back to GET*/ true);
   else if (!follow_shared_reading())
     get_then_decide();
@@ -174,7 +174,7 @@ void elector_actor::attempt() {
 /// holds. With `fallback`, a failure reads the lease and decides again (3).
 void elector_actor::renew(const lease& rec, bool fallback) {
   lease l = rec;
-  l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+  l.spec = renewed_spec(*held(), opt_.timings.lease_duration, wall_now());
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
   l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
@@ -219,7 +219,7 @@ void elector_actor::get_then_decide() {
 /// another, not competing or holding back: wait (R3); otherwise acquire:
 /// PUT a new term on this very version (its reply: R1 or R2).
 void elector_actor::decide(const lease& rec) {
-  if (held_ && same_term(rec.spec, *held_)) {
+  if (held() && same_term(rec.spec, *held())) {
     if (!written_here(rec.spec)) {
       identity_conflict(rec);
       return;
@@ -285,7 +285,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   // taken and lost meanwhile, so it is created anew and waited for anew.
   bool create_new = !has_term();
   if (has_term()) {
-    l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+    l.spec = renewed_spec(*held(), opt_.timings.lease_duration, wall_now());
   } else {
     drop_hold();
     l.spec = acquired_spec(lease_spec{}, opt_.identity, opt_.timings.lease_duration, wall_now(),
@@ -363,8 +363,8 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   if (rare_)
     rare_->last_error = api_error{};
   bool routine = own_renewal(rec);
-  held_ = written;
   mem_.own_term = written;
+  wrote_term_ = true;
   observe(rec, /*report*/ false);
   if (!routine)
     report_memory();   // the record and our term: one report per write

@@ -65,7 +65,7 @@ void elector_actor::on_watched(const lease& rec) {
   if (*order <= 0)
     return;   // a reply already showed this version or a later one
   observe(rec, /*report*/ !own_renewal(rec));
-  if (held_ && same_term(rec.spec, *held_)) {
+  if (held() && same_term(rec.spec, *held())) {
     if (!written_here(rec.spec))
       identity_conflict(rec);
     return;   // our own write
@@ -137,7 +137,7 @@ bool elector_actor::streamed_later(const lease& answer) const {
 }
 
 bool elector_actor::own_renewal(const lease& rec) const {
-  return has_term() && held_ && same_term(rec.spec, *held_) && mem_.record
+  return has_term() && held() && same_term(rec.spec, *held()) && mem_.record
          && mem_.record->spec.preferred_holder == rec.spec.preferred_holder;
 }
 
