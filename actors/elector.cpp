@@ -51,7 +51,7 @@ elector_actor::behavior_type elector_actor::make_behavior() {
   if (opt_.watch) {
     lease_watch_request req;
     req.lease = opt_.lease;
-    req.resource_version = mem_.record ? mem_.record->resource_version : std::string{};
+    req.resource_version = mem_.record ? mem_.record->resource_version : std::move(opt_.seen_version);
     req.idle_timeout = opt_.timings.lease_duration;
     req.subscriber = this;
     send(opt_.transport, watch_lease_atom::value, std::move(req));

@@ -85,6 +85,10 @@ struct elector_options {
   event_emitter emit;   // the runner's: stamps this replica's and lease's events, shared
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
+  /// The resourceVersion of the last record they saw (memory holds none:
+  /// runner_view.hpp, seed_of): the watch tells this elector what changed
+  /// since, as it would have told its predecessor ("" : all it knows).
+  std::string seen_version;
   /// Where each accepted write of a term stores the fence's validity (actor
   /// clock ns), never voided: the runner reads its last renew from here,
   /// with no message per renew (issue 19). Null: not kept.

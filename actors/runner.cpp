@@ -47,7 +47,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
     [=](lease_observed& o) {
       remember(o.memory);
       note_hold(o.memory);
-      note_preference(o.memory);
+      note_preference(preferred_successor(o.memory, opt_.identity));
     },
     [=](fatal_atom, int phase) { on_fatal_check(phase); },
     [=](leader_observed& o) {
@@ -154,7 +154,8 @@ void runner_impl::start_elector() {
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
   eo.emit = emit;
   eo.seed = rng_();
-  eo.memory = memory_;
+  eo.memory = seed_of(memory_);
+  eo.seen_version = memory_.version;
   renewed_until_ = std::make_shared<std::atomic<std::int64_t>>(0);
   eo.renewed_until = renewed_until_;
   eo.watch = opt_.watch;
@@ -171,7 +172,7 @@ void runner_impl::start_elector() {
 }
 
 void runner_impl::remember(const lease_memory& m) {
-  if (merge_memory(memory_, m))
+  if (merge_memory(memory_, m, opt_.identity))
     api_failing_since_ = clock().now();
 }
 
@@ -208,7 +209,7 @@ void runner_impl::on_acquired(fencing_token fence) {
     ev.valid_until_ns = fence.valid_until->load();
   });
   notify(current_leadership());
-  note_preference(memory_);         // written during a creation hold: yield before any start
+  note_preference(memory_.preferred_successor);   // written during a creation hold: yield before any start
   modules_.forgive_leader_only();   // a new term forgives last term's crash loops
   if (!opt_.compete)   // won a creation hold after being told to stand by
     begin_yield("", standing_by, std::nullopt);   // before any leader-only module starts
