@@ -20,10 +20,7 @@ runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
     handover_backoff_(opt_.timings.handover_backoff_min, opt_.timings.handover_backoff_max,
                       opt_.timings.backoff_jitter),
     emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-    modules_(this,
-             {opt_.identity, opt_.lease, opt_.registry, opt_.timings.module_stop_timeout,
-              opt_.supervision},
-             emit,
+    modules_(this, opt_, emit,
              {[this] { on_module_stopped(); },
               [this](const std::string& name) { on_leader_only_failed(name); },
               [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
