@@ -70,7 +70,7 @@ elector_actor::behavior_type elector_actor::make_behavior() {
           arm_tick(call_deadline_, false);
         return;
       }
-      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend.server_expiry) {
+      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend->server_expiry) {
         auto d = next_delay();
         if (d > caf::timespan{0}) {
           arm_tick(clock().now() + d, true);   // renewed since it was set
@@ -248,19 +248,19 @@ void elector_actor::decide(const lease& rec) {
 /// another replica with it, and that replica needs this long to notice and
 /// stop its work (see succeeded()).
 void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
-  if (opt_.backend.server_expiry && has_term()) {
+  if (opt_.backend->server_expiry && has_term()) {
     // The store deleted the record: its TTL ran out (or it was revoked).
     // The term is over; putting it back would be a new record.
     lose("lease " + opt_.lease.to_string() + " was deleted by the store");
     return;
   }
-  if (!opt_.backend.server_expiry && !has_term() && mem_.record && held_by_other(*mem_.record)) {
+  if (!opt_.backend->server_expiry && !has_term() && mem_.record && held_by_other(*mem_.record)) {
     // The last holder we saw may still be running and about to put its
     // record back: leave it that chance until it would have expired.
     done_attempt();
     return;
   }
-  if (opt_.backend.server_expiry && !has_term() && vanished_under_a_holder(seen_by, store_revision)) {
+  if (opt_.backend->server_expiry && !has_term() && vanished_under_a_holder(seen_by, store_revision)) {
     done_attempt();
     return;
   }
@@ -297,13 +297,13 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   // (a process just started) cannot have waited out an operator's delete
   // or revoke of a live term, so it holds what it creates, as on Kubernetes.
   bool hold = create_new
-              && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create
+              && (!opt_.backend->server_expiry || !mem_.record || mem_.hold_next_create
                   || mem_.vanish_revision == 0);
   // etcd: the store says whether the key's history shows another write
   // since the read that judged it gone: a term that came and went unseen
   // in between (say an operator's delete of another replica's fresh key)
   // is held for. Other keys' writes in between do not matter.
-  bool ask_history = create_new && opt_.backend.server_expiry && !hold;
+  bool ask_history = create_new && opt_.backend->server_expiry && !hold;
   if (ask_history)
     l.absent_at_revision = mem_.vanish_revision;
   auto started = clock().now();
@@ -313,7 +313,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
            // etcd: counted from the answer, by when any term whose key
            // was gone before the create had sent its last renew.
            if (hold || (ask_history && !r.value->unwritten_since_read))
-             mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
+             mem_.created_at = opt_.backend->server_expiry ? clock().now() : started;
            succeeded(*r.value, started);
          } else {
            failed(r.error);
@@ -468,7 +468,7 @@ void elector_actor::end_call(std::uint64_t seq, lease_reply& r) {
 
 void elector_actor::time_out_call() {
   auto r = lease_reply::failure(request_error(
-    call_verb_, opt_.backend.path_of(call_verb_, opt_.lease), make_error(caf::sec::request_timeout)));
+    call_verb_, opt_.backend->path_of(call_verb_, opt_.lease), make_error(caf::sec::request_timeout)));
   end_call(call_seq_, r);
 }
 
@@ -500,7 +500,7 @@ api_error elector_actor::late_reply(caf::timespan took) const {
   api_error e;
   e.kind = error_kind::timeout;
   e.verb = "PUT";
-  e.path = opt_.backend.path_of("PUT", opt_.lease);
+  e.path = opt_.backend->path_of("PUT", opt_.lease);
   e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
   return e;
 }

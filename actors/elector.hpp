@@ -98,7 +98,9 @@ struct elector_options {
   /// sends nothing until the lease could expire. While the watch is down the
   /// elector polls every retry_period, as without it.
   bool watch = true;
-  backend_traits backend;  // etcd: the store judges expiry (docs/safety.md)
+  /// etcd: the store judges expiry (docs/safety.md). Shared with the
+  /// runner and every elector it starts: one copy per lease.
+  std::shared_ptr<const backend_traits> backend;
   /// false: follow the lease (watch, observe, report the holder) but never
   /// acquire it; changed with `compete_atom, bool`. A term already held is
   /// the runner's to end.

@@ -95,7 +95,7 @@ private:
       .then([=](lease_reply& r) { end_call(seq, r); },
             [=](caf::error& e) {   // the path is built only here, not per request
               auto r = lease_reply::failure(
-                request_error(verb, opt_.backend.path_of(verb, opt_.lease), e));
+                request_error(verb, opt_.backend->path_of(verb, opt_.lease), e));
               end_call(seq, r);
             });
   }

@@ -26,6 +26,7 @@ runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
               [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
   if (!opt_.on_fatal)
     opt_.on_fatal = default_fatal_handler;
+  traits_ = std::make_shared<const backend_traits>(std::move(opt_.backend.traits));   // one copy
   opt_.events = nullptr;   // kept once, in emit (the supervisor's modules get it from there)
 }
 
@@ -147,7 +148,7 @@ void runner_impl::start_elector() {
   eo.lease = opt_.lease;
   eo.timings = opt_.timings;
   eo.transport = opt_.backend.transport;
-  eo.backend = opt_.backend.traits;
+  eo.backend = traits_;
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
   eo.emit = emit;
   eo.seed = rng_();

@@ -106,6 +106,7 @@ private:
   runner_status make_status();
 
   runner_options opt_;
+  std::shared_ptr<const backend_traits> traits_;   // opt_.backend's, shared with the electors
   std::minstd_rand rng_;                    // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   backoff backoff_;
   backoff handover_backoff_;                // after handing over for a crash-looping module
