@@ -18,26 +18,6 @@ namespace {
 using json = nlohmann::json;
 using kind = lease_watch_event::kind;
 
-/// What the watch keeps of a key's last record: the fields an etcd record
-/// has (to_lease sets no others), without a whole `lease` per key (issue
-/// 19: 472 -> ~270 bytes a key in the map).
-struct known_key {
-  std::string resource_version;
-  std::string etcd_lease_id;
-  lease_spec spec;
-
-  static known_key of(const lease& l) { return {l.resource_version, l.etcd_lease_id, l.spec}; }
-  lease record(const lease_key& k) const {
-    lease l;
-    l.ns = k.ns;
-    l.name = k.name;
-    l.resource_version = resource_version;
-    l.etcd_lease_id = etcd_lease_id;
-    l.spec = spec;
-    return l;
-  }
-};
-
 /// The etcd watch of one namespace's keys: POST /v3/watch on the gateway
 /// from the revision after the last one delivered. Before the first stream
 /// (and whenever it has no revision to resume from) it reads every key of
@@ -79,7 +59,7 @@ public:
     auto it = keys_.find(req.lease.name);
     if (it != keys_.end())
       caf::anon_send(req.subscriber,
-                     lease_watch_event{kind::record, it->second.record(req.lease), {}});
+                     lease_watch_event{kind::record, it->second.to_lease(req.lease), {}});
     else if (believed_present)
       caf::anon_send(req.subscriber, lease_watch_event{kind::deleted, std::nullopt, {}});
   }
@@ -98,14 +78,12 @@ private:
       auto was = keys_.find(name);
       if (is != now.end()) {
         if (was == keys_.end() || was->second.resource_version != is->second.resource_version)
-          send_for(name, {kind::record, is->second, {}});
+          send_for(name, {kind::record, is->second.to_lease({scope_.ns, name}), {}});
       } else if (was != keys_.end() || (!known_ && believed_.count(name))) {
         send_for(name, {kind::deleted, std::nullopt, {}});   // gone while we were not watching
       }
     }
-    keys_.clear();
-    for (const auto& [name, rec] : now)
-      keys_.emplace_hint(keys_.end(), name, known_key::of(rec));
+    keys_ = std::move(now);
     known_ = true;
     believed_.clear();
     next_ = st.value->revision + 1;
@@ -187,7 +165,7 @@ private:
         keys_.erase(ev.name);
         send_for(ev.name, {kind::deleted, std::nullopt, {}});
       } else {
-        keys_[ev.name] = known_key::of(*ev.record);
+        keys_[ev.name] = etcd_record::of(*ev.record);
         send_for(ev.name, {kind::record, std::move(ev.record), {}});
       }
     }
@@ -198,7 +176,7 @@ private:
   etcd_scope scope_;
   std::int64_t next_ = 0;   // the revision the next stream starts at (0: read first)
   std::mutex mx_;           // keys_, known_, believed_ and deliveries vs join()
-  std::map<std::string, known_key> keys_;   // every key of the scope, as last seen
+  std::map<std::string, etcd_record> keys_;   // every key of the scope, as last seen
   bool known_ = false;                  // keys_ has been read
   std::set<std::string> believed_;      // joined before the first read, knowing a record
 };
