@@ -152,7 +152,7 @@ void runner_impl::start_elector() {
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
   eo.emit = emit;
   eo.seed = rng_();
-  eo.memory = seed_of(memory_);
+  eo.memory = seed_of(memory_, opt_.identity);
   eo.seen_version = memory_.version;
   renewed_until_ = std::make_shared<std::atomic<std::int64_t>>(0);
   eo.renewed_until = renewed_until_;

@@ -48,7 +48,7 @@ bool merge_memory(lease_recall& kept, const lease_memory& m, const std::string& 
   bool failing_began = m.api_error_outstanding && !kept.api_error_outstanding;
   kept.max_term = std::max(kept.max_term, m.max_term);
   if (m.own_term)
-    kept.own_term = m.own_term;
+    kept.own_term = lease_recall::term_id{m.own_term->acquire_time, m.own_term->lease_transitions};
   // The API's health as the latest report says (an elector that has seen
   // no record yet, say through an outage, reports it too).
   kept.api_error_words = m.api_error_words;
@@ -66,10 +66,15 @@ bool merge_memory(lease_recall& kept, const lease_memory& m, const std::string& 
   return failing_began;
 }
 
-lease_memory seed_of(const lease_recall& r) {
+lease_memory seed_of(const lease_recall& r, const std::string& identity) {
   lease_memory m;
   m.max_term = r.max_term;
-  m.own_term = r.own_term;
+  if (r.own_term) {
+    m.own_term.emplace();
+    m.own_term->holder_identity = identity;
+    m.own_term->acquire_time = r.own_term->acquire_time;
+    m.own_term->lease_transitions = r.own_term->lease_transitions;
+  }
   m.created_at = r.created_at;
   m.api_error_outstanding = r.api_error_outstanding;
   m.api_error_words = r.api_error_words;
@@ -96,11 +101,11 @@ void describe_hold(runtime_event& ev, const creation_hold_info& h) {
 
 namespace {
 std::optional<creation_hold_info> hold_of(const std::optional<caf::actor_clock::time_point>& created_at,
-                                          const lease_spec& own_term, caf::timespan lease_duration,
+                                          std::int64_t term, caf::timespan lease_duration,
                                           caf::actor_clock::time_point now) {
   if (!created_at)
     return std::nullopt;
-  return creation_hold_info{own_term.lease_transitions,
+  return creation_hold_info{term,
                             std::max(caf::timespan{0}, *created_at + lease_duration - now)};
 }
 } // namespace
@@ -110,14 +115,14 @@ std::optional<creation_hold_info> creation_hold(const lease_memory& m, const std
                                                 caf::actor_clock::time_point now) {
   if (!record_is_own_term(m, identity))
     return std::nullopt;
-  return hold_of(m.created_at, *m.own_term, lease_duration, now);
+  return hold_of(m.created_at, m.own_term->lease_transitions, lease_duration, now);
 }
 
 std::optional<creation_hold_info> creation_hold(const lease_recall& r, caf::timespan lease_duration,
                                                 caf::actor_clock::time_point now) {
   if (!r.own_term_current || !r.own_term)
     return std::nullopt;
-  return hold_of(r.created_at, *r.own_term, lease_duration, now);
+  return hold_of(r.created_at, r.own_term->lease_transitions, lease_duration, now);
 }
 
 void describe_lease(runner_status& st, const lease_view_input& in) {

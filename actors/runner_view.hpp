@@ -39,8 +39,15 @@ caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int6
 /// lease. For the runner's views: when the holder was last known current,
 /// the creation hold, a preferredHolder to yield to, the API's health.
 struct lease_recall {
+  /// A term this replica wrote: what same_term compares of it (its holder
+  /// is this replica: an elector's own_term is only ever its own acquire or
+  /// renew), not the whole lease_spec.
+  struct term_id {
+    std::optional<wall_time> acquire_time;
+    int lease_transitions = 0;
+  };
   std::int64_t max_term = -1;
-  std::optional<lease_spec> own_term;
+  std::optional<term_id> own_term;
   std::optional<caf::actor_clock::time_point> created_at;
   std::string api_error_words;
   bool api_error_outstanding = false;
@@ -62,7 +69,7 @@ bool merge_memory(lease_recall& kept, const lease_memory& m, const std::string& 
 /// The memory a new elector starts with: the highest term seen, the own
 /// term, the create time and the API's health; no record (it reads one,
 /// and judges its expiry from then: never earlier than the last elector).
-lease_memory seed_of(const lease_recall& r);
+lease_memory seed_of(const lease_recall& r, const std::string& identity);
 
 /// The last record in `m` names `identity` in exactly the own term.
 bool record_is_own_term(const lease_memory& m, const std::string& identity);
