@@ -21,7 +21,8 @@
 //   R1. succeeded()       a write accepted: release (R1a), void (R1b), hold
 //                         (R1c), the term starts (R1d) or goes on (R1e)
 //   R2. put()'s error     a conflict burns the term number; a renew from
-//                         memory reads again (3); else R3
+//                         memory reads again (3); an acquisition whose
+//                         answer was lost is held (R2b); else R3
 //   R3. failed(), done_attempt()  the attempt ends; the next one is scheduled
 // A record the watch streams enters at 4 (on_watched, elector_follow.cpp).
 
@@ -150,6 +151,7 @@ void elector_actor::arm_deadline() {
 
 void elector_actor::drop_hold() {
   wrote_term_ = false;
+  unanswered_at_ = {};
   if (state_ == elector_state::holding)
     set_state(elector_state::following);
 }
@@ -219,6 +221,7 @@ void elector_actor::get_then_decide() {
 /// another, not competing or holding back: wait (R3); otherwise acquire:
 /// PUT a new term on this very version (its reply: R1 or R2).
 void elector_actor::decide(const lease& rec) {
+  adopt_unanswered(rec);
   if (held() && same_term(rec.spec, *held())) {
     if (!written_here(rec.spec)) {
       identity_conflict(rec);
@@ -239,7 +242,7 @@ void elector_actor::decide(const lease& rec) {
   lease l = rec;
   l.spec = acquired_spec(rec.spec, opt_.identity, opt_.timings.lease_duration, wall_now(),
                          mem_.max_term);
-  put(std::move(l), false);
+  put(std::move(l), false, /*acquire*/ true);
 }
 
 /// 5. The API has no such lease. A leader puts its term back. Anyone else
@@ -324,13 +327,14 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
 /// A write of step 2 or 4. R2: its error. A conflict on an acquire: that
 /// term number is never handed out again; a renew from memory reads and
 /// decides again (3); otherwise the attempt ends (R3).
-void elector_actor::put(lease l, bool fallback) {
+void elector_actor::put(lease l, bool fallback, bool acquire) {
   auto started = clock().now();
   auto term = l.spec.lease_transitions;
+  auto acquired_at = acquire ? l.spec.acquire_time.value_or(wall_time{}) : wall_time{};
   remember_write(l.spec);
   call(started, "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
-         if (r.ok()) {
+                if (r.ok()) {
            succeeded(*r.value, started, r.value->renewed_age);
            return;
          }
@@ -340,6 +344,10 @@ void elector_actor::put(lease l, bool fallback) {
            mem_.max_term = term;
            report_memory();
          }
+         if (acquire && state_ == elector_state::following && may_have_applied(r.kind())) {
+           hold_unanswered(acquired_at, r.error);
+           return;
+         }
          if (fallback) {
            note_error(r.error);
            get_then_decide();   // stale cache: re-read, decide again
@@ -347,6 +355,37 @@ void elector_actor::put(lease l, bool fallback) {
            failed(r.error);
          }
        });
+}
+
+/// R2b. The answer to an acquisition was lost (a timeout, a dropped
+/// connection): the store may have applied it, leaving a record that names
+/// this replica with a term nobody started. It is held as a write answered
+/// late (R1b): no term, no fence. When the record shows it (the watch:
+/// on_watched renews it at once; a read: decide() renews it), a renew
+/// answered in time starts the term, counted from that renew's send, as
+/// after R1b. Another record seen first drops the hold (decide). Before,
+/// such a record was waited out as another's term: a lease duration on
+/// Kubernetes, a TTL on etcd until the reaper released it (hundreds of keys
+/// in a 10,000-key takeover on a loaded machine).
+void elector_actor::hold_unanswered(wall_time acquired_at, const api_error& err) {
+  if (!set_state(elector_state::holding))
+    return;
+  unanswered_at_ = acquired_at;
+  failed(err);
+}
+
+/// R2b. `rec` is the record the unanswered acquisition wrote: this
+/// replica's name, the acquireTime and a renewTime it sent (the store may
+/// have set the term number: etcd's comes from the key's create revision).
+/// It is held as written, as a reply would have shown it.
+bool elector_actor::adopt_unanswered(const lease& rec) {
+  if (unanswered_at_ == wall_time{} || rec.spec.holder_identity != opt_.identity
+      || rec.spec.acquire_time != unanswered_at_ || !written_here(rec.spec))
+    return false;
+  unanswered_at_ = {};
+  mem_.own_term = rec.spec;   // held(): a term this replica wrote, as succeeded() notes one
+  wrote_term_ = true;
+  return true;
 }
 
 // -- the replies (R1-R3) ------------------------------------------------------
@@ -359,6 +398,7 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   const time_point valid_from = started - std::chrono::duration_cast<caf::timespan>(age);
   const auto& written = rec.spec;
   in_flight_ = false;
+  unanswered_at_ = {};
   answered();
   if (rare_)
     rare_->last_error = api_error{};

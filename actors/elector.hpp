@@ -26,7 +26,8 @@
 // Its state (elector_state, actors/elector_rules.hpp). Every transition:
 //
 //                    accepted in the creation hold
-//                    (or answered past the renew deadline)
+//                    (or answered past the renew deadline,
+//                    or an acquisition whose answer was lost)
 //     following ----------------------------------------> holding
 //       |    ^---- another's term seen, identity conflict ----'  |
 //       |                                                        |
@@ -43,7 +44,8 @@
 //                   release asked
 //
 // following: no record of ours; acquires when the lease is free.
-// holding:   it wrote a term (created the lease, or a write answered late)
+// holding:   it wrote a term (created the lease, a write answered late,
+//            or one whose answer was lost and may stand)
 //            and renews it, but the term has not started: no fence, no
 //            leadership_acquired (docs/safety.md, the creation hold).
 // leading:   the term started: fence valid, renewed every retry_period.

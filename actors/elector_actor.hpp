@@ -60,7 +60,13 @@ private:
   void get_then_decide();
   void decide(const lease& rec);
   void absent(time_point seen_by, std::int64_t store_revision = 0);
-  void put(lease l, bool fallback);
+  /// `acquire`: a new term (step 4); its answer lost, hold_unanswered().
+  void put(lease l, bool fallback, bool acquire = false);
+  /// R2b. An acquisition (its acquireTime `acquired_at`) whose answer was
+  /// lost may stand in the store.
+  void hold_unanswered(wall_time acquired_at, const api_error& err);
+  /// `rec` shows what that acquisition wrote: held as written (true).
+  bool adopt_unanswered(const lease& rec);
   /// `age` (etcd, lease::renewed_age): the renew was served by a keepalive
   /// of its session lease sent that long before `started`, as good as a
   /// renew sent then: the term counts from then (the next renew is still
@@ -169,11 +175,13 @@ private:
   lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;
   /// held(): what this elector last wrote for its term, which is also the
-  /// replica's own term (mem_.own_term, written with it): one copy, not two.
+  /// replica's own term (mem_.own_term, set with it by succeeded() and
+  /// adopt_unanswered()): one copy, not two.
   bool wrote_term_ = false;
   time_point attempt_started_{};
   time_point release_deadline_{};
   time_point valid_until_{};             // the term ends here unless renewed (leading)
+  wall_time unanswered_at_{};             // R2b: the acquireTime of an unanswered acquisition held ({}: none)
   bool deadline_armed_ = false;           // a deadline_atom is pending
   std::int64_t term_ = -1;
   fencing_token fence_;

@@ -65,6 +65,10 @@ void elector_actor::on_watched(const lease& rec) {
   if (*order <= 0)
     return;   // a reply already showed this version or a later one
   observe(rec, /*report*/ !own_renewal(rec));
+  if (adopt_unanswered(rec)) {
+    act_now();   // R2b: the acquisition whose answer was lost stands: renew it now
+    return;
+  }
   if (held() && same_term(rec.spec, *held())) {
     if (!written_here(rec.spec))
       identity_conflict(rec);
@@ -78,8 +82,10 @@ void elector_actor::on_watched(const lease& rec) {
     recheck_ = true;
     return;
   }
-  if (state_ == elector_state::holding)
+  if (state_ == elector_state::holding && unanswered_at_ == wall_time{})
     return;   // a hold on a lease we created: its renew schedule decides
+  // (An unanswered acquisition's hold, R2b: another's record means it did
+  // not land; decide as a follower, which drops the hold.)
   if (held_by_other(rec)) {
     // Waiting on the watch: wake when this renew could expire. Polling:
     // the poll already scheduled stands (a renew must not postpone it).

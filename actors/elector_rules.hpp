@@ -10,6 +10,7 @@
 
 #include <caf/all.hpp>
 
+#include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/timings.hpp"
 
@@ -48,6 +49,12 @@ caf::timespan renew_ride_limit(const election_timings& t);
 
 /// leaseDurationSeconds for `lease_duration`: whole seconds, rounded up, >= 1.
 int duration_seconds(caf::timespan lease_duration);
+
+/// After an error of kind `k` a write may still stand in the store: no
+/// answer came (a timeout, a dropped connection), a gateway's 5xx may follow
+/// the store's commit, a 2xx body could not be read. A refusal (409, 404,
+/// 4xx, 429) wrote nothing.
+bool may_have_applied(error_kind k);
 
 /// <0, 0, >0 as resourceVersion `rv` is older than, equal to or newer than
 /// `known`; nullopt when they cannot be ordered (not decimal numbers).

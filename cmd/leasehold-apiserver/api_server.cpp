@@ -5,6 +5,7 @@
 
 #include <csignal>
 
+#include "cmd/leasehold-apiserver/connection.hpp"
 #include "cmd/leasehold-apiserver/http_replies.hpp"
 #include "cmd/leasehold-apiserver/server_impl.hpp"
 #include "cmd/leasehold-apiserver/snapshot.hpp"
@@ -29,10 +30,9 @@ void local_api_server::impl::log(const std::string& msg, json fields) {
 std::unique_ptr<httplib::Server> local_api_server::impl::make_server(bool main, std::string& error) {
   std::unique_ptr<httplib::Server> server;
   if (main && use_tls())
-    server = std::make_unique<httplib::SSLServer>(opts.tls_cert_file.c_str(),
-                                                  opts.tls_key_file.c_str());
+    server = std::make_unique<tls_server>(opts.tls_cert_file.c_str(), opts.tls_key_file.c_str());
   else
-    server = std::make_unique<httplib::Server>();
+    server = std::make_unique<plain_server>();   // both answer pipelined requests (connection.hpp)
   if (!server->is_valid()) {
     error = "cannot load TLS certificate " + opts.tls_cert_file + " / key " + opts.tls_key_file;
     return nullptr;

@@ -14,7 +14,10 @@ void set_status(httplib::Response& res, int code, const std::string& message) {
 }
 
 void send_reply(httplib::Response& res, const reply& r) {
-  set_json(res, r.code, r.body);
+  if (r.text.empty())
+    return set_json(res, r.code, r.value());
+  res.status = r.code;
+  res.set_content(r.text, "application/json");
 }
 
 void send_reply(httplib::Response& res, const reply& r, const resource_type* table,
@@ -22,10 +25,11 @@ void send_reply(httplib::Response& res, const reply& r, const resource_type* tab
   if (table == nullptr || r.code != 200)
     return send_reply(res, r);
   bool whole = req.get_param_value("includeObject") == "Object";
-  if (r.body.contains("items"))
-    return set_json(res, 200, as_table(*table, r.body["items"], r.body["metadata"], whole));
-  json metadata = {{"resourceVersion", r.body["metadata"]["resourceVersion"]}};
-  set_json(res, 200, as_table(*table, json::array({r.body}), metadata, whole));
+  const json& body = r.value();
+  if (body.contains("items"))
+    return set_json(res, 200, as_table(*table, body["items"], body["metadata"], whole));
+  json metadata = {{"resourceVersion", body["metadata"]["resourceVersion"]}};
+  set_json(res, 200, as_table(*table, json::array({body}), metadata, whole));
 }
 
 } // namespace leasehold::apiserver

@@ -1,20 +1,23 @@
 #include "cmd/leasehold-apiserver/kube_routes.hpp"
 
 #include <cstddef>
-#include <sstream>
 #include <vector>
 
 namespace leasehold::apiserver {
 
 namespace {
 
+/// The non-empty segments between slashes (every request: no stream).
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> parts;
-  std::stringstream in(path);
-  std::string part;
-  while (std::getline(in, part, '/'))
-    if (!part.empty())
-      parts.push_back(part);
+  for (std::size_t start = 0; start < path.size();) {
+    auto end = path.find('/', start);
+    if (end == std::string::npos)
+      end = path.size();
+    if (end > start)
+      parts.emplace_back(path, start, end - start);
+    start = end + 1;
+  }
   return parts;
 }
 

@@ -14,13 +14,6 @@
 
 namespace leasehold::apiserver {
 
-namespace {
-
-struct endpoint {
-  std::string addr;
-  int port = -1;
-};
-
 endpoint endpoint_of(const sockaddr_storage& sa) {
   char text[INET6_ADDRSTRLEN] = {};
   if (sa.ss_family == AF_INET) {
@@ -35,6 +28,8 @@ endpoint endpoint_of(const sockaddr_storage& sa) {
   }
   return {};
 }
+
+namespace {
 
 /// Shuts down every connected socket for which match(local, peer) holds.
 template <class Match>

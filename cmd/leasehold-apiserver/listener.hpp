@@ -8,6 +8,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +25,15 @@
 #include <httplib.h>
 
 namespace leasehold::apiserver {
+
+/// A socket's address as text (IPv4 or IPv6) and port, as httplib puts them
+/// in a Request.
+struct endpoint {
+  std::string addr;
+  int port = -1;
+};
+
+endpoint endpoint_of(const sockaddr_storage& sa);
 
 /// Closes the connection a request arrived on, without an answer.
 void drop_connection(const httplib::Request& req);

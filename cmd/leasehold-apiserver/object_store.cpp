@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <ctime>
+#include <utility>
 
 namespace leasehold::apiserver {
 
 using nlohmann::json;
 
 std::string watch_line(const std::string& type, const std::string& object_json) {
-  // As json{{"type", type}, {"object", object}}.dump(): keys in order.
-  return "{\"object\":" + object_json + ",\"type\":" + json(type).dump() + "}\n";
+  // As json{{"type", type}, {"object", object}}.dump(): keys in order; the
+  // types are plain words (ADDED, BOOKMARK, ...), nothing to escape.
+  std::string line;
+  line.reserve(object_json.size() + type.size() + 24);
+  line.append("{\"object\":").append(object_json).append(",\"type\":\"").append(type).append("\"}\n");
+  return line;
 }
 
 namespace {
@@ -133,37 +138,53 @@ void object_store::stamp(const resource_type& r, const std::string& ns, json& ob
   md["resourceVersion"] = std::to_string(++resource_version_);
 }
 
-void object_store::insert(const resource_type& r, key k, json object) {
+object_store::write_lock::write_lock(object_store& store)
+  : store_(store), lock_(store.mu_), version_(store.resource_version_) {}
+
+object_store::write_lock::~write_lock() {
+  bool changed = store_.resource_version_ != version_;
+  std::vector<std::shared_ptr<const watch_event>> evicted;
+  evicted.swap(store_.evicted_);
+  lock_.unlock();
+  if (changed)
+    store_.changed_.notify_all();
+}   // the evicted events are freed here, outside the lock
+
+reply object_store::insert(const resource_type& r, key k, json object) {
   auto& order = creation_order_[r.plural];
   auto created = resource_version_;
   order.emplace(created, k);
-  record("ADDED", r.plural, object);
-  objects_[std::move(k)] = stored{std::move(object), created};
+  auto shared = std::make_shared<const json>(std::move(object));
+  auto text = record("ADDED", r.plural, shared);
+  objects_[std::move(k)] = stored{shared, created};
   ++mutations_;
+  return {201, std::move(shared), std::move(text)};
 }
 
-void object_store::record(const std::string& type, const std::string& plural, json object,
-                          json previous) {
-  auto rv = std::stoull(object["metadata"]["resourceVersion"].get<std::string>());
-  auto line = watch_line(type, object.dump());
+std::string object_store::record(const std::string& type, const std::string& plural, object_ptr object,
+                                 object_ptr previous) {
+  auto rv = std::stoull((*object)["metadata"]["resourceVersion"].get<std::string>());
+  auto text = object->dump();
+  auto line = watch_line(type, text);
   history_.push_back(std::make_shared<const watch_event>(
     watch_event{rv, type, plural, std::move(object), std::move(previous), std::move(line)}));
   while (history_.size() > history_limit_) {
     history_floor_ = history_.front()->resource_version;
+    evicted_.push_back(std::move(history_.front()));
     history_.pop_front();
   }
-  changed_.notify_all();
+  return text;
 }
 
 json object_store::erase_locked(iterator it) {
-  json object = std::move(it->second.object);
+  json object = *it->second.object;   // the stored one stays as the history has it
   json uid = object["metadata"]["uid"];
   creation_order_[std::get<0>(it->first)].erase(it->second.created);
   auto plural = std::get<0>(it->first);
   objects_.erase(it);
   // The real API reports a deletion with the deletion's resourceVersion.
   object["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
-  record("DELETED", plural, std::move(object));
+  record("DELETED", plural, std::make_shared<const json>(std::move(object)));
   return uid;
 }
 
@@ -199,13 +220,13 @@ reply object_store::list(const resource_type& r, const object_filter& filter, st
   for (auto it = objects_.lower_bound({r.plural, start_ns, start_name}); it != objects_.end(); ++it) {
     if (std::get<0>(it->first) != r.plural)
       break;
-    if (!filter.matches(it->second.object))
+    if (!filter.matches(*it->second.object))
       continue;
     if (limit != 0 && items.size() == limit) {
       metadata["continue"] = std::get<1>(it->first) + "/" + std::get<2>(it->first);
       break;
     }
-    items.push_back(it->second.object);
+    items.push_back(*it->second.object);
   }
   return {200, {{"kind", r.kind + "List"},
                 {"apiVersion", r.api_version()},
@@ -217,7 +238,7 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
   if (auto error = check_body(r, ns, "", body))
     return *error;
   auto& md = body["metadata"];
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   auto name = string_field(md, "name");
   if (name.empty()) {
     auto prefix = string_field(md, "generateName");
@@ -244,23 +265,25 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
   stamp(r, ns, body);
   md["uid"] = new_uid();
   md["creationTimestamp"] = now_rfc3339();
-  insert(r, std::move(k), body);
-  return {201, std::move(body)};
+  return insert(r, std::move(k), std::move(body));
 }
 
 reply object_store::update(const resource_type& r, const std::string& ns, const std::string& name,
                            json body) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return update_locked(r, ns, name, std::move(body));
+  if (auto error = check_body(r, ns, name, body))   // the body alone: outside the lock
+    return *error;
+  write_lock lock(*this);
+  return update_locked(r, ns, name, std::move(body), true);
 }
 
 reply object_store::patch(const resource_type& r, const std::string& ns, const std::string& name,
                           const patch_fn& apply) {
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   auto it = objects_.find({r.plural, ns, name});
   if (it == objects_.end())
     return not_found(r, name);
-  json object = it->second.object;
+  const json& stored_md = (*it->second.object)["metadata"];
+  json object = *it->second.object;
   if (auto error = apply(object))
     return *error;
   if (!object.is_object())
@@ -269,17 +292,15 @@ reply object_store::patch(const resource_type& r, const std::string& ns, const s
   if (!md.is_object())
     return bad_request("the patched " + r.kind + " has no metadata object");
   // What the patch does not name keeps its stored value.
-  if (!md.contains("resourceVersion") || md["resourceVersion"].is_null())
-    md["resourceVersion"] = it->second.object["metadata"]["resourceVersion"];
-  for (const char* field : {"uid", "creationTimestamp", "name", "namespace"})
-    if (!md.contains(field) || md[field].is_null())
-      md[field] = it->second.object["metadata"][field];
+  for (const char* field : {"resourceVersion", "uid", "creationTimestamp", "name", "namespace"})
+    if ((!md.contains(field) || md[field].is_null()) && stored_md.contains(field))
+      md[field] = stored_md[field];
   return update_locked(r, ns, name, std::move(object));
 }
 
 reply object_store::update_locked(const resource_type& r, const std::string& ns,
-                                  const std::string& name, json body) {
-  if (auto error = check_body(r, ns, name, body))
+                                  const std::string& name, json body, bool checked) {
+  if (auto error = checked ? std::nullopt : check_body(r, ns, name, body))
     return *error;
   auto& md = body["metadata"];
   auto version = string_field(md, "resourceVersion");
@@ -289,26 +310,27 @@ reply object_store::update_locked(const resource_type& r, const std::string& ns,
   auto it = objects_.find({r.plural, ns, name});
   if (it == objects_.end())
     return not_found(r, name);
-  const json& old_md = it->second.object["metadata"];
+  const json& old_md = (*it->second.object)["metadata"];
   if (version != old_md["resourceVersion"].get<std::string>())
     return conflict(r, name, "the object has been modified; please apply your changes to the "
                              "latest version and try again");
-  md["uid"] = old_md["uid"];
-  md["creationTimestamp"] = old_md["creationTimestamp"];
+  md["uid"] = old_md.value("uid", json());
+  md["creationTimestamp"] = old_md.value("creationTimestamp", json());
   stamp(r, ns, body);
-  record("MODIFIED", r.plural, body, it->second.object);
-  it->second.object = body;
+  auto object = std::make_shared<const json>(std::move(body));
+  auto previous = std::exchange(it->second.object, object);
+  auto text = record("MODIFIED", r.plural, object, std::move(previous));
   ++mutations_;
-  return {200, std::move(body)};
+  return {200, std::move(object), std::move(text)};
 }
 
 reply object_store::remove(const resource_type& r, const std::string& ns, const std::string& name,
                            const json& delete_options) {
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   auto it = objects_.find({r.plural, ns, name});
   if (it == objects_.end())
     return not_found(r, name);
-  const json& md = it->second.object["metadata"];
+  const json& md = (*it->second.object)["metadata"];
   if (delete_options.is_object() && delete_options.contains("preconditions") &&
       delete_options["preconditions"].is_object()) {
     const json& pre = delete_options["preconditions"];
@@ -328,7 +350,7 @@ reply object_store::remove(const resource_type& r, const std::string& ns, const 
 }
 
 void object_store::wipe() {
-  std::lock_guard<std::mutex> lock(mu_);
+  write_lock lock(*this);
   while (!objects_.empty())
     erase_locked(objects_.begin());
   ++mutations_;
@@ -379,7 +401,7 @@ json object_store::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   json objects = json::array();
   for (auto& [k, s] : objects_)
-    objects.push_back({{"resource", std::get<0>(k)}, {"created", s.created}, {"object", s.object}});
+    objects.push_back({{"resource", std::get<0>(k)}, {"created", s.created}, {"object", *s.object}});
   return {{"resourceVersion", std::to_string(resource_version_)}, {"objects", std::move(objects)}};
 }
 
@@ -405,7 +427,7 @@ std::string object_store::restore(const json& snap) {
       auto created = item.at("created").get<std::uint64_t>();
       version = std::max<std::uint64_t>(version, std::stoull(md.at("resourceVersion").get<std::string>()));
       order[plural].emplace(created, k);
-      objects[std::move(k)] = stored{object, created};
+      objects[std::move(k)] = stored{std::make_shared<const json>(object), created};
     }
   } catch (const std::exception& e) {
     return std::string("snapshot: ") + e.what();

@@ -30,21 +30,35 @@
 
 namespace leasehold::apiserver {
 
-/// An HTTP status and its JSON body (the object, a List or a Status).
+/// A stored object. Immutable once stored: the store, the watch history
+/// and the replies share it instead of copying it (a write used to copy the
+/// Lease three times and serialize it twice).
+using object_ptr = std::shared_ptr<const nlohmann::json>;
+
+/// An HTTP status and its JSON body (the object, a List or a Status): a
+/// stored `object` shared, or else `body`.
 struct reply {
   int code = 200;
   nlohmann::json body;
+  object_ptr object;
+  std::string text;   // `object` serialized, when the store already did it
+
+  reply() = default;
+  reply(int c, nlohmann::json b) : code(c), body(std::move(b)) {}
+  reply(int c, object_ptr o, std::string t = {}) : code(c), object(std::move(o)), text(std::move(t)) {}
+  const nlohmann::json& value() const { return object ? *object : body; }
 };
 
 /// One change as a watch sees it: ADDED, MODIFIED or DELETED; `object` is
 /// the new state (for DELETED the last state, stamped with the deletion's
-/// resourceVersion), `previous` the state before (null for ADDED).
+/// resourceVersion), `previous` the state before (null for ADDED and
+/// DELETED).
 struct watch_event {
   std::uint64_t resource_version = 0;
   std::string type;
   std::string plural;
-  nlohmann::json object;
-  nlohmann::json previous;
+  object_ptr object;
+  object_ptr previous;
   /// The event as a plain watch streams it (watch_line: {"object":...,
   /// "type":...} and a newline), written once for every watcher.
   std::string line;
@@ -116,23 +130,42 @@ private:
   // (resource plural, namespace, name); std::map order is the list order.
   using key = std::tuple<std::string, std::string, std::string>;
   struct stored {
-    nlohmann::json object;
+    object_ptr object;
     std::uint64_t created = 0;   // resourceVersion at creation: eviction order
   };
   using iterator = std::map<key, stored>::iterator;
 
-  /// Stores a created object with its ADDED event (mutex held).
-  void insert(const resource_type& r, key k, nlohmann::json object);
+  /// Stores a created object with its ADDED event (mutex held); the 201 reply.
+  reply insert(const resource_type& r, key k, nlohmann::json object);
   void stamp(const resource_type& r, const std::string& ns, nlohmann::json& object);
+  /// PUT with the mutex held; `checked`: check_body was done already.
   reply update_locked(const resource_type& r, const std::string& ns, const std::string& name,
-                      nlohmann::json body);
-  /// Appends to the history (mutex held) and wakes the watches.
-  void record(const std::string& type, const std::string& plural, nlohmann::json object,
-              nlohmann::json previous = nullptr);
+                      nlohmann::json body, bool checked = false);
+  /// Appends to the history (mutex held); returns the object serialized.
+  /// The write_lock wakes the watches.
+  std::string record(const std::string& type, const std::string& plural, object_ptr object,
+                     object_ptr previous = nullptr);
   /// Removes a stored object with its DELETED event (mutex held); returns its uid.
   nlohmann::json erase_locked(iterator it);
   std::string random_suffix();
   std::string new_uid();
+
+  /// The mutex for a mutation. Its end, after unlocking, wakes the
+  /// watches when an event was recorded and frees the events that left the
+  /// history: a woken watch does not wait for the writer's mutex, and the
+  /// mutex is not held while old objects are freed.
+  class write_lock {
+  public:
+    explicit write_lock(object_store& store);
+    ~write_lock();
+    write_lock(const write_lock&) = delete;
+    write_lock& operator=(const write_lock&) = delete;
+
+  private:
+    object_store& store_;
+    std::unique_lock<std::mutex> lock_;
+    std::uint64_t version_;
+  };
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
@@ -146,6 +179,7 @@ private:
   std::uint64_t wakes_ = 0;
   std::size_t history_limit_;
   std::deque<std::shared_ptr<const watch_event>> history_;
+  std::vector<std::shared_ptr<const watch_event>> evicted_;   // out of history_, to free unlocked
   std::uint64_t history_floor_ = 0;   // every event after it is in history_
   std::mt19937_64 rng_;
 };

@@ -99,12 +99,12 @@ std::string local_api_server::impl::event_line(const std::string& type, const wa
 
 void local_api_server::impl::queue_events(watch_stream& w, const watch_batch& batch) {
   for (auto& e : batch.events) {
-    bool now = w.filter.matches(e->object);
-    bool before = !e->previous.is_null() && w.filter.matches(e->previous);
+    bool now = w.filter.matches(*e->object);
+    bool before = e->previous && w.filter.matches(*e->previous);
     if (e->type == "MODIFIED" && now != before)
-      w.pending.push_back(event_line(now ? "ADDED" : "DELETED", w, e->object));
+      w.pending.push_back(event_line(now ? "ADDED" : "DELETED", w, *e->object));
     else if (now)
-      w.pending.push_back(w.table ? event_line(e->type, w, e->object) : e->line);
+      w.pending.push_back(w.table ? event_line(e->type, w, *e->object) : e->line);
   }
   w.since = batch.current;
 }
@@ -156,10 +156,12 @@ bool local_api_server::impl::watch_step(watch_stream& w, const httplib::Request&
         if (!sink.write(bad.data(), bad.size()))
           return false;
       }
-      if (!w.pending.empty()) {
-        std::string line = std::move(w.pending.front());
+      if (!w.pending.empty()) {   // the lines queued so far in one write (one chunk)
+        std::string lines = std::move(w.pending.front());
         w.pending.pop_front();
-        return sink.write(line.data(), line.size());
+        for (; !w.pending.empty() && lines.size() < 64 * 1024; w.pending.pop_front())
+          lines += w.pending.front();
+        return sink.write(lines.data(), lines.size());
       }
       if (error_code != 0) {
         w.pending.push_back(watch_line("ERROR", failure_status(error_code, reason_for(error_code),

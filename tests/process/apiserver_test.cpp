@@ -32,6 +32,7 @@
 #include "cmd/leasehold-apiserver/listener.hpp"
 #include "cmd/leasehold-apiserver/object_store.hpp"
 #include "transport/kube_client.hpp"
+#include "tests/support/certificates.hpp"
 #include "tests/support/proc.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/wait.hpp"
@@ -138,18 +139,6 @@ json expect_status(const httplib::Result& res, int code, const std::string& reas
   CHECK(s["reason"] == reason);
   CHECK(s["code"] == code);
   return s;
-}
-
-/// Runs a shell command; returns its exit status and stdout+stderr.
-std::pair<int, std::string> run(const std::string& command) {
-  std::string out;
-  std::FILE* p = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p))
-    out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 } // namespace
@@ -817,18 +806,8 @@ TEST_CASE("TLS: kube_client trusts the server with the CA, fails without it") {
   REQUIRE_MESSAGE(command_exists("openssl"), "the openssl command is not installed (scripts/setup installs it)");
   temp_dir dir;
   auto p = [&](const char* f) { return (dir / f).string(); };
-  std::ofstream(p("san.cnf")) << "subjectAltName=IP:127.0.0.1\n";
-  std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  for (const std::string& cmd : {
-         "openssl req -x509" + ec + " -keyout " + p("ca.key") + " -out " + p("ca.crt") +
-           " -days 1 -subj /CN=leasehold-test-ca",
-         "openssl req" + ec + " -keyout " + p("server.key") + " -out " + p("server.csr") +
-           " -subj /CN=127.0.0.1",
-         "openssl x509 -req -in " + p("server.csr") + " -CA " + p("ca.crt") + " -CAkey " + p("ca.key") +
-           " -CAcreateserial -out " + p("server.crt") + " -days 1 -extfile " + p("san.cnf")}) {
-    auto [rc, out] = run(cmd);
-    REQUIRE_MESSAGE(rc == 0, cmd << "\n" << out);
-  }
+  auto certificates = leasehold::test::make_test_certificates(dir);
+  REQUIRE_MESSAGE(certificates.empty(), certificates);
   leasehold::api_server_options opts;
   opts.tls_cert_file = p("server.crt");
   opts.tls_key_file = p("server.key");

@@ -1,0 +1,99 @@
+// leasehold-apiserver's connections: one read buffer per connection, so
+// that requests a client pipelines (several written before it reads the
+// first answer) are all answered, in order.
+//
+// cpp-httplib 0.11 reads each request through a stream object made for that
+// request; the bytes it read past the request go with it, and its keep-alive
+// loop then waits for new bytes on the socket. A batch of requests that
+// arrived in one segment got one answer. Here each connection has one
+// connection_stream for its whole life, and the keep-alive loop looks at its
+// buffer (and, on TLS, at OpenSSL's) before it polls the socket.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "cmd/leasehold-apiserver/listener.hpp"
+
+namespace leasehold::apiserver {
+
+/// The one stream of a connection, plain (ssl null) or TLS, with the read
+/// and write timeouts of the server.
+class connection_stream final : public httplib::Stream {
+public:
+  connection_stream(socket_t sock, SSL* ssl, int read_timeout_ms, int write_timeout_ms);
+
+  /// Bytes to read now (buffered, or OpenSSL's) or within the read timeout.
+  bool is_readable() const override;
+  /// Room to write within the write timeout, and the peer has not closed.
+  bool is_writable() const override;
+  ssize_t read(char* ptr, std::size_t size) override;
+  ssize_t write(const char* ptr, std::size_t size) override;
+  void get_remote_ip_and_port(std::string& ip, int& port) const override;
+  void get_local_ip_and_port(std::string& ip, int& port) const override;
+  socket_t socket() const override { return sock_; }
+
+  /// Waits for the next request: true once a byte of it is buffered or the
+  /// socket has something (bytes or its end); false after `idle_ms` without,
+  /// or once the server socket is closed (checked every 100 ms).
+  bool next_request(const std::atomic<socket_t>& server_socket, long idle_ms);
+
+  /// An answer begins: its first write (status line and headers) is held
+  /// when a Content-Length body follows, and sent with the body in one
+  /// write (one segment, one wake-up of the client instead of two).
+  void begin_answer() { head_next_ = true; }
+  /// Sends what is held (the answer ended without a body write).
+  void end_answer();
+
+private:
+  bool buffered() const;
+  /// One read from the socket (or OpenSSL) into the empty buffer, waiting
+  /// at most the read timeout.
+  ssize_t fill();
+  /// Writes all of a then b; false on failure.
+  bool write_all(const char* a, std::size_t a_size, const char* b, std::size_t b_size);
+  ssize_t write_some(const char* ptr, std::size_t size);
+
+  socket_t sock_;
+  SSL* ssl_;
+  int read_timeout_ms_, write_timeout_ms_;
+  std::vector<char> buf_;
+  std::size_t off_ = 0, end_ = 0;
+  bool head_next_ = false;
+  std::string held_;   // an answer's head waiting for its body
+  // The connection's endpoints, looked up once (every request asks them).
+  mutable std::optional<endpoint> remote_, local_;
+};
+
+/// An httplib server (Base: httplib::Server, or httplib::SSLServer for
+/// HTTPS) whose connections each keep one connection_stream. Everything
+/// else (routing, keep-alive count and timeout, read and write timeouts,
+/// stop) is httplib's.
+template <class Base>
+class pipelined_server final : public Base {
+public:
+  using Base::Base;
+
+private:
+  bool process_and_close_socket(socket_t sock) override;
+  /// Serves the connection's requests in order until it ends.
+  bool serve(connection_stream& strm, SSL* ssl);
+
+  std::mutex ssl_mu_;   // SSL_new and SSL_free on the shared context
+};
+
+using plain_server = pipelined_server<httplib::Server>;
+using tls_server = pipelined_server<httplib::SSLServer>;
+
+extern template class pipelined_server<httplib::Server>;
+extern template class pipelined_server<httplib::SSLServer>;
+
+} // namespace leasehold::apiserver
