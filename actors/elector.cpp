@@ -52,7 +52,7 @@ elector_actor::behavior_type elector_actor::make_behavior() {
   if (opt_.watch) {
     lease_watch_request req;
     req.lease = opt_.lease;
-    req.resource_version = mem_.record ? mem_.record->resource_version : std::string{};
+    req.resource_version = mem_.record ? mem_.record->resource_version : std::move(opt_.seen_version);
     req.idle_timeout = opt_.timings.lease_duration;
     req.subscriber = this;
     send(opt_.transport, watch_lease_atom::value, std::move(req));
@@ -71,7 +71,7 @@ elector_actor::behavior_type elector_actor::make_behavior() {
           arm_tick(call_deadline_, false);
         return;
       }
-      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend.server_expiry) {
+      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend->server_expiry) {
         auto d = next_delay();
         if (d > caf::timespan{0}) {
           arm_tick(clock().now() + d, true);   // renewed since it was set
@@ -150,7 +150,7 @@ void elector_actor::arm_deadline() {
 }
 
 void elector_actor::drop_hold() {
-  held_.reset();
+  wrote_term_ = false;
   unanswered_at_ = {};
   if (state_ == elector_state::holding)
     set_state(elector_state::following);
@@ -166,7 +166,7 @@ void elector_actor::attempt() {
     return;
   in_flight_ = true;
   attempt_started_ = clock().now();
-  if (held_ && mem_.record && same_term(mem_.record->spec, *held_))
+  if (held() && mem_.record && same_term(mem_.record->spec, *held()))
     renew(*mem_.record, /*fall back to GET*/ true);
   else if (!follow_shared_reading())
     get_then_decide();
@@ -176,7 +176,7 @@ void elector_actor::attempt() {
 /// holds. With `fallback`, a failure reads the lease and decides again (3).
 void elector_actor::renew(const lease& rec, bool fallback) {
   lease l = rec;
-  l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+  l.spec = renewed_spec(*held(), opt_.timings.lease_duration, wall_now());
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
   l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
@@ -222,7 +222,7 @@ void elector_actor::get_then_decide() {
 /// PUT a new term on this very version (its reply: R1 or R2).
 void elector_actor::decide(const lease& rec) {
   adopt_unanswered(rec);
-  if (held_ && same_term(rec.spec, *held_)) {
+  if (held() && same_term(rec.spec, *held())) {
     if (!written_here(rec.spec)) {
       identity_conflict(rec);
       return;
@@ -251,19 +251,19 @@ void elector_actor::decide(const lease& rec) {
 /// another replica with it, and that replica needs this long to notice and
 /// stop its work (see succeeded()).
 void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
-  if (opt_.backend.server_expiry && has_term()) {
+  if (opt_.backend->server_expiry && has_term()) {
     // The store deleted the record: its TTL ran out (or it was revoked).
     // The term is over; putting it back would be a new record.
     lose("lease " + opt_.lease.to_string() + " was deleted by the store");
     return;
   }
-  if (!opt_.backend.server_expiry && !has_term() && mem_.record && held_by_other(*mem_.record)) {
+  if (!opt_.backend->server_expiry && !has_term() && mem_.record && held_by_other(*mem_.record)) {
     // The last holder we saw may still be running and about to put its
     // record back: leave it that chance until it would have expired.
     done_attempt();
     return;
   }
-  if (opt_.backend.server_expiry && !has_term() && vanished_under_a_holder(seen_by, store_revision)) {
+  if (opt_.backend->server_expiry && !has_term() && vanished_under_a_holder(seen_by, store_revision)) {
     done_attempt();
     return;
   }
@@ -288,7 +288,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   // taken and lost meanwhile, so it is created anew and waited for anew.
   bool create_new = !has_term();
   if (has_term()) {
-    l.spec = renewed_spec(*held_, opt_.timings.lease_duration, wall_now());
+    l.spec = renewed_spec(*held(), opt_.timings.lease_duration, wall_now());
   } else {
     drop_hold();
     l.spec = acquired_spec(lease_spec{}, opt_.identity, opt_.timings.lease_duration, wall_now(),
@@ -300,13 +300,13 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   // (a process just started) cannot have waited out an operator's delete
   // or revoke of a live term, so it holds what it creates, as on Kubernetes.
   bool hold = create_new
-              && (!opt_.backend.server_expiry || !mem_.record || mem_.hold_next_create
+              && (!opt_.backend->server_expiry || !mem_.record || mem_.hold_next_create
                   || mem_.vanish_revision == 0);
   // etcd: the store says whether the key's history shows another write
   // since the read that judged it gone: a term that came and went unseen
   // in between (say an operator's delete of another replica's fresh key)
   // is held for. Other keys' writes in between do not matter.
-  bool ask_history = create_new && opt_.backend.server_expiry && !hold;
+  bool ask_history = create_new && opt_.backend->server_expiry && !hold;
   if (ask_history)
     l.absent_at_revision = mem_.vanish_revision;
   auto started = clock().now();
@@ -316,7 +316,7 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
            // etcd: counted from the answer, by when any term whose key
            // was gone before the create had sent its last renew.
            if (hold || (ask_history && !r.value->unwritten_since_read))
-             mem_.created_at = opt_.backend.server_expiry ? clock().now() : started;
+             mem_.created_at = opt_.backend->server_expiry ? clock().now() : started;
            succeeded(*r.value, started);
          } else {
            failed(r.error);
@@ -383,7 +383,8 @@ bool elector_actor::adopt_unanswered(const lease& rec) {
       || rec.spec.acquire_time != unanswered_at_ || !written_here(rec.spec))
     return false;
   unanswered_at_ = {};
-  held_ = rec.spec;
+  mem_.own_term = rec.spec;   // held(): a term this replica wrote, as succeeded() notes one
+  wrote_term_ = true;
   return true;
 }
 
@@ -402,8 +403,8 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   if (rare_)
     rare_->last_error = api_error{};
   bool routine = own_renewal(rec);
-  held_ = written;
   mem_.own_term = written;
+  wrote_term_ = true;
   observe(rec, /*report*/ false);
   if (!routine)
     report_memory();   // the record and our term: one report per write
@@ -507,7 +508,7 @@ void elector_actor::end_call(std::uint64_t seq, lease_reply& r) {
 
 void elector_actor::time_out_call() {
   auto r = lease_reply::failure(request_error(
-    call_verb_, opt_.backend.path_of(call_verb_, opt_.lease), make_error(caf::sec::request_timeout)));
+    call_verb_, opt_.backend->path_of(call_verb_, opt_.lease), make_error(caf::sec::request_timeout)));
   end_call(call_seq_, r);
 }
 
@@ -539,7 +540,7 @@ api_error elector_actor::late_reply(caf::timespan took) const {
   api_error e;
   e.kind = error_kind::timeout;
   e.verb = "PUT";
-  e.path = opt_.backend.path_of("PUT", opt_.lease);
+  e.path = opt_.backend->path_of("PUT", opt_.lease);
   e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
   return e;
 }

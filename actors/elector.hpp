@@ -87,6 +87,10 @@ struct elector_options {
   event_emitter emit;   // the runner's: stamps this replica's and lease's events, shared
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
+  /// The resourceVersion of the last record they saw (memory holds none:
+  /// runner_view.hpp, seed_of): the watch tells this elector what changed
+  /// since, as it would have told its predecessor ("" : all it knows).
+  std::string seen_version;
   /// Where each accepted write of a term stores the fence's validity (actor
   /// clock ns), never voided: the runner reads its last renew from here,
   /// with no message per renew (issue 19). Null: not kept.
@@ -96,7 +100,9 @@ struct elector_options {
   /// sends nothing until the lease could expire. While the watch is down the
   /// elector polls every retry_period, as without it.
   bool watch = true;
-  backend_traits backend;  // etcd: the store judges expiry (docs/safety.md)
+  /// etcd: the store judges expiry (docs/safety.md). Shared with the
+  /// runner and every elector it starts: one copy per lease.
+  std::shared_ptr<const backend_traits> backend;
   /// false: follow the lease (watch, observe, report the holder) but never
   /// acquire it; changed with `compete_atom, bool`. A term already held is
   /// the runner's to end.

@@ -8,6 +8,7 @@
 // interface it derives from (elector_handle, actors/messages.hpp) are the interface.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,8 @@ private:
   }
   /// The term it wrote is somebody else's now (holding -> following).
   void drop_hold();
+  /// What this elector last wrote for its term; nullptr: none (or dropped).
+  const lease_spec* held() const { return wrote_term_ ? &*mem_.own_term : nullptr; }
   /// The renew deadline's timer, at valid_until_ (one pending at a time).
   void arm_deadline();
 
@@ -98,7 +101,7 @@ private:
       .then([=](lease_reply& r) { end_call(seq, r); },
             [=](caf::error& e) {   // the path is built only here, not per request
               auto r = lease_reply::failure(
-                request_error(verb, opt_.backend.path_of(verb, opt_.lease), e));
+                request_error(verb, opt_.backend->path_of(verb, opt_.lease), e));
               end_call(seq, r);
             });
   }
@@ -171,7 +174,10 @@ private:
   event_emitter emit;
   lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;
-  std::optional<lease_spec> held_;       // what this elector last wrote for its term
+  /// held(): what this elector last wrote for its term, which is also the
+  /// replica's own term (mem_.own_term, set with it by succeeded() and
+  /// adopt_unanswered()): one copy, not two.
+  bool wrote_term_ = false;
   time_point attempt_started_{};
   time_point release_deadline_{};
   time_point valid_until_{};             // the term ends here unless renewed (leading)
@@ -197,7 +203,10 @@ private:
   bool watch_up_ = false;                 // the transport streams the lease's changes
   bool watch_said_ = false;               // its first up or down was reported
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
-  std::vector<wall_time> sent_renew_times_;   // renewTimes of our last writes
+  /// renewTimes of our last 8 writes, a ring (inline: a vector grew to a
+  /// 128-byte block per lease); renew_times_next_: writes noted so far.
+  std::array<wall_time, 8> sent_renew_times_{};
+  std::uint64_t renew_times_next_ = 0;
   /// What most electors never set (actors/rarely_set.hpp).
   struct rare_state {
     std::optional<caf::typed_response_promise<bool>> release_rp;

@@ -69,7 +69,7 @@ void elector_actor::on_watched(const lease& rec) {
     act_now();   // R2b: the acquisition whose answer was lost stands: renew it now
     return;
   }
-  if (held_ && same_term(rec.spec, *held_)) {
+  if (held() && same_term(rec.spec, *held())) {
     if (!written_here(rec.spec))
       identity_conflict(rec);
     return;   // our own write
@@ -91,7 +91,7 @@ void elector_actor::on_watched(const lease& rec) {
     // the poll already scheduled stands (a renew must not postpone it).
     // etcd: a new key comes without its TTL; read it at once.
     if (waits_on_watch()) {
-      if (opt_.backend.server_expiry)
+      if (opt_.backend->server_expiry)
         schedule_tick(mem_.ttl_read_at ? next_delay() : caf::timespan{0});
       else
         wake_at_expiry();
@@ -135,7 +135,7 @@ bool elector_actor::held_by_other(const lease& rec) const {
   }
   if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
     return false;   // a term this replica held and ended: its modules are down
-  return opt_.backend.server_expiry || !expired(rec);
+  return opt_.backend->server_expiry || !expired(rec);
 }
 
 bool elector_actor::streamed_later(const lease& answer) const {
@@ -143,7 +143,7 @@ bool elector_actor::streamed_later(const lease& answer) const {
 }
 
 bool elector_actor::own_renewal(const lease& rec) const {
-  return has_term() && held_ && same_term(rec.spec, *held_) && mem_.record
+  return has_term() && held() && same_term(rec.spec, *held()) && mem_.record
          && mem_.record->spec.preferred_holder == rec.spec.preferred_holder;
 }
 
@@ -225,7 +225,7 @@ caf::timespan elector_actor::next_delay() {
     // docs/operations.md).
     // A record without a holder (emptied, or created unheld) is waited out
     // by our clock on etcd too: wake when it expires.
-    d = opt_.backend.server_expiry && !mem_.record->spec.holder_identity.empty()
+    d = opt_.backend->server_expiry && !mem_.record->spec.holder_identity.empty()
           ? (shares_ttl_readings() ? opt_.timings.lease_duration : opt_.timings.lease_duration / 2)
           : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
   } else {
@@ -233,7 +233,7 @@ caf::timespan elector_actor::next_delay() {
     auto base = opt_.timings.retry_period;
     d = base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
   }
-  if (opt_.backend.server_expiry && mem_.record && !mem_.outside_wait_until
+  if (opt_.backend->server_expiry && mem_.record && !mem_.outside_wait_until
       && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record))) {
     if (shares_ttl_readings() && read_spread_ < 0)
       read_spread_ = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
@@ -273,7 +273,7 @@ std::optional<time_point> elector_actor::hold_back(const lease* rec) const {
 /// of one etcd lease): it counts from sent - ttl_age, no later than its
 /// real send time.
 void elector_actor::note_ttl(const lease& rec, time_point sent) {
-  if (!opt_.backend.server_expiry || !rec.ttl_seconds)
+  if (!opt_.backend->server_expiry || !rec.ttl_seconds)
     return;
   auto left = std::max<std::int64_t>(0, *rec.ttl_seconds);
   if (left != 0)
@@ -289,7 +289,7 @@ void elector_actor::note_ttl(const lease& rec, time_point sent) {
 /// a held key bound to an etcd lease, timings under which a reading tells
 /// an expiry, a transport that shares its readings.
 bool elector_actor::shares_ttl_readings() const {
-  if (!opt_.backend.ttl_reading_of || !mem_.record)
+  if (!opt_.backend->ttl_reading_of || !mem_.record)
     return false;
   auto& id = mem_.record->etcd_lease_id;
   return !id.empty() && id != "0" && !mem_.record->spec.holder_identity.empty()
@@ -310,7 +310,7 @@ bool elector_actor::follow_shared_reading() {
   if (!waits_on_watch() || !shares_ttl_readings() || mem_.outside_wait_until
       || hold_back(&*mem_.record))
     return false;
-  auto r = opt_.backend.ttl_reading_of(mem_.record->etcd_lease_id);
+  auto r = opt_.backend->ttl_reading_of(mem_.record->etcd_lease_id);
   if (!r || r->ttl_seconds < 2)
     return false;
   auto now = clock().now();

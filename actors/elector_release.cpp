@@ -38,15 +38,14 @@ void elector_actor::lose(std::string reason) {
 void elector_actor::remember_write(const lease_spec& s) {
   if (!s.renew_time)
     return;
-  sent_renew_times_.push_back(*s.renew_time);
-  if (sent_renew_times_.size() > 8)
-    sent_renew_times_.erase(sent_renew_times_.begin());
+  sent_renew_times_[renew_times_next_++ % sent_renew_times_.size()] = *s.renew_time;
 }
 
 bool elector_actor::written_here(const lease_spec& s) const {
+  auto written = sent_renew_times_.begin()
+                 + std::min<std::size_t>(renew_times_next_, sent_renew_times_.size());
   return !s.renew_time
-         || std::find(sent_renew_times_.begin(), sent_renew_times_.end(), *s.renew_time)
-              != sent_renew_times_.end();
+         || std::find(sent_renew_times_.begin(), written, *s.renew_time) != written;
 }
 
 void elector_actor::identity_conflict(const lease& rec) {
@@ -79,7 +78,7 @@ void elector_actor::identity_conflict(const lease& rec) {
 /// Releases only the term this elector wrote: a record with another
 /// holder, acquireTime or leaseTransitions is somebody else's.
 bool elector_actor::holds_own_term() const {
-  return has_term() && held_ && mem_.record && same_term(mem_.record->spec, *held_);
+  return has_term() && held() && mem_.record && same_term(mem_.record->spec, *held());
 }
 
 void elector_actor::release_step(int tries) {

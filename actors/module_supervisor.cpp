@@ -29,12 +29,12 @@ bool add_restart(std::vector<caf::actor_clock::time_point>& times,
 restart_policy module_supervisor::policy(const slot& s) const {
   if (s.spec.restart)
     return *s.spec.restart;
-  return restart_policy{opt_.policy.intensity, opt_.policy.period};
+  return restart_policy{opt_.supervision.intensity, opt_.supervision.period};
 }
 
-module_supervisor::module_supervisor(runner_internal_actor::pointer self, supervisor_options opt,
+module_supervisor::module_supervisor(runner_internal_actor::pointer self, const runner_options& opt,
                                      event_emitter emit, hooks h)
-  : self_(self), opt_(std::move(opt)), emit_(std::move(emit)), hooks_(std::move(h)) {
+  : self_(self), opt_(opt), emit_(std::move(emit)), hooks_(std::move(h)) {
 }
 
 void module_supervisor::configure(const module_config& cfg) {
@@ -42,7 +42,7 @@ void module_supervisor::configure(const module_config& cfg) {
   for (auto& spec : cfg.modules) {
     auto old = slots_.find(spec.name);
     if (old == slots_.end()) {
-      slot s(opt_.policy);
+      slot s(opt_.supervision);
       s.spec = spec;
       s.state = spec.enabled ? module_state::stopped : module_state::disabled;
       next.emplace(spec.name, std::move(s));
@@ -134,7 +134,7 @@ void module_supervisor::spawn(slot& s, const std::optional<fencing_token>& fence
   ctx.fence.identity = opt_.identity;
   ctx.runner = caf::actor_cast<leadership_publisher>(self_);
   ctx.identity = opt_.identity;
-  ctx.events = opt_.events;
+  ctx.events = emit_.sink();   // for the module's report lines
   caf::actor a;
   std::string failure;
   try {
@@ -169,7 +169,7 @@ void module_supervisor::stop(slot& s, const std::string& reason) {
   self_->send_exit(s.actor, caf::exit_reason::user_shutdown);
   s.actor = nullptr;
   s.state = module_state::stopped;
-  self_->delayed_send(self_, opt_.module_stop_timeout, stop_timeout_atom::value, id);
+  self_->delayed_send(self_, opt_.timings.module_stop_timeout, stop_timeout_atom::value, id);
   emit_(event_type::module_stopping, [&](runtime_event& ev) {
     ev.module = s.spec.name;
     ev.leader_only = s.spec.leader_only;

@@ -38,16 +38,9 @@ namespace leasehold {
 bool add_restart(std::vector<caf::actor_clock::time_point>& times,
                  caf::actor_clock::time_point now, const restart_policy& p);
 
-/// What the supervisor needs to know: whose modules, built how, stopped how.
-struct supervisor_options {
-  std::string identity;                            // the replica (in each module_context)
-  lease_key lease;                                 // in every module's fence
-  std::shared_ptr<const module_registry> registry;
-  event_sink events;                               // handed to modules for their report lines
-  caf::timespan module_stop_timeout{0};            // exit message -> kill
-  supervision_policy policy;                       // default restart intensity and delays
-};
-
+/// What the supervisor needs to know: whose modules (identity, lease), built
+/// how (registry), stopped how (timings.module_stop_timeout, supervision):
+/// read from its runner's options, which outlive it (one copy per lease).
 class module_supervisor {
 public:
   /// What the supervisor tells its runner.
@@ -59,8 +52,8 @@ public:
     std::function<void(const std::string& module)> kill_unconfirmed;
   };
 
-  module_supervisor(runner_internal_actor::pointer self, supervisor_options opt, event_emitter emit,
-                    hooks h);
+  module_supervisor(runner_internal_actor::pointer self, const runner_options& opt,
+                    event_emitter emit, hooks h);
 
   /// Takes a new (validated) configuration: stops removed, disabled or
   /// re-typed modules, sends changed settings to running ones. Starts nothing.
@@ -129,7 +122,7 @@ private:
   void crashed(slot& s, const std::string& reason, const std::string& code = {});
 
   runner_internal_actor::pointer self_;
-  supervisor_options opt_;
+  const runner_options& opt_;   // the runner's (identity, lease, registry, timings, supervision)
   event_emitter emit_;
   hooks hooks_;
   std::map<std::string, slot> slots_;

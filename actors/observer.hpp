@@ -62,6 +62,13 @@ public:
     s_->sink(ev);
   }
 
+  /// The sink it stamps events for (empty: none), for whoever reports on
+  /// its own (a module's context): one copy of it per runner.
+  const event_sink& sink() const {
+    static const event_sink none;
+    return s_ ? s_->sink : none;
+  }
+
 private:
   struct stamp {
     event_sink sink;

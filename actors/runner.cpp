@@ -20,20 +20,19 @@ runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
     handover_backoff_(opt_.timings.handover_backoff_min, opt_.timings.handover_backoff_max,
                       opt_.timings.backoff_jitter),
     emit(opt_.events, opt_.identity, opt_.lease.to_string()),
-    modules_(this,
-             {opt_.identity, opt_.lease, opt_.registry, opt_.events,
-              opt_.timings.module_stop_timeout, opt_.supervision},
-             emit,
+    modules_(this, opt_, emit,
              {[this] { on_module_stopped(); },
               [this](const std::string& name) { on_leader_only_failed(name); },
               [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
   if (!opt_.on_fatal)
     opt_.on_fatal = default_fatal_handler;
+  traits_ = std::make_shared<const backend_traits>(std::move(opt_.backend.traits));   // one copy
+  opt_.events = nullptr;   // kept once, in emit (the supervisor's modules get it from there)
 }
 
 runner_impl::behavior_type runner_impl::make_behavior() {
   set_down_handler([=](caf::down_msg& dm) { on_down(dm); });
-  apply(opt_.modules);
+  apply(std::exchange(opt_.modules, {}));   // from here the configuration lives in cfg_ alone
   return {
     [=](leadership_acquired& a) {
       if (current_sender() == elector_.address())
@@ -46,7 +45,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
     [=](lease_observed& o) {
       remember(o.memory);
       note_hold(o.memory);
-      note_preference(o.memory);
+      note_preference(preferred_successor(o.memory, opt_.identity));
     },
     [=](fatal_atom, int phase) { on_fatal_check(phase); },
     [=](leader_observed& o) {
@@ -149,11 +148,12 @@ void runner_impl::start_elector() {
   eo.lease = opt_.lease;
   eo.timings = opt_.timings;
   eo.transport = opt_.backend.transport;
-  eo.backend = opt_.backend.traits;
+  eo.backend = traits_;
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
   eo.emit = emit;
   eo.seed = rng_();
-  eo.memory = memory_;
+  eo.memory = seed_of(memory_, opt_.identity);
+  eo.seen_version = memory_.version;
   renewed_until_ = std::make_shared<std::atomic<std::int64_t>>(0);
   eo.renewed_until = renewed_until_;
   eo.watch = opt_.watch;
@@ -170,7 +170,7 @@ void runner_impl::start_elector() {
 }
 
 void runner_impl::remember(const lease_memory& m) {
-  if (merge_memory(memory_, m))
+  if (merge_memory(memory_, m, opt_.identity))
     api_failing_since_ = clock().now();
 }
 
@@ -207,7 +207,7 @@ void runner_impl::on_acquired(fencing_token fence) {
     ev.valid_until_ns = fence.valid_until->load();
   });
   notify(current_leadership());
-  note_preference(memory_);         // written during a creation hold: yield before any start
+  note_preference(memory_.preferred_successor);   // written during a creation hold: yield before any start
   modules_.forgive_leader_only();   // a new term forgives last term's crash loops
   if (!opt_.compete)   // won a creation hold after being told to stand by
     begin_yield("", standing_by, std::nullopt);   // before any leader-only module starts

@@ -104,8 +104,7 @@ void runner_impl::begin_yield(std::string target, std::string why,
 }
 
 /// A leader whose Lease names another preferredHolder yields to it.
-void runner_impl::note_preference(const lease_memory& m) {
-  auto to = preferred_successor(m, opt_.identity);
+void runner_impl::note_preference(const std::string& to) {
   if (!to.empty() && !rare_.seen().yield.active() && current_sender() == elector_.address())
     begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
 }

@@ -26,6 +26,7 @@
 #include "actors/module_supervisor.hpp"
 #include "actors/observer.hpp"
 #include "actors/rarely_set.hpp"
+#include "actors/runner_view.hpp"
 #include "actors/runner.hpp"
 #include "transport/common/backoff.hpp"
 
@@ -83,7 +84,8 @@ private:
   void set_competing(bool on);
   void on_leader_only_failed(const std::string& name);
   void begin_yield(std::string target, std::string why, std::optional<caf::response_promise> rp);
-  void note_preference(const lease_memory& m);
+  /// A preferredHolder naming `to` ("": none) on our record: yield to it.
+  void note_preference(const std::string& to);
   void yield_released(bool released);
 
   // -- shutdown (runner.cpp) ----------------------------------------------------
@@ -104,6 +106,7 @@ private:
   runner_status make_status();
 
   runner_options opt_;
+  std::shared_ptr<const backend_traits> traits_;   // opt_.backend's, shared with the electors
   std::minstd_rand rng_;                    // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   backoff backoff_;
   backoff handover_backoff_;                // after handing over for a crash-looping module
@@ -127,7 +130,7 @@ private:
   /// released, then the other modules down.
   enum class shutdown_phase { none, leader_only, the_rest } shutdown_ = shutdown_phase::none;
   int releases_ = 0;                        // release requests to old electors in flight
-  lease_memory memory_;                     // what electors saw, for the next one
+  lease_recall memory_;                     // what electors saw: for the next one, for the views
   time_point api_failing_since_{};          // when memory_.api_error_outstanding began
   time_point hold_confirmed_at_{};          // the current creation hold's last answer
   std::int64_t announced_hold_ = -1;        // the creation hold last announced (its term)

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "actors/elector.hpp"
+#include "actors/elector_rules.hpp"
+#include "actors/handover.hpp"
 
 namespace leasehold {
 
@@ -42,15 +44,47 @@ caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int6
   return renew_sent + t.lease_duration - safety_room(t) / 2;
 }
 
-bool merge_memory(lease_memory& kept, const lease_memory& m) {
+bool merge_memory(lease_recall& kept, const lease_memory& m, const std::string& identity) {
   bool failing_began = m.api_error_outstanding && !kept.api_error_outstanding;
-  auto max_term = std::max(kept.max_term, m.max_term);
-  if (m.observed_at >= kept.observed_at || !kept.record)
-    kept = m;
+  kept.max_term = std::max(kept.max_term, m.max_term);
   if (m.own_term)
-    kept.own_term = m.own_term;
-  kept.max_term = max_term;
+    kept.own_term = lease_recall::term_id{m.own_term->acquire_time, m.own_term->lease_transitions};
+  // The API's health as the latest report says (an elector that has seen
+  // no record yet, say through an outage, reports it too).
+  kept.api_error_words = m.api_error_words;
+  kept.api_error_outstanding = m.api_error_outstanding;
+  kept.api_answered = m.api_answered;
+  if (m.observed_at >= kept.observed_at || !kept.seen) {
+    kept.created_at = m.created_at;
+    kept.seen = m.record.has_value();
+    kept.version = m.record ? m.record->resource_version : std::string{};
+    kept.own_term_current = record_is_own_term(m, identity);
+    kept.observed_at = m.observed_at;
+    kept.holder_seen_at = std::max(m.observed_at, m.confirmed_at);
+    kept.preferred_successor = preferred_successor(m, identity);
+  }
   return failing_began;
+}
+
+lease_memory seed_of(const lease_recall& r, const std::string& identity) {
+  lease_memory m;
+  m.max_term = r.max_term;
+  if (r.own_term) {
+    m.own_term.emplace();
+    m.own_term->holder_identity = identity;
+    m.own_term->acquire_time = r.own_term->acquire_time;
+    m.own_term->lease_transitions = r.own_term->lease_transitions;
+  }
+  m.created_at = r.created_at;
+  m.api_error_outstanding = r.api_error_outstanding;
+  m.api_error_words = r.api_error_words;
+  m.api_answered = r.api_answered;
+  return m;
+}
+
+bool record_is_own_term(const lease_memory& m, const std::string& identity) {
+  return m.own_term && m.record && m.record->spec.holder_identity == identity
+         && same_term(m.record->spec, *m.own_term);
 }
 
 std::string hold_words(const creation_hold_info& h) {
@@ -65,14 +99,30 @@ void describe_hold(runtime_event& ev, const creation_hold_info& h) {
   ev.reason = hold_words(h);
 }
 
+namespace {
+std::optional<creation_hold_info> hold_of(const std::optional<caf::actor_clock::time_point>& created_at,
+                                          std::int64_t term, caf::timespan lease_duration,
+                                          caf::actor_clock::time_point now) {
+  if (!created_at)
+    return std::nullopt;
+  return creation_hold_info{term,
+                            std::max(caf::timespan{0}, *created_at + lease_duration - now)};
+}
+} // namespace
+
 std::optional<creation_hold_info> creation_hold(const lease_memory& m, const std::string& identity,
                                                 caf::timespan lease_duration,
                                                 caf::actor_clock::time_point now) {
-  if (!m.created_at || !m.own_term || !m.record || m.record->spec.holder_identity != identity
-      || !same_term(m.record->spec, *m.own_term))
+  if (!record_is_own_term(m, identity))
     return std::nullopt;
-  return creation_hold_info{m.own_term->lease_transitions,
-                            std::max(caf::timespan{0}, *m.created_at + lease_duration - now)};
+  return hold_of(m.created_at, m.own_term->lease_transitions, lease_duration, now);
+}
+
+std::optional<creation_hold_info> creation_hold(const lease_recall& r, caf::timespan lease_duration,
+                                                caf::actor_clock::time_point now) {
+  if (!r.own_term_current || !r.own_term)
+    return std::nullopt;
+  return hold_of(r.created_at, r.own_term->lease_transitions, lease_duration, now);
 }
 
 void describe_lease(runner_status& st, const lease_view_input& in) {
@@ -85,10 +135,10 @@ void describe_lease(runner_status& st, const lease_view_input& in) {
   // changes nothing, so only reads tell); in a creation hold, its own renews.
   if (in.leading)
     st.holder_age_ms = ms(in.last_renew);
-  else if (m.record)
-    st.holder_age_ms = ms(std::max(m.observed_at, m.confirmed_at));
+  else if (m.seen)
+    st.holder_age_ms = ms(m.holder_seen_at);
   if (!in.leading && in.elector_alive)
-    if (auto hold = creation_hold(m, in.identity, in.lease_duration, in.now)) {
+    if (auto hold = creation_hold(m, in.lease_duration, in.now)) {
       st.holder = in.identity;
       st.term = hold->term;
       st.hold_ms = std::chrono::duration_cast<std::chrono::milliseconds>(hold->left).count();

@@ -31,10 +31,48 @@ caf::timespan unconfirmed_kill_grace(const election_timings& t);
 /// before the fence's end, `valid_until_ns`); half the safety room before that.
 caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int64_t valid_until_ns);
 
-/// Keeps what an elector saw of the lease (`m`) in `kept` for the next one:
-/// the newest observation wins; the highest term seen and the own term are
-/// never forgotten. True when an API failure began with `m`.
-bool merge_memory(lease_memory& kept, const lease_memory& m);
+/// What a runner keeps of its electors' lease_memory (issue 19: bytes per
+/// lease; the whole memory, its record's strings with it, was a second
+/// ~0.8 KB per lease beside the elector's). For the next elector only what
+/// its safety needs (seed_of, docs/safety.md "What a replica knows survives
+/// its electors"): the highest term seen, the own term, when it created the
+/// lease. For the runner's views: when the holder was last known current,
+/// the creation hold, a preferredHolder to yield to, the API's health.
+struct lease_recall {
+  /// A term this replica wrote: what same_term compares of it (its holder
+  /// is this replica: an elector's own_term is only ever its own acquire or
+  /// renew), not the whole lease_spec.
+  struct term_id {
+    std::optional<wall_time> acquire_time;
+    int lease_transitions = 0;
+  };
+  std::int64_t max_term = -1;
+  std::optional<term_id> own_term;
+  std::optional<caf::actor_clock::time_point> created_at;
+  std::string api_error_words;
+  bool api_error_outstanding = false;
+  bool api_answered = false;
+  bool seen = false;                          // some elector saw a record
+  bool own_term_current = false;              // that record is own_term (record_is_own_term)
+  caf::actor_clock::time_point observed_at{}; // its observed_at (the newest report wins)
+  caf::actor_clock::time_point holder_seen_at{};   // its max(observed_at, confirmed_at)
+  std::string version;                        // its resourceVersion (elector_options::seen_version)
+  std::string preferred_successor;            // of that record (preferred_successor)
+};
+
+/// Keeps what an elector saw of the lease (`m`) in `kept`: the newest
+/// observation of the record wins, the API's health is the latest report's;
+/// the highest term seen and the own term are never forgotten. True when an
+/// API failure began with `m`.
+bool merge_memory(lease_recall& kept, const lease_memory& m, const std::string& identity);
+
+/// The memory a new elector starts with: the highest term seen, the own
+/// term, the create time and the API's health; no record (it reads one,
+/// and judges its expiry from then: never earlier than the last elector).
+lease_memory seed_of(const lease_recall& r, const std::string& identity);
+
+/// The last record in `m` names `identity` in exactly the own term.
+bool record_is_own_term(const lease_memory& m, const std::string& identity);
 
 /// This replica created the Lease and holds it without a term yet: its term
 /// `term` starts with its first renew sent `left` from now (0: the next
@@ -54,9 +92,12 @@ void describe_hold(runtime_event& ev, const creation_hold_info& h);
 std::optional<creation_hold_info> creation_hold(const lease_memory& m, const std::string& identity,
                                                 caf::timespan lease_duration,
                                                 caf::actor_clock::time_point now);
+/// The same, from what the runner keeps.
+std::optional<creation_hold_info> creation_hold(const lease_recall& r, caf::timespan lease_duration,
+                                                caf::actor_clock::time_point now);
 
 struct lease_view_input {
-  const lease_memory& memory;
+  const lease_recall& memory;
   std::string identity;
   caf::timespan lease_duration{0};
   bool leading = false;                       // the runner is leader

@@ -58,7 +58,8 @@ public:
     }
     auto it = keys_.find(req.lease.name);
     if (it != keys_.end())
-      caf::anon_send(req.subscriber, lease_watch_event{kind::record, it->second, {}});
+      caf::anon_send(req.subscriber,
+                     lease_watch_event{kind::record, it->second.to_lease(req.lease), {}});
     else if (believed_present)
       caf::anon_send(req.subscriber, lease_watch_event{kind::deleted, std::nullopt, {}});
   }
@@ -77,7 +78,7 @@ private:
       auto was = keys_.find(name);
       if (is != now.end()) {
         if (was == keys_.end() || was->second.resource_version != is->second.resource_version)
-          send_for(name, {kind::record, is->second, {}});
+          send_for(name, {kind::record, is->second.to_lease({scope_.ns, name}), {}});
       } else if (was != keys_.end() || (!known_ && believed_.count(name))) {
         send_for(name, {kind::deleted, std::nullopt, {}});   // gone while we were not watching
       }
@@ -164,7 +165,7 @@ private:
         keys_.erase(ev.name);
         send_for(ev.name, {kind::deleted, std::nullopt, {}});
       } else {
-        keys_[ev.name] = *ev.record;
+        keys_[ev.name] = etcd_record::of(*ev.record);
         send_for(ev.name, {kind::record, std::move(ev.record), {}});
       }
     }
@@ -175,7 +176,7 @@ private:
   etcd_scope scope_;
   std::int64_t next_ = 0;   // the revision the next stream starts at (0: read first)
   std::mutex mx_;           // keys_, known_, believed_ and deliveries vs join()
-  std::map<std::string, lease> keys_;   // every key of the scope, as last seen
+  std::map<std::string, etcd_record> keys_;   // every key of the scope, as last seen
   bool known_ = false;                  // keys_ has been read
   std::set<std::string> believed_;      // joined before the first read, knowing a record
 };

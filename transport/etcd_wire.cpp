@@ -150,6 +150,16 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
   return out;
 }
 
+lease etcd_record::to_lease(const lease_key& k) const {
+  lease l;
+  l.ns = k.ns;
+  l.name = k.name;
+  l.resource_version = resource_version;
+  l.etcd_lease_id = etcd_lease_id;
+  l.spec = spec;
+  return l;
+}
+
 int etcd_key_ttl(const lease_spec& s) {
   int ttl = std::max(1, s.lease_duration_seconds.value_or(1));
   return s.holder_identity.empty() ? 2 * ttl : ttl;
@@ -241,7 +251,7 @@ parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_s
       continue;
     auto rec = to_lease({scope.ns, *name}, *kv.value, where);
     if (rec.ok())
-      st.records.emplace(std::move(*name), std::move(*rec.value));
+      st.records.emplace(std::move(*name), etcd_record::of(*rec.value));
   }
   out.value = std::move(st);
   return out;

@@ -67,9 +67,23 @@ std::int64_t header_revision(const nlohmann::json& reply);
 /// duration more).
 int etcd_key_ttl(const lease_spec& s);
 
+/// A key's record kept compactly: the fields to_lease sets besides the
+/// key's name and namespace (an etcd record has no others), without a
+/// whole `lease` per key (issue 19: a map of 10,000 keys was 472 bytes a
+/// key, ~270 so).
+struct etcd_record {
+  std::string resource_version;
+  std::string etcd_lease_id;
+  lease_spec spec;
+
+  static etcd_record of(const lease& l) { return {l.resource_version, l.etcd_lease_id, l.spec}; }
+  /// The record as to_lease made it, for lease `k`.
+  lease to_lease(const lease_key& k) const;
+};
+
 /// Every key of a scope as one range read saw it.
 struct etcd_scope_state {
-  std::map<std::string, lease> records;   // by lease name
+  std::map<std::string, etcd_record> records;   // by lease name
   std::int64_t revision = 0;              // the store's revision at the read
   /// A page of a read with a limit that left keys out (the reply's `more`):
   /// the next page starts at this key; empty when the range is complete.

@@ -129,6 +129,35 @@ TEST_CASE("terms never go back after an elector respawn and an API wipe") {
   CHECK(running_term(w, "replica-0") > before);
 }
 
+TEST_CASE("an elector killed in its creation hold: the next one holds to the hold's end, no work "
+          "before it (issue 19: the runner keeps when it created the lease, not the record)") {
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    world_options o;
+    o.etcd = etcd;
+    o.lease_exists = false;
+    sim_world w(o);
+    REQUIRE(w.run_until([&] {
+      auto r = w.store().peek(o.lease);
+      return r && r->spec.holder_identity == "replica-0";
+    }, 30s));
+    auto created = w.now();   // the create was sent (and its hold counts) no later than this
+    w.run_exactly(10ms);      // its answer reached the elector, which told the runner
+    CHECK(w.leader() == -1);
+    caf::anon_send_exit(w.elector(0), caf::exit_reason::kill);
+    w.settle();
+    REQUIRE(w.run_until([&] { return w.leader() == 0; }, 60s));
+    CHECK(w.rep(0).count(event_type::elector_started) >= 2);
+    auto* work = w.tracker().last("replica-0", "work");
+    REQUIRE(work);
+    // Its first term: the created lease's own, started at the hold's end
+    // (a term taken at once by the respawned elector would start ~1 s
+    // after the kill).
+    CHECK(w.tracker().started("replica-0") == 1);
+    CHECK(work->started >= created + o.timings.lease_duration - o.timings.retry_period);
+  }
+}
+
 TEST_CASE("a leader whose lease is rewritten by another writer ends its term; the next term has a new fence") {
   world_options o;
   sim_world w(o);

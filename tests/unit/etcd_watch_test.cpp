@@ -464,3 +464,48 @@ TEST_CASE("compaction and a cut stream reach every subscriber of the shared etcd
   gw.closing = true;
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("a subscriber joining the running etcd watch gets its key's record as the stream had it, "
+          "every field (issue 19: the watch keeps a compact copy per key)") {
+  fake_gateway gw;
+  auto value = json{{"holderIdentity", "h"}, {"leaseDurationSeconds", 7},
+                    {"acquireTime", "2026-12-04T22:00:00.000000Z"},
+                    {"preferredHolder", "p"}, {"strategy", "OldestEmulationVersion"}};
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    gw.last_range = range(30, {json{{"key", encode_base64("/lh/ns1/lease-0")},
+                                    {"create_revision", "12"}, {"mod_revision", "17"},
+                                    {"version", "3"}, {"lease", "7587883512386453508"},
+                                    {"value", encode_base64(value.dump())}}.dump()});
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto transport = spawn_etcd_backend(sys, gateway_config(gw)).transport;
+  caf::scoped_actor first{sys};
+  watch(first, transport, "lease-0", 5s);
+  auto read = collect(first, 2);
+  caf::scoped_actor late{sys};
+  watch(late, transport, "lease-0", 5s);
+  auto joined = collect(late, 2);
+  auto record_of = [](const std::vector<lease_watch_event>& evs) -> std::optional<lease> {
+    for (auto& e : evs)
+      if (e.what == lease_watch_event::kind::record)
+        return e.record;
+    return std::nullopt;
+  };
+  auto a = record_of(read);
+  auto b = record_of(joined);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->etcd_lease_id == "7587883512386453508");
+  CHECK(a->spec.preferred_holder == "p");
+  CHECK(b->key() == a->key());
+  CHECK(b->resource_version == "17");
+  CHECK(b->resource_version == a->resource_version);
+  CHECK(b->etcd_lease_id == a->etcd_lease_id);
+  CHECK(b->spec == a->spec);
+  CHECK(b->spec.lease_transitions == 12);
+  CHECK_FALSE(b->ttl_seconds);
+  gw.closing = true;
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
