@@ -60,10 +60,7 @@ public:
 private:
   void run() {
     for (int polls = 0; !stop_ && polls < 1000; ++polls) {   // 20 s at most
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0)
-        continue;
-      int conn = ::accept(fd_, nullptr, nullptr);
+      int conn = test::accept_next(fd_);
       if (conn < 0)
         continue;
       ++connections_;
@@ -397,11 +394,7 @@ TEST_CASE("a pipelined batch over TLS: CA, client certificate, skip-verify") {
   });
   server.http().set_keep_alive_max_count(1000);   // 40 in rounds of 32 and 8 on one connection
   server.start();
-  auto cfg = fast_config(server.url("https"));
-  cfg.connect_timeout = 2s;   // TLS handshakes on a loaded CI machine
-  cfg.read_timeout = 2s;
-  cfg.client_cert_data = test::slurp(test::tls_file("client.crt"));
-  cfg.client_key_data = test::slurp(test::tls_file("client.key"));
+  auto cfg = test::tls_client_config(server.url("https"));
   auto one_put = [](http_client& c) {
     std::string body = "1";
     return std::move(c.send_all({{"PUT", "/things/0", &body}}).front());
@@ -425,11 +418,7 @@ TEST_CASE("a pipelined batch over TLS: CA, client certificate, skip-verify") {
     }
   }
   SUBCASE("CA data and client certificate files") {
-    cfg.ca_data = test::slurp(test::tls_file("ca.crt"));
-    cfg.client_cert_data.clear();
-    cfg.client_key_data.clear();
-    cfg.client_cert_file = test::tls_file("client.crt");
-    cfg.client_key_file = test::tls_file("client.key");
+    test::swap_to_certificate_files(cfg);
     http_client client(cfg);
     auto r = one_put(client);
     CHECK_MESSAGE(r.ok(), r.error.describe());

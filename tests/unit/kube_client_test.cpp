@@ -299,11 +299,7 @@ TEST_CASE("kube_client over TLS") {
     res.set_content(test::lease_body(key.name, "5", "pod-a", 1), "application/json");
   });
   server.start();
-  auto cfg = fast_config(server.url("https"));
-  cfg.connect_timeout = 2s; // TLS handshakes on a loaded CI machine
-  cfg.read_timeout = 2s;
-  cfg.client_cert_data = test::slurp(test::tls_file("client.crt"));
-  cfg.client_key_data = test::slurp(test::tls_file("client.key"));
+  auto cfg = test::tls_client_config(server.url("https"));
 
   SUBCASE("CA file and client certificate data") {
     cfg.ca_file = test::tls_file("ca.crt");
@@ -311,11 +307,7 @@ TEST_CASE("kube_client over TLS") {
     CHECK_MESSAGE(r.ok(), r.error.describe());
   }
   SUBCASE("CA data and client certificate files") {
-    cfg.ca_data = test::slurp(test::tls_file("ca.crt"));
-    cfg.client_cert_data.clear();
-    cfg.client_key_data.clear();
-    cfg.client_cert_file = test::tls_file("client.crt");
-    cfg.client_key_file = test::tls_file("client.key");
+    test::swap_to_certificate_files(cfg);
     auto r = kube_client(cfg).get_lease(key);
     CHECK_MESSAGE(r.ok(), r.error.describe());
   }

@@ -110,6 +110,15 @@ inline int listen_loopback(int& port) {
   return fd;
 }
 
+/// The next connection to listener `fd`, or -1 after a 20 ms poll found
+/// none (the caller's loop checks its stop flag and bound between calls).
+inline int accept_next(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 20) <= 0)
+    return -1;
+  return ::accept(fd, nullptr, nullptr);
+}
+
 /// A TCP listener on 127.0.0.1 that answers every connection with a fixed
 /// byte string (e.g. a response whose body is shorter than its
 /// Content-Length) and closes it. Polls with a timeout so stop is prompt.
@@ -132,10 +141,7 @@ public:
 private:
   void run() {
     while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0)
-        continue;
-      int conn = ::accept(fd_, nullptr, nullptr);
+      int conn = accept_next(fd_);
       if (conn < 0)
         continue;
       read_request_head(conn);
@@ -178,6 +184,28 @@ inline connection_config fast_config(const std::string& server) {
   cfg.read_timeout = std::chrono::milliseconds(200);
   cfg.write_timeout = std::chrono::milliseconds(200);
   return cfg;
+}
+
+/// fast_config for a TLS test server at `url` with the test client
+/// certificate and key (as data), and 2 s connect and read timeouts: TLS
+/// handshakes on a loaded CI machine.
+inline connection_config tls_client_config(const std::string& url) {
+  auto cfg = fast_config(url);
+  cfg.connect_timeout = std::chrono::seconds(2);
+  cfg.read_timeout = std::chrono::seconds(2);
+  cfg.client_cert_data = slurp(tls_file("client.crt"));
+  cfg.client_key_data = slurp(tls_file("client.key"));
+  return cfg;
+}
+
+/// tls_client_config the other way round: the CA as data, the client
+/// certificate and key as files.
+inline void swap_to_certificate_files(connection_config& cfg) {
+  cfg.ca_data = slurp(tls_file("ca.crt"));
+  cfg.client_cert_data.clear();
+  cfg.client_key_data.clear();
+  cfg.client_cert_file = tls_file("client.crt");
+  cfg.client_key_file = tls_file("client.key");
 }
 
 /// A loopback port with nobody listening (bound, then closed).
