@@ -80,33 +80,15 @@ struct http_client::impl {
 
   bool setup_tls() {
     std::string err;
-    auto cert_pem = pem_from(cfg.client_cert_data, cfg.client_cert_file, "client certificate", err);
-    auto key_pem = cert_pem ? pem_from(cfg.client_key_data, cfg.client_key_file, "client key", err)
-                            : std::nullopt;
-    if (!cert_pem || !key_pem) {
+    auto id = read_client_identity(cfg, err);
+    if (!id) {
       fail_setup(error_kind::tls_error, err);
       return false;
     }
-    if (cert_pem->empty() != key_pem->empty()) {
-      fail_setup(error_kind::tls_error, "client certificate and key must be set together");
-      return false;
-    }
-    std::unique_ptr<httplib::SSLClient> ssl;
-    if (cert_pem->empty()) {
-      ssl = std::make_unique<httplib::SSLClient>(ep.host, ep.port);
-    } else {
-      std::unique_ptr<X509, x509_deleter> cert(
-        PEM_read_bio_X509(pem_bio(*cert_pem).get(), nullptr, nullptr, nullptr));
-      std::unique_ptr<EVP_PKEY, pkey_deleter> key(
-        PEM_read_bio_PrivateKey(pem_bio(*key_pem).get(), nullptr, nullptr, nullptr));
-      if (!cert || !key) {
-        fail_setup(error_kind::tls_error, !cert ? "client certificate: invalid PEM"
-                                                : "client key: invalid PEM");
-        return false;
-      }
-      // The SSL context takes its own references; ours are freed here.
-      ssl = std::make_unique<httplib::SSLClient>(ep.host, ep.port, cert.get(), key.get());
-    }
+    // The SSL context takes its own references to the certificate and key.
+    auto ssl = id->cert ? std::make_unique<httplib::SSLClient>(ep.host, ep.port, id->cert.get(),
+                                                               id->key.get())
+                        : std::make_unique<httplib::SSLClient>(ep.host, ep.port);
     if (!ssl->is_valid()) {
       fail_setup(error_kind::tls_error, "client certificate and key do not match");
       return false;

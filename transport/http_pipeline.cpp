@@ -123,21 +123,13 @@ struct http_pipeline::impl {
       return fail_setup("cannot create a TLS context: " + ssl_error_text());
     SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     std::string err;
-    auto cert_pem = pem_from(cfg.client_cert_data, cfg.client_cert_file, "client certificate", err);
-    auto key_pem = cert_pem ? pem_from(cfg.client_key_data, cfg.client_key_file, "client key", err)
-                            : std::nullopt;
-    if (!cert_pem || !key_pem)
+    auto id = read_client_identity(cfg, err);
+    if (!id)
       return fail_setup(err);
-    if (!cert_pem->empty()) {
-      std::unique_ptr<X509, x509_deleter> cert(
-        PEM_read_bio_X509(pem_bio(*cert_pem).get(), nullptr, nullptr, nullptr));
-      std::unique_ptr<EVP_PKEY, pkey_deleter> key(
-        PEM_read_bio_PrivateKey(pem_bio(*key_pem).get(), nullptr, nullptr, nullptr));
-      if (!cert || !key || SSL_CTX_use_certificate(ctx.get(), cert.get()) != 1 ||
-          SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1 ||
-          SSL_CTX_check_private_key(ctx.get()) != 1)
-        return fail_setup("client certificate and key: invalid or not a pair");
-    }
+    if (id->cert && (SSL_CTX_use_certificate(ctx.get(), id->cert.get()) != 1 ||
+                     SSL_CTX_use_PrivateKey(ctx.get(), id->key.get()) != 1 ||
+                     SSL_CTX_check_private_key(ctx.get()) != 1))
+      return fail_setup("client certificate and key do not match");
     if (!cfg.ca_data.empty()) {
       auto bio = pem_bio(cfg.ca_data);
       int added = 0;

@@ -45,4 +45,26 @@ std::optional<std::string> pem_from(const std::string& data, const std::string& 
   return text;
 }
 
+std::optional<client_identity> read_client_identity(const connection_config& cfg, std::string& err) {
+  auto cert_pem = pem_from(cfg.client_cert_data, cfg.client_cert_file, "client certificate", err);
+  auto key_pem = cert_pem ? pem_from(cfg.client_key_data, cfg.client_key_file, "client key", err)
+                          : std::nullopt;
+  if (!cert_pem || !key_pem)
+    return std::nullopt;
+  if (cert_pem->empty() != key_pem->empty()) {
+    err = "client certificate and key must be set together";
+    return std::nullopt;
+  }
+  client_identity id;
+  if (cert_pem->empty())
+    return id;
+  id.cert.reset(PEM_read_bio_X509(pem_bio(*cert_pem).get(), nullptr, nullptr, nullptr));
+  id.key.reset(PEM_read_bio_PrivateKey(pem_bio(*key_pem).get(), nullptr, nullptr, nullptr));
+  if (!id.cert || !id.key) {
+    err = !id.cert ? "client certificate: invalid PEM" : "client key: invalid PEM";
+    return std::nullopt;
+  }
+  return id;
+}
+
 } // namespace leasehold

@@ -10,6 +10,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "leasehold/transports.hpp"
+
 namespace leasehold {
 
 /// A file private to this process (mode 0600), removed on destruction.
@@ -45,5 +47,17 @@ bio_ptr pem_bio(const std::string& pem);
 /// PEM text from `data`, else the contents of `file`; empty when neither is set.
 std::optional<std::string> pem_from(const std::string& data, const std::string& file,
                                     const char* what, std::string& err);
+
+/// A client's certificate and its key, parsed; both null when neither is set.
+struct client_identity {
+  std::unique_ptr<X509, x509_deleter> cert;
+  std::unique_ptr<EVP_PKEY, pkey_deleter> key;
+};
+
+/// `cfg`'s client certificate and key (data, else files); nullopt with
+/// `err` when one is unreadable or not PEM, or only one of the two is set.
+/// Every TLS client of the project reads them here (http_client through
+/// cpp-httplib, http_pipeline through OpenSSL).
+std::optional<client_identity> read_client_identity(const connection_config& cfg, std::string& err);
 
 } // namespace leasehold
