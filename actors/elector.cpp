@@ -334,7 +334,7 @@ void elector_actor::put(lease l, bool fallback, bool acquire) {
   remember_write(l.spec);
   call(started, "PUT", update_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
-                if (r.ok()) {
+         if (r.ok()) {
            succeeded(*r.value, started, r.value->renewed_age);
            return;
          }
@@ -379,7 +379,7 @@ void elector_actor::hold_unanswered(wall_time acquired_at, const api_error& err)
 /// have set the term number: etcd's comes from the key's create revision).
 /// It is held as written, as a reply would have shown it.
 bool elector_actor::adopt_unanswered(const lease& rec) {
-  if (unanswered_at_ == wall_time{} || rec.spec.holder_identity != opt_.identity
+  if (!holds_unanswered() || rec.spec.holder_identity != opt_.identity
       || rec.spec.acquire_time != unanswered_at_ || !written_here(rec.spec))
     return false;
   unanswered_at_ = {};

@@ -67,6 +67,7 @@ private:
   void hold_unanswered(wall_time acquired_at, const api_error& err);
   /// `rec` shows what that acquisition wrote: held as written (true).
   bool adopt_unanswered(const lease& rec);
+  bool holds_unanswered() const { return unanswered_at_ != wall_time{}; }
   /// `age` (etcd, lease::renewed_age): the renew was served by a keepalive
   /// of its session lease sent that long before `started`, as good as a
   /// renew sent then: the term counts from then (the next renew is still

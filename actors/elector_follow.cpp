@@ -82,7 +82,7 @@ void elector_actor::on_watched(const lease& rec) {
     recheck_ = true;
     return;
   }
-  if (state_ == elector_state::holding && unanswered_at_ == wall_time{})
+  if (state_ == elector_state::holding && !holds_unanswered())
     return;   // a hold on a lease we created: its renew schedule decides
   // (An unanswered acquisition's hold, R2b: another's record means it did
   // not land; decide as a follower, which drops the hold.)
