@@ -46,9 +46,9 @@ elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
 }
 
 elector_actor::behavior_type elector_actor::make_behavior() {
-  tick_at_ = clock().now();
-  tick_pending_ = tick_attempts_ = true;
-  send(this, tick_atom::value, ++tick_seq_);
+  tick_at_ = wake_at_ = clock().now();
+  tick_pending_ = tick_attempts_ = wake_pending_ = true;
+  send(this, tick_atom::value, ++wake_seq_);
   if (opt_.watch) {
     lease_watch_request req;
     req.lease = opt_.lease;
@@ -59,45 +59,23 @@ elector_actor::behavior_type elector_actor::make_behavior() {
   }
   return {
     [=](tick_atom, std::uint64_t seq) {
-      if (seq != tick_seq_)
-        return;   // replaced by a later one
-      tick_pending_ = false;
-      if (call_out_) {
-        // An attempt is skipped while a request is out (as attempt() does);
-        // the request's deadline is kept.
-        if (clock().now() >= call_deadline_)
-          time_out_call();
-        else
-          arm_tick(call_deadline_, false);
+      if (seq != wake_seq_)
+        return;   // replaced by an earlier one (wake())
+      wake_pending_ = false;
+      if (state_ == elector_state::leading && clock().now() >= valid_until_) {
+        lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
+               + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
+               + (rare_.seen().last_error.kind != error_kind::none
+                    ? "; last error: " + rare_.seen().last_error.describe()
+                    : std::string{}));
         return;
       }
-      if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend->server_expiry) {
-        auto d = next_delay();
-        if (d > caf::timespan{0}) {
-          arm_tick(clock().now() + d, true);   // renewed since it was set
-          return;
-        }
-      }
-      if (tick_attempts_)
-        attempt();
+      if (tick_pending_ && clock().now() >= tick_at_)
+        on_tick();
+      if (state_ != elector_state::ended)
+        wake();   // what is still due later
     },
     [=](lease_watch_event& ev) { on_watch(ev); },
-    [=](deadline_atom) {
-      // One deadline timer per term, not one per renew: it wakes at the
-      // valid_until it was set for; renewed since, it sleeps on to the new one.
-      deadline_armed_ = false;
-      if (state_ != elector_state::leading)
-        return;
-      if (clock().now() < valid_until_) {
-        arm_deadline();
-        return;
-      }
-      lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
-             + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
-             + (rare_.seen().last_error.kind != error_kind::none
-                  ? "; last error: " + rare_.seen().last_error.describe()
-                  : std::string{}));
-    },
     [=](compete_atom, bool on) {
       if (on)
         opt_.compete_after = {};   // told to compete: a yield window of its own ends
@@ -144,9 +122,39 @@ bool elector_actor::set_state(elector_state to) {
   return true;
 }
 
-void elector_actor::arm_deadline() {
-  deadline_armed_ = true;
-  delayed_send(this, valid_until_ - clock().now(), deadline_atom::value);
+void elector_actor::wake() {
+  auto at = time_point::max();
+  if (tick_pending_)
+    at = tick_at_;
+  if (state_ == elector_state::leading)
+    at = std::min(at, valid_until_);   // the renew deadline
+  if (at == time_point::max() || (wake_pending_ && wake_at_ <= at))
+    return;   // nothing due, or the pending timer comes first: it wakes again for the rest
+  wake_at_ = at;
+  wake_pending_ = true;
+  delayed_send(this, std::max(caf::timespan{0}, at - clock().now()), tick_atom::value, ++wake_seq_);
+}
+
+void elector_actor::on_tick() {
+  tick_pending_ = false;
+  if (call_out_) {
+    // An attempt is skipped while a request is out (as attempt() does);
+    // the request's deadline is kept.
+    if (clock().now() >= call_deadline_)
+      time_out_call();
+    else
+      arm_tick(call_deadline_, false);
+    return;
+  }
+  if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend->server_expiry) {
+    auto d = next_delay();
+    if (d > caf::timespan{0}) {
+      arm_tick(clock().now() + d, true);   // renewed since it was set
+      return;
+    }
+  }
+  if (tick_attempts_)
+    attempt();
 }
 
 void elector_actor::drop_hold() {
@@ -471,8 +479,7 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
     ev.value = std::chrono::duration<double, std::milli>(now - started).count();
   });
   valid_until_ = valid_until;
-  if (!deadline_armed_)
-    arm_deadline();
+  wake();   // the renew deadline (or an earlier tick) is pending
   schedule_renew(started, now);
 }
 
@@ -494,7 +501,7 @@ void elector_actor::arm_tick(time_point t, bool attempt) {
   tick_pending_ = true;
   tick_attempts_ = attempt;
   tick_rechecks_ = false;
-  delayed_send(this, std::max(caf::timespan{0}, t - clock().now()), tick_atom::value, ++tick_seq_);
+  wake();
 }
 
 void elector_actor::end_call(std::uint64_t seq, lease_reply& r) {

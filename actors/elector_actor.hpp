@@ -51,8 +51,14 @@ private:
   void drop_hold();
   /// What this elector last wrote for its term; nullptr: none (or dropped).
   const lease_spec* held() const { return wrote_term_ ? &*mem_.own_term : nullptr; }
-  /// The renew deadline's timer, at valid_until_ (one pending at a time).
-  void arm_deadline();
+  /// The elector's one timer (a tick_atom numbered wake_seq_) at the
+  /// earliest of the tick (tick_at_) and, while leading, the renew deadline
+  /// (valid_until_): one pending timer per lease, not two (a CAF timer is
+  /// ~300 bytes while pending). A timer pending for an earlier instant is
+  /// kept; it wakes the elector again for the rest.
+  void wake();
+  /// The tick is due: the request out timed out, or an attempt.
+  void on_tick();
 
   // -- one attempt and its replies (elector.cpp) -----------------------------------
   void attempt();
@@ -111,8 +117,8 @@ private:
   /// The request out passed its deadline: answered `timeout` here.
   void time_out_call();
   /// The next tick at `t`: an attempt, or (`attempt` false) only the
-  /// deadline of the request out. A tick already set for `t` is kept (no
-  /// second timer); any other one set before is void.
+  /// deadline of the request out. A tick already set for `t` is kept; any
+  /// other one set before is void (its timer, if earlier, only wakes).
   void arm_tick(time_point t, bool attempt);
   /// A follower waiting on the watch (Kubernetes) wakes at the lease's
   /// expiry by its clock: an earlier tick already set is kept and
@@ -183,15 +189,16 @@ private:
   time_point release_deadline_{};
   time_point valid_until_{};             // the term ends here unless renewed (leading)
   wall_time unanswered_at_{};             // R2b: the acquireTime of an unanswered acquisition held ({}: none)
-  bool deadline_armed_ = false;           // a deadline_atom is pending
   std::int64_t term_ = -1;
   fencing_token fence_;
   // The request bookkeeping, orthogonal to the state:
   bool in_flight_ = false;                // an attempt's (or the release's) request is out
   bool recheck_ = false;                  // a change was streamed during an attempt
-  std::uint64_t tick_seq_ = 0;            // only the latest scheduled attempt runs
-  time_point tick_at_{};                  // when the latest tick fires
-  bool tick_pending_ = false;             // the latest tick has not fired yet
+  std::uint64_t wake_seq_ = 0;            // only the latest timer (wake()) counts
+  time_point wake_at_{};                  // when it fires
+  bool wake_pending_ = false;             // it has not fired yet
+  time_point tick_at_{};                  // when the latest tick is due
+  bool tick_pending_ = false;             // the latest tick is not done yet
   bool tick_attempts_ = false;            // it is an attempt (else only a request's deadline)
   bool tick_rechecks_ = false;            // kept though a later wake was asked: recompute it
   // The request out (call): its number, deadline and reply handler.

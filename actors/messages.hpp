@@ -79,7 +79,6 @@ struct leader_observed {
 // Atoms (text at most 10 characters in CAF 0.17).
 using release_atom = caf::atom_constant<caf::atom("lh_release")>;
 using tick_atom = caf::atom_constant<caf::atom("lh_tick")>;
-using deadline_atom = caf::atom_constant<caf::atom("lh_dline")>;
 using stop_timeout_atom = caf::atom_constant<caf::atom("lh_stopto")>;
 using respawn_atom = caf::atom_constant<caf::atom("lh_respawn")>;
 using restart_atom = caf::atom_constant<caf::atom("lh_restart")>;
@@ -97,8 +96,7 @@ using elector_handle = caf::typed_actor<
   caf::replies_to<release_atom, std::string>::with<bool>,
   caf::reacts_to<compete_atom, bool>,
   caf::reacts_to<lease_watch_event>,
-  caf::reacts_to<tick_atom, std::uint64_t>,
-  caf::reacts_to<deadline_atom>>;
+  caf::reacts_to<tick_atom, std::uint64_t>>;
 
 } // namespace leasehold
 
