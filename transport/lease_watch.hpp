@@ -124,30 +124,33 @@ void retire_stream(caf::actor_system& sys, std::unique_ptr<lease_watch_loop> str
 /// subscriber in it (events demultiplexed by lease name; Kubernetes: the
 /// namespace's Lease collection, etcd: the keys under <prefix>/<ns>/),
 /// ended (its thread joined, off the actor's thread) when its last
-/// subscriber terminates. `make(ns, idle, fanout)` builds the stream of one
-/// namespace; each subscriber joins it (lease_watch_loop::join).
+/// subscriber leaves: when it terminates, or when the transport is told it
+/// needs the stream no more (`leave`: an elector that sent its release).
+/// `make(ns, idle, fanout)` builds the stream of one namespace; each
+/// subscriber joins it (lease_watch_loop::join).
 template <class Self, class Make>
-std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make make) {
+shared_watches watch_per_namespace(Self* self, Make make) {
   struct shared {
     std::shared_ptr<watch_fanout> fanout;
     std::unique_ptr<lease_watch_loop> stream;
   };
   auto streams = std::make_shared<std::map<std::string, shared>>();
-  self->set_down_handler([self, streams](caf::down_msg& m) {
+  auto leave = [self, streams](const caf::actor_addr& who) {
     for (auto it = streams->begin(); it != streams->end();) {
-      if (it->second.fanout->remove(m.source) > 0) {
+      if (it->second.fanout->remove(who) > 0) {
         ++it;
         continue;
       }
       retire_stream(self->system(), std::move(it->second.stream));
       it = streams->erase(it);
     }
-  });
+  };
+  self->set_down_handler([leave](caf::down_msg& m) { leave(m.source); });
   self->attach_functor([&sys = self->system(), streams] {
     for (auto& [ns, s] : *streams)
       retire_stream(sys, std::move(s.stream));
   });
-  return [self, streams, make](lease_watch_request& req) {
+  auto join = [self, streams, make](lease_watch_request& req) {
     if (!req.subscriber)
       return;
     self->monitor(req.subscriber);
@@ -158,6 +161,7 @@ std::function<void(lease_watch_request&)> watch_per_namespace(Self* self, Make m
     }
     s.stream->join(req);
   };
+  return {std::move(join), std::move(leave)};
 }
 
 } // namespace leasehold

@@ -358,7 +358,7 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     st->q->close();
     st->workers.clear();
   });
-  std::function<void(lease_watch_request&)> watch;
+  shared_watches watch;
   if (st->opts().make_watch && st->opts().invalid.empty())
     watch = st->opts().make_watch(self);
   return {
@@ -369,7 +369,7 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
       lease_key k{l.ns, l.name};
       return st->submit("POST", pool_op::create, true, k, std::move(l));
     },
-    [st](update_lease_atom, lease& l) -> caf::result<lease_reply> {
+    [st, self, leave = watch.leave](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
       // A renew (the elector's, of a term it holds: renew_max_age set;
       // never a release) may go in a batch of renews; any other update (a
@@ -378,11 +378,19 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
       bool release = l.spec.holder_identity.empty();
       if (renew)
         return st->submit("PUT", pool_op::update, true, k, std::move(l));
+      if (release && leave)
+        // An elector that sends its release ends once it is answered and
+        // reads (GET) if it is refused: it needs no stream from now on. A
+        // process releasing all its leases (a SIGTERM) so closes its
+        // watches at once, and neither the server nor its watch thread
+        // spends anything on streaming the releases and the successor's
+        // takes back to a process that is leaving.
+        leave(caf::actor_cast<caf::actor_addr>(self->current_sender()));
       return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l), release);
     },
-    [watch](watch_lease_atom, lease_watch_request& req) {
-      if (watch)
-        watch(req);
+    [join = watch.join](watch_lease_atom, lease_watch_request& req) {
+      if (join)
+        join(req);
       else if (req.subscriber)
         caf::anon_send(req.subscriber,
                        lease_watch_event{lease_watch_event::kind::down, std::nullopt,

@@ -60,6 +60,7 @@
 #include <caf/all.hpp>
 
 #include "leasehold/lease_transport.hpp"
+#include "transport/watch_fanout.hpp"
 
 namespace leasehold {
 
@@ -166,9 +167,9 @@ struct transport_pool_options {
   /// lease: the backend's backend_traits::request_path (Kubernetes: its
   /// Lease path; etcd: its key).
   std::function<std::string(const std::string& verb, const lease_key&)> where;
-  /// Builds the dispatcher's lh_watch handler (watch_per_namespace or
-  /// watch_per_subscriber of lease_watch.hpp).
-  std::function<std::function<void(lease_watch_request&)>(lease_transport_actor::pointer)> make_watch;
+  /// Builds the dispatcher's watches (watch_per_namespace of
+  /// lease_watch.hpp): lh_watch joins them; a release's sender leaves them.
+  std::function<shared_watches(lease_transport_actor::pointer)> make_watch;
   /// Queued writes (releases, new terms) go in batches (write_leases):
   /// only for a client that sends them as one (etcd: a txn; Kubernetes:
   /// pipelined); one by one on one worker they would be slower than alone

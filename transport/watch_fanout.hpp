@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -54,6 +55,13 @@ private:
   std::size_t count_ = 0;
   lease_watch_event health_{lease_watch_event::kind::down, std::nullopt, "the stream is opening"};
   bool health_known_ = false;
+};
+
+/// A transport actor's shared watches (watch_per_namespace, lease_watch.hpp):
+/// `join` a subscriber; `leave`: a subscriber needs its streams no more.
+struct shared_watches {
+  std::function<void(lease_watch_request&)> join;
+  std::function<void(const caf::actor_addr&)> leave;
 };
 
 } // namespace leasehold

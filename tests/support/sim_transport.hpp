@@ -170,9 +170,9 @@ private:
 };
 
 /// How a simulated transport streams changes to its subscribers: one
-/// stream per subscriber (watch_per_subscriber: the etcd transport), or
-/// one per namespace shared by every subscriber in it, its events
-/// demultiplexed by lease name (watch_per_namespace: the HTTP transport).
+/// stream per subscriber (as a transport of one lease), or one per
+/// namespace shared by every subscriber in it, its events demultiplexed by
+/// lease name (watch_per_namespace: the HTTP and etcd transports).
 /// A shared stream starts from the current state (the records that exist,
 /// to the subscribers it has then); a subscriber that joins an open stream
 /// gets its health only, as watch_fanout::add gives.

@@ -15,6 +15,7 @@
 #include "leasehold/transports.hpp"
 #include "transport/kube_client.hpp"
 #include "transport/kube_watch.hpp"
+#include "transport/transport_pool.hpp"
 #include "transport/watch_fanout.hpp"
 
 using namespace leasehold;
@@ -60,6 +61,11 @@ struct watch_server {
       std::this_thread::sleep_for(delay);
       play(res, s, closing);
     });
+    // A write (a release) is answered with its lease released.
+    server.http().Put(leases_path(key.ns) + "/(.+)", [](const httplib::Request& req,
+                                                       httplib::Response& res) {
+      res.set_content(test::lease_body(req.matches[1], "90", "", 3), "application/json");
+    });
     server.start();
   }
   ~watch_server() { closing = true; }
@@ -85,6 +91,24 @@ void watch(caf::scoped_actor& self, const lease_transport_actor& transport, cons
   req.subscriber = caf::actor_cast<lease_watch_subscriber>(self.ptr());   // a scoped_actor: unchecked
   self->send(transport, watch_lease_atom::value, req);
 }
+
+/// One HTTP transport to `ws`, and two subscribers of its namespace's
+/// stream: `a` watches lease-a, `b` lease-b.
+struct two_subscribers {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor a{sys};
+  caf::scoped_actor b{sys};
+  lease_transport_actor transport;
+
+  explicit two_subscribers(watch_server& ws) {
+    connection_config cc;
+    cc.server = ws.server.url();
+    transport = spawn_http_backend(sys, cc).transport;
+    watch(a, transport, {"default", "lease-a"}, 5s);
+    watch(b, transport, {"default", "lease-b"}, 5s);
+  }
+};
 
 } // namespace
 
@@ -256,15 +280,9 @@ TEST_CASE("one watch stream per namespace, shared by every lease in it, demultip
                           true});
     ws.delay = 200ms;   // both subscribe before the first event
   }
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor a{sys};
-  caf::scoped_actor b{sys};
-  connection_config cc;
-  cc.server = ws.server.url();
-  auto transport = spawn_http_backend(sys, cc).transport;
-  watch(a, transport, {"default", "lease-a"}, 5s);
-  watch(b, transport, {"default", "lease-b"}, 5s);
+  two_subscribers t(ws);
+  auto &a = t.a, &b = t.b;
+  auto& transport = t.transport;
   std::vector<std::string> seen_a, seen_b;
   for (auto& e : collect(a, 3))
     seen_a.push_back(show(e));
@@ -273,6 +291,57 @@ TEST_CASE("one watch stream per namespace, shared by every lease in it, demultip
   CHECK(seen_a == std::vector<std::string>{"up", "record 5 pod-a", "deleted"});
   CHECK(seen_b == std::vector<std::string>{"up", "record 6 pod-b"});
   CHECK(ws.connections == 1);
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a subscriber that sends its release leaves the shared stream; the stream ends when the last one did") {
+  // Issue 19 (SIGTERM of 10,000 leases): a process releasing all its
+  // leases kept its stream open until its last elector ended, and so was
+  // streamed every release and every take of its successor, which cost it,
+  // and the server, more CPU than the releases themselves.
+  watch_server ws;
+  {
+    std::lock_guard<std::mutex> g(ws.mx);
+    ws.scripts.push_back({{}, true});   // quiet (a stall), then the next script
+    ws.scripts.push_back({{event("MODIFIED", "10", "pod-z", "lease-a"),
+                           event("MODIFIED", "11", "pod-z", "lease-b")},
+                          true});
+  }
+  auto before = current_transport_census().watch_streams;
+  two_subscribers t(ws);
+  auto &a = t.a, &b = t.b;
+  auto& transport = t.transport;
+  REQUIRE(collect(a, 1).size() == 1);   // up
+  REQUIRE(collect(b, 1).size() == 1);
+  CHECK(current_transport_census().watch_streams == before + 1);
+  auto write = [&](caf::scoped_actor& self, const std::string& name, const std::string& holder) {
+    lease l;
+    l.ns = "default";
+    l.name = name;
+    l.resource_version = "9";
+    l.spec.holder_identity = holder;
+    bool answered = false;
+    self->request(transport, 5s, update_lease_atom::value, l)
+      .receive([&](lease_reply& r) { answered = r.ok(); }, [&](caf::error&) {});
+    return answered;
+  };
+  // A write that is no release (a take) leaves nothing.
+  REQUIRE(write(a, "lease-a", "pod-a"));
+  REQUIRE(write(a, "lease-a", ""));   // a's release: a leaves
+  // b is still streamed (the next stream's events), a no more.
+  auto seen_b = collect(b, 1, 120);
+  REQUIRE(seen_b.size() == 1);
+  CHECK(show(seen_b[0]) == "record 11 pod-z");
+  CHECK(collect(a, 1, 8).empty());
+  CHECK(current_transport_census().watch_streams == before + 1);
+  REQUIRE(write(b, "lease-b", ""));   // the last subscriber's release ends the stream
+  bool ended = false;
+  for (int i = 0; i < 200 && !ended; ++i) {
+    ended = current_transport_census().watch_streams == before;
+    if (!ended)
+      std::this_thread::sleep_for(25ms);
+  }
+  CHECK(ended);
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
 }
 
