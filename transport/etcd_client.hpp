@@ -71,6 +71,12 @@ public:
   /// revision (one snapshot); a revision compacted meanwhile fails the read
   /// (the watch then reads again).
   api_result<etcd_scope_state> read_scope(const std::string& ns, std::size_t page = 1000);
+  /// What a quiet watch of namespace `ns` needs to know that it missed
+  /// nothing since `revision`: how many keys the namespace has, and whether
+  /// any of them was written at or after `revision`. One linearizable range
+  /// with keys_only, limit 1 and min_mod_revision (etcd counts before it
+  /// filters), so no value is read however many keys there are.
+  api_result<etcd_scope_changes> changed_since(const std::string& ns, std::int64_t revision);
   /// A streaming POST of `body` to `path` (a watch, see http_client::stream)
   /// on the current endpoint; a failure after which another endpoint may
   /// answer (not a quiet stream's idle timeout) moves to the next endpoint.

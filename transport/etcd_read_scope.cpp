@@ -51,4 +51,25 @@ api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std:
   }
 }
 
+api_result<etcd_scope_changes> etcd_client::changed_since(const std::string& ns,
+                                                          std::int64_t revision) {
+  const std::string path = "/v3/kv/range";
+  auto scope = this->scope(ns);
+  auto r = post(path, {{"key", encode_base64(scope.dir())},
+                       {"range_end", encode_base64(scope.range_end())},
+                       {"keys_only", true},
+                       {"limit", "1"},
+                       {"min_mod_revision", std::to_string(revision)}});
+  if (!r.ok())
+    return api_result<etcd_scope_changes>::failure(r.error);
+  etcd_scope_changes c;
+  auto kvs = r.value->find("kvs");
+  c.written = kvs != r.value->end() && kvs->is_array() && !kvs->empty();
+  if (r.value->contains("count") && !int64_field(*r.value, "count", c.count))
+    return api_result<etcd_scope_changes>::failure(
+      api_error{error_kind::malformed_body, 200, "POST", path + " (quiet watch check)",
+                "count: not an integer", 0});
+  return api_result<etcd_scope_changes>::success(c);
+}
+
 } // namespace leasehold

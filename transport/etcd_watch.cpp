@@ -30,10 +30,13 @@ using kind = lease_watch_event::kind;
 /// etcd lease, too) `deleted`, each to the subscribers of its key. A watch
 /// canceled because its start revision was compacted reads again; so does
 /// a stream that opened and then stayed quiet for idle_timeout (a renew on
-/// etcd writes nothing: healthy leaders' keys are silent), without going
-/// down: a member that stopped answering, or lost its quorum (a watch on it
-/// would stay open and silent), fails that read, which moves to the next
-/// endpoint; so does a broken or failed stream. Up and down go to every
+/// etcd writes nothing: healthy leaders' keys are silent) checks first,
+/// without going down, whether it missed anything (changed_since: the
+/// namespace's key count and whether a key was written since; no values):
+/// only then does it read again. A member that stopped answering, or lost
+/// its quorum (a watch on it would stay open and silent), fails that
+/// check, which moves to the next endpoint; so does a broken or failed
+/// stream. Up and down go to every
 /// subscriber. The loop itself is lease_watch_loop's.
 class etcd_watch : public lease_watch_loop {
 public:
@@ -66,6 +69,20 @@ public:
 
 private:
   api_error prepare() override {
+    if (next_ > 0 && quiet_) {
+      // The stream was quiet for idle_timeout: ask the store (linearizable,
+      // so a member cut off from its quorum fails it and the check moves
+      // to the next endpoint) whether it missed anything: no key written
+      // since the revision it resumes at, and as many keys as it knows.
+      auto c = client_.changed_since(scope_.ns, next_);
+      if (!c.ok())
+        return c.error;   // asked again (next endpoint) before the stream reopens
+      quiet_ = false;
+      std::lock_guard<std::mutex> g(mx_);
+      if (!c.value->written && c.value->count == static_cast<std::int64_t>(keys_.size()))
+        return {};   // nothing missed: resume where it was
+      next_ = 0;     // something the stream did not deliver: read it all again
+    }
     if (next_ > 0)
       return {};
     auto st = client_.read_scope(scope_.ns);   // fails over by itself
@@ -110,10 +127,8 @@ private:
       on_open();
     }, on_data);
     if (opened && err.kind == error_kind::timeout) {
-      // Quiet, not broken: read the keys again (a linearizable range, so a
-      // member cut off from its quorum fails it and the read, then the
-      // stream, move to the next endpoint), then watch on from that read.
-      next_ = 0;
+      // Quiet, not broken: check the store before watching on (prepare()).
+      quiet_ = true;
       return api_error{};
     }
     return err;
@@ -175,6 +190,7 @@ private:
   etcd_client client_;
   etcd_scope scope_;
   std::int64_t next_ = 0;   // the revision the next stream starts at (0: read first)
+  bool quiet_ = false;      // the last stream was quiet for idle_timeout: check first
   std::mutex mx_;           // keys_, known_, believed_ and deliveries vs join()
   std::map<std::string, etcd_record> keys_;   // every key of the scope, as last seen
   bool known_ = false;                  // keys_ has been read

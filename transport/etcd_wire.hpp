@@ -89,6 +89,11 @@ struct etcd_scope_state {
   /// the next page starts at this key; empty when the range is complete.
   std::string next_key;
 };
+/// A namespace's keys as a quiet watch checks them (etcd_client::changed_since).
+struct etcd_scope_changes {
+  std::int64_t count = 0;   // keys under the namespace's prefix
+  bool written = false;     // one of them was written at or after the revision asked
+};
 /// A range reply over `scope`: the records by name (a key whose value is
 /// no lease record, or with a name outside the scope, is left out: it is
 /// nobody's lease); the error names a malformed kv ("kvs[3].mod_revision: ...").

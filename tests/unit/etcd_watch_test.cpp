@@ -10,6 +10,7 @@
 // running stream (told its key's state at once).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -81,7 +82,8 @@ struct fake_gateway {
   std::deque<std::string> ranges_left;   // one answer per range; the last one repeats
   std::string last_range = range(12, {kv(10, 10, "B")});
   std::vector<std::string> starts;   // start_revision of each watch ("-": none)
-  int ranges = 0;
+  int ranges = 0;   // reads of the whole namespace
+  int checks = 0;   // a quiet stream's checks (etcd_client::changed_since)
   std::chrono::milliseconds range_delay{0};   // before a range answers (subscribers join meanwhile)
   std::atomic<bool> closing{false};
 
@@ -90,11 +92,27 @@ struct fake_gateway {
       std::string body;
       {
         std::lock_guard<std::mutex> g(mx);
-        ++ranges;
         auto r = json::parse(req.body, nullptr, false);
         // The whole namespace, in one range.
         CHECK(r["key"] == encode_base64("/lh/ns1/"));
         CHECK(r["range_end"] == encode_base64("/lh/ns10"));
+        if (r.contains("min_mod_revision")) {
+          // As etcd: the count of every key, then only those written at or
+          // after min_mod_revision, keys only, at most `limit`.
+          ++checks;
+          CHECK(r["keys_only"] == true);
+          CHECK(r["limit"] == "1");
+          auto st = json::parse(last_range);
+          auto min = std::stoll(r["min_mod_revision"].get<std::string>());
+          json kvs = json::array();
+          for (auto& kv : st["kvs"])
+            if (std::stoll(kv["mod_revision"].get<std::string>()) >= min && kvs.empty())
+              kvs.push_back({{"key", kv["key"]}, {"mod_revision", kv["mod_revision"]}});
+          st["kvs"] = kvs;
+          res.set_content(st.dump(), "application/json");
+          return;
+        }
+        ++ranges;
         if (!ranges_left.empty()) {
           last_range = ranges_left.front();
           ranges_left.pop_front();
@@ -363,7 +381,7 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
                       "(endpoint http://127.0.0.1:")
         != std::string::npos);
   CHECK(seen[11].find("malformed") == std::string::npos);
-  CHECK(seen[12] == "up");   // 6: quiet, no down; the read again finds nothing new
+  CHECK(seen[12] == "up");   // 6: quiet, no down; its check finds nothing missed
   CHECK(seen[13].find("watch stream broken after") != std::string::npos);   // 7
   CHECK(seen[14] == "up");                                 // 8: the last, quiet stream
   {
@@ -374,7 +392,53 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
     CHECK(gw.starts[2] == "13");   // after the read's header.revision (12)
     for (std::size_t i = 3; i < 8; ++i)
       CHECK(gw.starts[i] == "13");
-    CHECK(gw.ranges >= 3);   // first, after the compaction and after the quiet stream
+    CHECK(gw.ranges >= 2);   // first, after the compaction
+    CHECK(gw.checks >= 1);   // after the quiet stream
+  }
+  gw.closing = true;
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a quiet etcd watch checks what it missed without reading values; a write or a delete it missed is read again") {
+  // Issue 19 (memory at 10,000 keys): a quiet stream (renews on etcd write
+  // nothing) read the whole namespace again every idle timeout, 10,000
+  // records beside its own each time, which malloc kept (~0.4 KiB a key).
+  fake_gateway gw;
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    gw.last_range = range(12, {kv(10, 10, "B"), kv(11, 11, "C", "other")});
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto transport = spawn_etcd_backend(sys, gateway_config(gw)).transport;
+  watch(self, transport, "lock", 200ms);
+  CHECK(shown(self, 2) == std::vector<std::string>{"record 10 term 10 B", "up"});
+  // Quiet streams: each idle timeout a check, no read, no down, and the
+  // stream resumes where it was.
+  CHECK(shown(self, 1, 40).empty());   // 1 s: four idle timeouts
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    CHECK(gw.ranges == 1);
+    CHECK(gw.checks >= 3);
+    for (auto& st : gw.starts)
+      CHECK(st == "13");
+    // A write the stream never delivered (say, a member that fell behind).
+    gw.last_range = range(20, {kv(10, 19, "D"), kv(11, 11, "C", "other")});
+  }
+  CHECK(shown(self, 1, 80) == std::vector<std::string>{"record 19 term 10 D"});
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    CHECK(gw.ranges == 2);
+    // A delete it never delivered: no key written since, one key fewer.
+    gw.last_range = range(22, {kv(11, 11, "C", "other")});
+  }
+  CHECK(shown(self, 1, 80) == std::vector<std::string>{"deleted"});
+  {
+    std::lock_guard<std::mutex> g(gw.mx);
+    CHECK(gw.ranges == 3);
+    // The stream after the second read resumed after that read (20 + 1).
+    CHECK(std::find(gw.starts.begin(), gw.starts.end(), "21") != gw.starts.end());
   }
   gw.closing = true;
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
