@@ -38,18 +38,19 @@ module_supervisor::module_supervisor(runner_internal_actor::pointer self, const 
 }
 
 void module_supervisor::configure(const module_config& cfg) {
-  std::map<std::string, slot> next;
+  std::vector<slot> next;
+  next.reserve(cfg.modules.size());
   for (auto& spec : cfg.modules) {
-    auto old = slots_.find(spec.name);
-    if (old == slots_.end()) {
+    auto old = find(spec.name);
+    if (!old) {
       slot s(opt_.supervision);
       s.spec = spec;
       s.state = spec.enabled ? module_state::stopped : module_state::disabled;
-      next.emplace(spec.name, std::move(s));
+      next.push_back(std::move(s));
       continue;
     }
-    slot s = std::move(old->second);
-    slots_.erase(old);
+    slot s = std::move(*old);
+    old->spec.name.clear();   // taken: what is left named in slots_ was removed
     bool same_kind = s.spec.type == spec.type && s.spec.leader_only == spec.leader_only;
     if (!spec.enabled || !same_kind) {
       stop(s, "disabled by configuration");
@@ -62,22 +63,36 @@ void module_supervisor::configure(const module_config& cfg) {
     if (spec.enabled && s.state == module_state::disabled)
       s.state = module_state::stopped;
     s.spec = spec;
-    next.emplace(spec.name, std::move(s));
+    next.push_back(std::move(s));
   }
-  for (auto& kv : slots_)   // removed from the configuration
-    stop(kv.second, "removed from configuration");
+  for (auto& s : slots_)   // removed from the configuration
+    if (!s.spec.name.empty())
+      stop(s, "removed from configuration");
   slots_ = std::move(next);
-  order_.clear();
-  for (auto& spec : cfg.modules)
-    order_.push_back(spec.name);
+}
+
+bool module_supervisor::configured_as(const module_config& cfg) const {
+  return std::equal(cfg.modules.begin(), cfg.modules.end(), slots_.begin(), slots_.end(),
+                    [](const module_spec& a, const slot& b) { return a == b.spec; });
+}
+
+bool module_supervisor::any_leader_only_enabled() const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [](const slot& s) { return s.spec.enabled && s.spec.leader_only; });
+}
+
+module_supervisor::slot* module_supervisor::find(const std::string& name) {
+  for (auto& s : slots_)
+    if (s.spec.name == name)
+      return &s;
+  return nullptr;
 }
 
 void module_supervisor::start_wanted(const std::optional<fencing_token>& fence) {
-  for (auto& name : order_) {
-    auto it = slots_.find(name);
-    if (it == slots_.end())
-      continue;   // a failing leader-only start stepped the replica down meanwhile
-    auto& s = it->second;
+  // By index: a failing leader-only start may step the replica down, and
+  // a reconfiguration meanwhile replaces the slots.
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto& s = slots_[i];
     if (s.state == module_state::stopped && s.spec.enabled && may_run(s, fence))
       spawn(s, fence);
   }
@@ -92,8 +107,7 @@ bool module_supervisor::may_run(const slot& s, const std::optional<fencing_token
 void module_supervisor::forgive_leader_only() {
   // A fresh restart window per term for every leader-only module: one that
   // used its restarts last term, failed or not, starts the term with none.
-  for (auto& kv : slots_) {
-    auto& s = kv.second;
+  for (auto& s : slots_) {
     if (!s.spec.leader_only)
       continue;
     if (s.state == module_state::failed)
@@ -104,16 +118,14 @@ void module_supervisor::forgive_leader_only() {
 }
 
 void module_supervisor::stop_leader_only(const std::string& reason) {
-  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {   // reverse start order
-    auto& s = slots_.at(*it);
-    if (s.spec.leader_only)
-      stop(s, reason);
-  }
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it)   // reverse start order
+    if (it->spec.leader_only)
+      stop(*it, reason);
 }
 
 void module_supervisor::stop_all(const std::string& reason) {
-  for (auto it = order_.rbegin(); it != order_.rend(); ++it)
-    stop(slots_.at(*it), reason);
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it)
+    stop(*it, reason);
 }
 
 bool module_supervisor::stopping_leader_only() const {
@@ -220,8 +232,7 @@ bool module_supervisor::on_down(const caf::down_msg& dm) {
     hooks_.stopped();
     return true;
   }
-  for (auto& kv : slots_) {
-    auto& s = kv.second;
+  for (auto& s : slots_) {
     if (s.actor && s.actor.address() == dm.source) {
       s.actor = nullptr;
       auto how = describe_exit(dm.reason, self_->system());
@@ -272,10 +283,10 @@ void module_supervisor::crashed(slot& s, const std::string& reason, const std::s
 
 void module_supervisor::on_restart(const std::string& name, std::uint64_t generation,
                                    const std::optional<fencing_token>& fence) {
-  auto it = slots_.find(name);
-  if (it == slots_.end())
+  auto* found = find(name);
+  if (!found)
     return;
-  auto& s = it->second;
+  auto& s = *found;
   if (s.state != module_state::restarting || s.generation != generation)
     return;
   s.state = module_state::stopped;
@@ -286,8 +297,7 @@ void module_supervisor::on_restart(const std::string& name, std::uint64_t genera
 std::vector<module_status> module_supervisor::status() const {
   std::vector<module_status> out;
   auto now = self_->clock().now();
-  for (auto& name : order_) {
-    auto& s = slots_.at(name);
+  for (auto& s : slots_) {
     module_status m{s.spec.name, s.spec.type, s.spec.leader_only, s.state, s.restarts};
     auto p = policy(s);
     m.max_restarts = p.max_restarts;
@@ -307,15 +317,15 @@ std::vector<module_status> module_supervisor::status() const {
 }
 
 bool module_supervisor::healthy() const {
-  return std::none_of(slots_.begin(), slots_.end(), [](const auto& kv) {
-    return !kv.second.spec.leader_only && kv.second.state == module_state::failed;
+  return std::none_of(slots_.begin(), slots_.end(), [](const slot& s) {
+    return !s.spec.leader_only && s.state == module_state::failed;
   });
 }
 
 void module_supervisor::kill_all() {
-  for (auto& kv : slots_)
-    if (kv.second.actor)
-      caf::anon_send_exit(kv.second.actor, caf::exit_reason::kill);
+  for (auto& s : slots_)
+    if (s.actor)
+      caf::anon_send_exit(s.actor, caf::exit_reason::kill);
   for (auto& s : stopping_)
     caf::anon_send_exit(s.actor, caf::exit_reason::kill);
 }

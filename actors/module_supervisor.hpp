@@ -58,6 +58,11 @@ public:
   /// Takes a new (validated) configuration: stops removed, disabled or
   /// re-typed modules, sends changed settings to running ones. Starts nothing.
   void configure(const module_config& cfg);
+  /// Whether `cfg` is the configuration it runs, module by module in order
+  /// (the runner keeps no copy of its own: one per lease, issue 19).
+  bool configured_as(const module_config& cfg) const;
+  /// Some leader-only module is enabled: the replica has to be elected.
+  bool any_leader_only_enabled() const;
 
   /// Starts every enabled module that should run and does not: every-replica
   /// modules always, leader-only ones only with a fence (while leading).
@@ -114,6 +119,7 @@ private:
     bool killed = false;
   };
 
+  slot* find(const std::string& name);
   restart_policy policy(const slot& s) const;
   bool may_run(const slot& s, const std::optional<fencing_token>& fence) const;
   void spawn(slot& s, const std::optional<fencing_token>& fence);
@@ -125,8 +131,10 @@ private:
   const runner_options& opt_;   // the runner's (identity, lease, registry, timings, supervision)
   event_emitter emit_;
   hooks hooks_;
-  std::map<std::string, slot> slots_;
-  std::vector<std::string> order_;               // configuration (= start) order
+  /// The modules in configuration (= start) order; a runner has a few, so
+  /// looked up by name in a scan (a map and an order list kept each name
+  /// three times per lease).
+  std::vector<slot> slots_;
   std::vector<stopping_module> stopping_;
   std::uint64_t stop_ids_ = 0;
 };

@@ -117,7 +117,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
 
 void runner_impl::apply(const module_config& cfg) {
   bool was_backing_off = false;
-  if (!(cfg.modules == cfg_.modules)) {
+  if (!modules_.configured_as(cfg)) {
     // An operator changed the modules (perhaps fixed the crashing one):
     // the handover backoff ends; compete again after the usual respawn delay.
     handover_backoff_.reset();
@@ -125,7 +125,6 @@ void runner_impl::apply(const module_config& cfg) {
     compete_after_.reset();
   }
   modules_.configure(cfg);
-  cfg_ = cfg;
   emit(event_type::config_applied, [&](runtime_event& ev) {
     ev.detail = std::to_string(cfg.modules.size()) + " modules";
   });

@@ -57,7 +57,7 @@ private:
 
   // -- configuration (runner.cpp) ---------------------------------------------
   void apply(const module_config& cfg);
-  bool should_elect() const { return !shutting_down() && cfg_.any_leader_only_enabled(); }
+  bool should_elect() const { return !shutting_down() && modules_.any_leader_only_enabled(); }
   bool shutting_down() const { return shutdown_ != shutdown_phase::none; }
 
   // -- election (runner.cpp) ----------------------------------------------------
@@ -115,7 +115,6 @@ private:
   time_point yield_out_until_{};            // after a yield: no acquisition before this
   event_emitter emit;
   module_supervisor modules_;
-  module_config cfg_;
   runner_state state_ = runner_state::idle;
   elector_handle elector_;
   std::uint64_t respawn_seq_ = 0;

@@ -210,11 +210,16 @@ std::uint64_t etcd_session::keepalives_sent() const {
   return sent_;
 }
 
-void etcd_session::wrote(std::int64_t revision, std::vector<std::string> keys) {
+void etcd_session::wrote(std::int64_t revision, const std::vector<std::string>& keys) {
   if (revision <= 0)
     return;
+  std::vector<std::size_t> hashes;
+  hashes.reserve(keys.size());
+  for (auto& k : keys)
+    hashes.push_back(std::hash<std::string>{}(k));
+  std::sort(hashes.begin(), hashes.end());
   std::lock_guard<std::mutex> g(mx_);
-  own_revisions_[revision] = std::move(keys);
+  own_revisions_[revision] = std::move(hashes);
   if (own_revisions_.size() > own_revisions_kept)
     own_revisions_.erase(own_revisions_.begin());
 }
@@ -223,7 +228,7 @@ bool etcd_session::wrote_other_at(std::int64_t revision, const std::string& key)
   std::lock_guard<std::mutex> g(mx_);
   auto i = own_revisions_.find(revision);
   return i != own_revisions_.end()
-         && std::find(i->second.begin(), i->second.end(), key) == i->second.end();
+         && !std::binary_search(i->second.begin(), i->second.end(), std::hash<std::string>{}(key));
 }
 
 std::uint64_t etcd_session::keepalives_shared() const {

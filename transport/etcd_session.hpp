@@ -95,12 +95,16 @@ public:
   /// A txn of this transport that wrote `keys` (base64: a create, a batch
   /// of creates, the delete of a take, a release) succeeded at store
   /// revision `revision`: nothing else was written at that revision (etcd
-  /// gives each write txn its own). Kept for the latest own_revisions_kept.
-  void wrote(std::int64_t revision, std::vector<std::string> keys);
+  /// gives each write txn its own). Kept for the latest own_revisions_kept,
+  /// as the keys' hashes (8 bytes a key, not a ~100-byte string: a batch of
+  /// creates keeps 10,000 of them, issue 19).
+  void wrote(std::int64_t revision, const std::vector<std::string>& keys);
   /// Whether revision `revision` was a txn of this transport that wrote a
   /// key other than `key` (as far as the kept ones tell): a create's
   /// history check of `key` need not read it at that revision
-  /// (etcd_client: unwritten_between).
+  /// (etcd_client: unwritten_between). A key whose hash equals one written
+  /// at `revision` counts as written: the caller reads, as for a revision
+  /// it does not know.
   bool wrote_other_at(std::int64_t revision, const std::string& key) const;
   static constexpr std::size_t own_revisions_kept = 8192;
 
@@ -138,7 +142,7 @@ private:
   std::map<std::int64_t, std::string> lease_of_ttl_;
   std::map<std::string, sending> sending_;
   std::map<std::string, bound_key> keys_;
-  std::map<std::int64_t, std::vector<std::string>> own_revisions_;   // revision -> the keys it wrote
+  std::map<std::int64_t, std::vector<std::size_t>> own_revisions_;   // revision -> its keys' hashes, sorted
   std::uint64_t sent_ = 0, shared_ = 0;
 };
 
