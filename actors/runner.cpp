@@ -32,7 +32,7 @@ runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
 
 runner_impl::behavior_type runner_impl::make_behavior() {
   set_down_handler([=](caf::down_msg& dm) { on_down(dm); });
-  apply(std::exchange(opt_.modules, {}));   // from here the configuration lives in cfg_ alone
+  apply(std::exchange(opt_.modules, {}));   // from here the supervisor holds the configuration alone
   return {
     [=](leadership_acquired& a) {
       if (current_sender() == elector_.address())

@@ -149,7 +149,34 @@ api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const 
 
 void etcd_session::asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds) {
   std::lock_guard<std::mutex> g(mx_);
-  keys_[key] = bound_key{id, clock::now(), std::max<std::int64_t>(1, ttl_seconds)};
+  bind_locked(key, id, ttl_seconds, true);
+}
+
+void etcd_session::bind_locked(const std::string& key, const std::string& id, std::int64_t ttl,
+                               bool renew) {
+  auto [it, added] = keys_.try_emplace(key);
+  if (!added && !renew)
+    return;
+  auto& k = it->second;
+  if (!k.lease_id || *k.lease_id != id) {
+    auto held = lease_ids_.try_emplace(id, 0).first;
+    ++held->second;
+    if (k.lease_id) {
+      auto was = lease_ids_.find(*k.lease_id);
+      if (--was->second == 0)
+        lease_ids_.erase(was);
+    }
+    k.lease_id = &held->first;
+  }
+  k.asked = clock::now();
+  k.ttl_seconds = std::max<std::int64_t>(1, ttl);
+}
+
+void etcd_session::erase_locked(std::map<std::string, bound_key>::iterator it) {
+  auto was = lease_ids_.find(*it->second.lease_id);
+  if (--was->second == 0)
+    lease_ids_.erase(was);
+  keys_.erase(it);
 }
 
 std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::string& id,
@@ -157,9 +184,9 @@ std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::
   std::vector<stale_key> out;
   for (auto i = keys_.begin(); i != keys_.end() && out.size() < reap_per_keepalive;) {
     auto& k = i->second;
-    if (k.lease_id == id && now - k.asked > std::chrono::seconds(k.ttl_seconds)) {
+    if (*k.lease_id == id && now - k.asked > std::chrono::seconds(k.ttl_seconds)) {
       out.push_back({i->first, k.ttl_seconds});
-      i = keys_.erase(i);
+      erase_locked(i++);
     } else {
       ++i;
     }
@@ -200,7 +227,7 @@ void etcd_session::reap(const std::string& id, const std::vector<stale_key>& key
     if (released) {
       // Untaken a TTL from now: deleted then (the branch above).
       std::lock_guard<std::mutex> g(mx_);
-      keys_.try_emplace(key, bound_key{id, clock::now(), ttl});
+      bind_locked(key, id, ttl, false);
     }
   }
 }

@@ -122,17 +122,23 @@ private:
     std::optional<kept_alive> alive;   // the latest-sent keepalive that said it lives
   };
   struct bound_key {
-    std::string lease_id;
+    /// Its etcd lease's ID, the key of lease_ids_ (a process's keys share
+    /// one or two IDs: one 19-digit string each, not one per key).
+    const std::string* lease_id = nullptr;
     clock::time_point asked;
     std::int64_t ttl_seconds = 1;
   };
-
   struct stale_key {
     std::string key;
     std::int64_t ttl_seconds = 1;
   };
   /// Under mx_: the keys of `id` unasked for a TTL, taken off the books.
   std::vector<stale_key> stale_keys_locked(const std::string& id, clock::time_point now);
+  /// Under mx_: `key` bound to etcd lease `id` (asked now, TTL `ttl`); a
+  /// key already on the books keeps its entry (`renew`: asked again, else
+  /// left as it is).
+  void bind_locked(const std::string& key, const std::string& id, std::int64_t ttl, bool renew);
+  void erase_locked(std::map<std::string, bound_key>::iterator it);
   /// Released records on (or deletes of) `keys`: see the header comment.
   void reap(const std::string& id, const std::vector<stale_key>& keys, const call_fn& call);
 
@@ -142,6 +148,7 @@ private:
   std::map<std::int64_t, std::string> lease_of_ttl_;
   std::map<std::string, sending> sending_;
   std::map<std::string, bound_key> keys_;
+  std::map<std::string, std::size_t> lease_ids_;   // the IDs keys_ names -> how many keys name each
   std::map<std::int64_t, std::vector<std::size_t>> own_revisions_;   // revision -> its keys' hashes, sorted
   std::uint64_t sent_ = 0, shared_ = 0;
 };
