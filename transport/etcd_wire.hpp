@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,9 +75,21 @@ int etcd_key_ttl(const lease_spec& s);
 struct etcd_record {
   std::string resource_version;
   std::string etcd_lease_id;
-  lease_spec spec;
+  // The spec, without what an etcd value never has (renewTime) and with
+  // what it seldom has (preferredHolder, strategy) out of line: 64 bytes
+  // a key, not lease_spec's 176 (issue 19).
+  std::string holder_identity;
+  std::optional<int> lease_duration_seconds;
+  std::optional<wall_time> acquire_time;
+  int lease_transitions = 0;
+  struct seldom {
+    std::string preferred_holder;
+    std::string strategy;
+  };
+  std::shared_ptr<const seldom> rare;   // null: both empty
 
-  static etcd_record of(const lease& l) { return {l.resource_version, l.etcd_lease_id, l.spec}; }
+  static etcd_record of(const lease& l);
+  lease_spec spec() const;
   /// The record as to_lease made it, for lease `k`.
   lease to_lease(const lease_key& k) const;
 };

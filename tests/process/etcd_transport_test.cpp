@@ -311,7 +311,7 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     REQUIRE_MESSAGE(paged.ok(), paged.error.describe());
     CHECK(paged.value->revision == whole.value->revision);
     REQUIRE(paged.value->records.size() == 5);
-    CHECK(paged.value->records["p5"].spec.holder_identity == "H-p5");
+    CHECK(paged.value->records["p5"].holder_identity == "H-p5");
     CHECK(paged.value->next_key.empty());
     auto exact = b.read_scope("ns1", 5);   // one full page: etcd says no more
     REQUIRE(exact.ok());

@@ -281,6 +281,28 @@ TEST_CASE("etcd watch messages: PUT (type omitted), DELETE, progress, cancel, er
         == "result.events[0].kv.key: expected a key under /lh/ns1/ (is \"/lh/ns2/lock\")");
 }
 
+TEST_CASE("an etcd watch's kept record gives back every field to_lease read, preferredHolder and strategy too, in 64 bytes of spec") {
+  // Issue 19: the watch keeps one record per key of the namespace; it kept
+  // a whole lease_spec (176 bytes, with a renewTime an etcd value never has).
+  etcd_kv k{"/lh/ns1/lock", 7, 9, "694d9a0e1c2b3d4f", ""};
+  k.value = R"({"holderIdentity":"A","leaseDurationSeconds":15,"acquireTime":"2026-12-05T08:00:00.000000Z","preferredHolder":"B","strategy":"OldestEmulationVersion"})";
+  auto full = to_lease({"ns1", "lock"}, k);
+  REQUIRE_MESSAGE(full.ok(), full.error);
+  auto rec = etcd_record::of(*full.value);
+  auto back = rec.to_lease({"ns1", "lock"});
+  CHECK(back.spec == full.value->spec);
+  CHECK(back.spec.preferred_holder == "B");
+  CHECK(back.spec.strategy == "OldestEmulationVersion");
+  CHECK(back.spec.lease_transitions == 7);
+  CHECK(back.resource_version == "9");
+  CHECK(back.etcd_lease_id == "694d9a0e1c2b3d4f");
+  k.value = R"({"holderIdentity":"A","leaseDurationSeconds":15})";
+  auto plain = etcd_record::of(*to_lease({"ns1", "lock"}, k).value);
+  CHECK(!plain.rare);   // nothing out of line for the usual record
+  CHECK(plain.to_lease({"ns1", "lock"}).spec == to_lease({"ns1", "lock"}, k).value->spec);
+  CHECK(sizeof(etcd_record) - 2 * sizeof(std::string) <= 96);
+}
+
 TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease name") {
   CHECK(scope.dir() == "/lh/ns1/");
   CHECK(scope.key("lock") == "/lh/ns1/lock");
@@ -296,7 +318,7 @@ TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease nam
   REQUIRE_MESSAGE(st.ok(), st.error);
   CHECK(st.value->revision == 30);
   REQUIRE(st.value->records.size() == 2);   // junk is nobody's lease
-  CHECK(st.value->records["b"].spec.holder_identity == "B");
+  CHECK(st.value->records["b"].holder_identity == "B");
   CHECK(st.value->records["b"].resource_version == "12");
   CHECK(parse_scope_range(json::parse(R"({"kvs":[]})"), scope).error == "header.revision: missing");
   CHECK(parse_scope_range(json::parse(R"({"header":{"revision":"3"},"kvs":[{"create_revision":"x"}]})"),
