@@ -161,11 +161,8 @@ void etcd_session::bind_locked(const std::string& key, const std::string& id, st
   if (!k.lease_id || *k.lease_id != id) {
     auto held = lease_ids_.try_emplace(id, 0).first;
     ++held->second;
-    if (k.lease_id) {
-      auto was = lease_ids_.find(*k.lease_id);
-      if (--was->second == 0)
-        lease_ids_.erase(was);
-    }
+    if (k.lease_id)
+      drop_id_locked(*k.lease_id);
     k.lease_id = &held->first;
   }
   k.asked = clock::now();
@@ -173,10 +170,14 @@ void etcd_session::bind_locked(const std::string& key, const std::string& id, st
 }
 
 void etcd_session::erase_locked(std::map<std::string, bound_key>::iterator it) {
-  auto was = lease_ids_.find(*it->second.lease_id);
-  if (--was->second == 0)
-    lease_ids_.erase(was);
+  drop_id_locked(*it->second.lease_id);
   keys_.erase(it);
+}
+
+void etcd_session::drop_id_locked(const std::string& id) {
+  auto was = lease_ids_.find(id);
+  if (--was->second == 0)
+    lease_ids_.erase(was);   // `id` may be this entry's key: not used after
 }
 
 std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::string& id,

@@ -139,6 +139,8 @@ private:
   /// left as it is).
   void bind_locked(const std::string& key, const std::string& id, std::int64_t ttl, bool renew);
   void erase_locked(std::map<std::string, bound_key>::iterator it);
+  /// Under mx_: one key less names etcd lease `id` (forgotten at none).
+  void drop_id_locked(const std::string& id);
   /// Released records on (or deletes of) `keys`: see the header comment.
   void reap(const std::string& id, const std::vector<stale_key>& keys, const call_fn& call);
 

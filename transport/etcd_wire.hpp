@@ -76,8 +76,8 @@ struct etcd_record {
   std::string resource_version;
   std::string etcd_lease_id;
   // The spec, without what an etcd value never has (renewTime) and with
-  // what it seldom has (preferredHolder, strategy) out of line: 64 bytes
-  // a key, not lease_spec's 176 (issue 19).
+  // what it seldom has (preferredHolder, strategy) out of line: 80 bytes
+  // a key, not lease_spec's 144 (issue 19).
   std::string holder_identity;
   std::optional<int> lease_duration_seconds;
   std::optional<wall_time> acquire_time;
