@@ -32,7 +32,7 @@ namespace {
 /// create must be sent).
 kube_lease_request with_lease(const std::string& verb, const std::string& path, const lease& l,
                               bool fresh, bool echo) {
-  kube_lease_request r{verb, path, std::nullopt, echo, {}};
+  kube_lease_request r{verb, path, std::nullopt, echo ? l.name : std::string{}, {}};
   auto body = never_throw<std::string>(verb, path, [&] {
     if (!fresh)
       return api_result<std::string>::success(to_json_value(l).dump());
@@ -48,7 +48,7 @@ kube_lease_request with_lease(const std::string& verb, const std::string& path, 
 }
 
 kube_lease_request get_request(const lease_key& k) {
-  return {"GET", lease_path(k), std::nullopt, false, {}};
+  return {"GET", lease_path(k), std::nullopt, {}, {}};
 }
 kube_lease_request create_request(const lease& l) {
   return with_lease("POST", leases_path(l.ns), l, true, false);
@@ -75,7 +75,7 @@ api_result<lease> kube_client::lease_answer(const kube_lease_request& r,
   return never_throw<lease>(r.verb, r.path, [&] {
     auto out = lease_from_response(r.verb, r.path, reply.value->status, reply.value->body,
                                    reply.value->retry_after);
-    if (r.echo && echoes_ && out.ok())
+    if (!r.echo_of.empty() && echoes_ && out.ok())
       echoes_->note(reply.value->body, out.value->name, out.value->resource_version);
     return out;
   });
@@ -86,6 +86,7 @@ kube_client::lease_calls(const std::vector<kube_lease_request>& reqs) {
   std::vector<api_result<lease>> out(reqs.size());
   std::vector<http_call> calls;
   std::vector<std::size_t> sent;   // calls[j] is reqs[sent[j]]
+  std::vector<std::string_view> echoes_of;
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i].error.kind != error_kind::none) {
       out[i] = api_result<lease>::failure(reqs[i].error);
@@ -93,7 +94,12 @@ kube_client::lease_calls(const std::vector<kube_lease_request>& reqs) {
     }
     calls.push_back({reqs[i].verb, reqs[i].path, reqs[i].body ? &*reqs[i].body : nullptr});
     sent.push_back(i);
+    if (!reqs[i].echo_of.empty())
+      echoes_of.push_back(reqs[i].echo_of);
   }
+  // Their events may reach the stream before these answers are noted
+  // (below): the stream waits for them while this flight is out.
+  auto landing = echoes_ ? echoes_->depart(echoes_of) : watch_echoes::flight{};
   if (calls.size() == 1) {
     auto& c = calls.front();
     out[sent.front()] = lease_answer(reqs[sent.front()], http_.send(c.verb, c.path, c.body));

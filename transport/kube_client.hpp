@@ -30,7 +30,9 @@ struct kube_lease_request {
   std::string verb;
   std::string path;
   std::optional<std::string> body;
-  bool echo = false;   // a successful answer is noted in the watch echoes
+  /// The Lease whose successful answer is noted in the watch echoes (a
+  /// renew that asked; its flight is registered before it is sent); "" none.
+  std::string echo_of;
   api_error error;
 };
 
