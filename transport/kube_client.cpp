@@ -35,10 +35,10 @@ kube_lease_request with_lease(const std::string& verb, const std::string& path, 
   kube_lease_request r{verb, path, std::nullopt, echo ? l.name : std::string{}, {}};
   auto body = never_throw<std::string>(verb, path, [&] {
     if (!fresh)
-      return api_result<std::string>::success(to_json_value(l).dump());
+      return api_result<std::string>::success(to_json_text(l));
     auto copy = l;
     copy.resource_version.clear(); // the API rejects a create that names a version
-    return api_result<std::string>::success(to_json_value(copy).dump());
+    return api_result<std::string>::success(to_json_text(copy));
   });
   if (body.ok())
     r.body = std::move(*body.value);

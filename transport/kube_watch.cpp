@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "transport/json_cursor.hpp"
 #include "transport/kube_client.hpp"
+#include "transport/lease_json.hpp"
 #include "transport/transport_pool.hpp"
 
 namespace leasehold {
@@ -19,10 +21,64 @@ std::string object_version(const json& obj) {
   return rv != md->end() && rv->is_string() ? rv->get<std::string>() : std::string{};
 }
 
+/// The type of an event that carries a Lease: ADDED, MODIFIED or DELETED.
+std::optional<watch_line::type> change_of(std::string_view type) {
+  if (type == "ADDED")
+    return watch_line::type::added;
+  if (type == "MODIFIED")
+    return watch_line::type::modified;
+  if (type == "DELETED")
+    return watch_line::type::deleted;
+  return std::nullopt;
+}
+
+/// An ADDED, MODIFIED or DELETED line whose object is a plain Lease
+/// (read_plain_lease), read in place; nullopt for anything else (the
+/// document path reads it).
+std::optional<watch_line> plain_watch_line(const std::string& line) {
+  json_cursor c(line);
+  std::string_view type, object;
+  bool typed = false, has_object = false;
+  if (!c.eat('{'))
+    return std::nullopt;
+  do {
+    std::string_view k, v;
+    bool plain;
+    if (!c.key(k, plain) || !plain)
+      return std::nullopt;
+    if (k == "type" && !typed) {
+      if (!c.string(v, plain) || !plain)
+        return std::nullopt;
+      type = v;
+      typed = true;
+    } else if (k == "object" && !has_object) {
+      if (!c.value(&object))
+        return std::nullopt;
+      has_object = true;
+    } else {
+      return std::nullopt;   // a repeated or another member: the document decides
+    }
+  } while (c.eat(','));
+  if (!c.eat('}') || !c.at_end() || !typed || !has_object)
+    return std::nullopt;
+  auto what = change_of(type);
+  if (!what)
+    return std::nullopt;
+  watch_line w;
+  w.what = *what;
+  w.record = read_plain_lease(object);
+  if (!w.record)
+    return std::nullopt;
+  w.resource_version = w.record->resource_version;
+  return w;
+}
+
 } // namespace
 
 parse_result<watch_line> parse_watch_line(const std::string& line) {
   parse_result<watch_line> out;
+  if ((out.value = plain_watch_line(line)))
+    return out;
   auto j = json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     out.error = "not a JSON object";
@@ -53,16 +109,12 @@ parse_result<watch_line> parse_watch_line(const std::string& line) {
     out.value = std::move(w);
     return out;
   }
-  if (t == "ADDED")
-    w.what = watch_line::type::added;
-  else if (t == "MODIFIED")
-    w.what = watch_line::type::modified;
-  else if (t == "DELETED")
-    w.what = watch_line::type::deleted;
-  else {
+  auto what = change_of(t);
+  if (!what) {
     out.error = "type: unknown event type \"" + t + "\"";
     return out;
   }
+  w.what = *what;
   auto rec = parse_lease(*obj);
   if (!rec.ok()) {
     out.error = "object." + rec.error;

@@ -1,6 +1,8 @@
 #include "leasehold/lease.hpp"
+#include "transport/lease_json.hpp"
 #include "transport/log_time.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <ctime>
@@ -243,18 +245,10 @@ namespace {
 
 /// A field of `part` ("metadata" or "spec") that lease has a member for.
 bool modelled(const std::string& part, const std::string& key) {
-  static const char* const meta[] = {"name", "namespace", "resourceVersion", "uid",
-                                     "creationTimestamp"};
-  static const char* const spec[] = {"holderIdentity", "leaseDurationSeconds", "acquireTime",
-                                     "renewTime", "leaseTransitions", "preferredHolder",
-                                     "strategy"};
   auto in = [&](const auto& names) {
-    for (const char* n : names)
-      if (key == n)
-        return true;
-    return false;
+    return std::find(names.begin(), names.end(), key) != names.end();
   };
-  return part == "metadata" ? in(meta) : in(spec);
+  return part == "metadata" ? in(modelled_metadata) : in(modelled_spec);
 }
 
 /// `j` without what lease has members for (to_json_value writes those from
@@ -366,8 +360,17 @@ parse_result<lease> parse_lease(const nlohmann::json& j) {
   return r;
 }
 
+std::string to_json_text(const lease& l) {
+  std::string out;
+  if (write_plain_lease(l, out))
+    return out;
+  return to_json_value(l).dump();
+}
+
 parse_result<lease> parse_lease(const std::string& body) {
   parse_result<lease> r;
+  if ((r.value = read_plain_lease(body)))
+    return r;
   if (auto j = parse_body(body, r.error))
     return parse_lease(*j);
   return r;

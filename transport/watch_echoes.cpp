@@ -1,5 +1,7 @@
 #include "transport/watch_echoes.hpp"
 
+#include "transport/json_cursor.hpp"
+
 #include <functional>
 
 namespace leasehold {
@@ -23,105 +25,6 @@ bool ends_with(std::string_view s, std::string_view p) {
 std::uint64_t digest(std::string_view bytes) {
   return std::hash<std::string_view>{}(bytes);
 }
-
-/// Reads through JSON text without building anything: enough to find one
-/// member's string value. Every step is bounded by the text's length; any
-/// surprise is a failure (the caller then knows nothing).
-class json_cursor {
-public:
-  explicit json_cursor(std::string_view s) : s_(s) {}
-
-  /// `c` next (after whitespace): consumed.
-  bool eat(char c) {
-    space();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  /// A string next: its contents (raw, escapes left in) and whether it has
-  /// none.
-  bool string(std::string_view& out, bool& plain) {
-    if (!eat('"'))
-      return false;
-    auto start = i_;
-    plain = true;
-    for (; i_ < s_.size(); ++i_) {
-      if (s_[i_] == '\\') {
-        plain = false;
-        ++i_;   // the escaped character
-      } else if (s_[i_] == '"') {
-        out = s_.substr(start, i_ - start);
-        ++i_;
-        return true;
-      }
-    }
-    return false;
-  }
-  /// Skips one value of any kind.
-  bool value() {
-    space();
-    if (i_ >= s_.size())
-      return false;
-    std::string_view ignored;
-    bool plain;
-    char c = s_[i_];
-    if (c == '"')
-      return string(ignored, plain);
-    if (c != '{' && c != '[') {   // a number or a literal
-      auto start = i_;
-      while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ']' && !blank(s_[i_]))
-        ++i_;
-      return i_ > start;
-    }
-    int depth = 0;
-    for (; i_ < s_.size(); ++i_) {
-      char x = s_[i_];
-      if (x == '"') {
-        if (!string(ignored, plain))
-          return false;
-        --i_;   // the loop steps past the closing quote
-      } else if (x == '{' || x == '[') {
-        ++depth;
-      } else if (x == '}' || x == ']') {
-        if (--depth == 0) {
-          ++i_;
-          return true;
-        }
-      }
-    }
-    return false;
-  }
-  /// Steps into an object and finds member `key` (its value next): false
-  /// when the object ends without it or is not an object.
-  bool member(std::string_view key) {
-    if (!eat('{'))
-      return false;
-    if (eat('}'))
-      return false;
-    do {
-      std::string_view k;
-      bool plain;
-      if (!string(k, plain) || !eat(':'))
-        return false;
-      if (plain && k == key)
-        return true;
-      if (!value())
-        return false;
-    } while (eat(','));
-    return false;
-  }
-
-private:
-  static bool blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-  void space() {
-    while (i_ < s_.size() && blank(s_[i_]))
-      ++i_;
-  }
-  std::string_view s_;
-  std::size_t i_ = 0;
-};
 
 } // namespace
 

@@ -132,7 +132,13 @@ struct parse_result {
 };
 
 nlohmann::json to_json_value(const lease& l);
+/// The Lease's JSON text, as to_json_value(l).dump() writes it (written in
+/// place when no field needs escaping); throws what dump() throws (a field
+/// that is not UTF-8).
+std::string to_json_text(const lease& l);
 parse_result<lease> parse_lease(const nlohmann::json& j);
+/// A Lease body (read in place when it is plain, else as a document: the
+/// same lease, or the same error).
 parse_result<lease> parse_lease(const std::string& body);
 parse_result<api_status> parse_status(const std::string& body);
 

@@ -2,6 +2,7 @@
 
 #include "tests/unit/test_support.hpp"
 #include "leasehold/lease.hpp"
+#include "transport/lease_json.hpp"
 
 using namespace leasehold;
 using json = nlohmann::json;
@@ -299,4 +300,161 @@ TEST_CASE("a LeaderElection event is a core/v1 Event about the Lease") {
   CHECK(j["lastTimestamp"] == "2024-05-01T10:00:00Z");
   CHECK(j["eventTime"] == "2024-05-01T10:00:00.123456Z");
   CHECK(j["count"] == 1);
+}
+
+// --- the Lease's JSON text read and written in place (transport/lease_json.hpp)
+// Issue 19 (CPU per renewal): each renew built, printed and parsed
+// nlohmann documents. The in-place reader and writer must give exactly what
+// the document path gives: the same lease or the same error, the same bytes.
+
+namespace {
+
+/// The document path alone, as parse_lease(const std::string&) took it
+/// before the in-place reader.
+parse_result<lease> parse_as_document(const std::string& body) {
+  parse_result<lease> r;
+  if (body.empty()) {
+    r.error = "body: empty";
+    return r;
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    r.error = "body: truncated or invalid JSON at byte " + std::to_string(e.byte);
+    return r;
+  } catch (const std::exception& e) {
+    r.error = std::string("body: ") + e.what();
+    return r;
+  }
+  return parse_lease(j);
+}
+
+/// Both paths agree on `body`: the same lease (every field, raw included)
+/// or the same error.
+void same_as_document(const std::string& body) {
+  auto fast = parse_lease(body);
+  auto doc = parse_as_document(body);
+  INFO("body: " << body);
+  REQUIRE(fast.ok() == doc.ok());
+  if (!fast.ok()) {
+    CHECK(fast.error == doc.error);
+    return;
+  }
+  const auto& a = *fast.value;
+  const auto& b = *doc.value;
+  CHECK(a.name == b.name);
+  CHECK(a.ns == b.ns);
+  CHECK(a.resource_version == b.resource_version);
+  CHECK(a.uid == b.uid);
+  CHECK(a.creation_timestamp == b.creation_timestamp);
+  CHECK(a.spec == b.spec);
+  CHECK(a.raw == b.raw);
+}
+
+std::vector<std::string> lease_bodies() {
+  return {
+    test::lease_body("l-1", "42", "pod-a", 3),
+    test::fixture("lease-all-fields.json"),
+    R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"x","namespace":"default","resourceVersion":"7"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,"acquireTime":"2026-12-05T11:00:15.123456Z","renewTime":"2026-12-05T11:00:17.654321Z","leaseTransitions":0}})",
+    R"({"metadata":{"name":"x"},"spec":{}})",
+    R"( { "kind" : "" , "metadata" : { "name" : "x" , "labels" : { "a" : [ 1 , -2.5e3 , true , false , null , { } , [ ] ] } } , "spec" : { "preferredHolder" : "b" , "strategy" : "OldestEmulationVersion" } , "status" : { } } )",
+    R"({"metadata":{"name":"x","name":"y"},"spec":{"leaseTransitions":1,"leaseTransitions":2}})",
+    R"({"metadata":{"name":"x"},"metadata":{"name":"y"},"spec":{}})",
+    R"({"metadata":{"name":"x","annotations":{"note":"caf\u00e9 \"quoted\" \\ slash\/"}},"spec":{}})",
+    R"({"metadata":{"name":"x"},"spec":{"holderIdentity":"p\u00f6d"}})",
+    "{\"metadata\":{\"name\":\"x\",\"annotations\":{\"a\":\"caf\xc3\xa9\"}},\"spec\":{}}",
+    "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"holderIdentity\":\"\xff\"}}",
+    R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":15.0}})",
+    R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":2147483648}})",
+    R"({"metadata":{"name":"x"},"spec":{"leaseTransitions":-2147483648}})",
+    R"({"metadata":{"name":"x"},"spec":{"leaseDurationSeconds":1e1}})",
+    R"({"metadata":{"name":"x"},"spec":{"holderIdentity":null,"renewTime":null}})",
+    R"({"metadata":{"name":"x"},"spec":{"renewTime":"2026-02-30T00:00:00Z"}})",
+    R"({"metadata":{"name":"x","n\u0061me":"y"},"spec":{}})",
+    R"({"kind":"Lease","kind":"Status","metadata":{"name":"x"},"spec":{}})",
+    R"({"metadata":{"name":"x"},"spec":{}} trailing)",
+    R"({"metadata":{"name":"x"},"spec":{"a":01}})",
+    R"({"metadata":{"name":"x"},"spec":{"a":"tab	inside"}})",
+    R"({"metadata":{"name":"x"},"spec":{"a":"\x"}})",
+    R"({"metadata":{"name":"x"},"spec":{"a":"\u12"}})",
+    R"([{"metadata":{"name":"x"},"spec":{}}])",
+    R"("just a string")",
+    "",
+  };
+}
+
+} // namespace
+
+TEST_CASE("parse_lease reads a plain Lease in place: the same lease or the same error as the "
+          "document, on every body, every truncation and every one-byte change") {
+  std::size_t bodies = 0;
+  const std::string swaps = "\"{}[],:\\0x -.e\x80";
+  for (const auto& body : lease_bodies()) {
+    same_as_document(body);
+    for (std::size_t n = 0; n < body.size(); ++n) {
+      same_as_document(body.substr(0, n));
+      for (char c : swaps) {
+        auto changed = body;
+        changed[n] = c;
+        same_as_document(changed);
+        ++bodies;
+      }
+    }
+  }
+  CHECK(bodies > 10000);
+}
+
+TEST_CASE("the in-place reader takes the plain Leases a server sends, managedFields and all; "
+          "escapes and non-ASCII go to the document") {
+  CHECK(read_plain_lease(test::lease_body("l-1", "42", "pod-a", 3)));
+  auto all = read_plain_lease(test::fixture("lease-all-fields.json"));
+  REQUIRE(all);
+  CHECK(all->raw["metadata"]["managedFields"][0]["manager"] == "managerValue");
+  CHECK(all->raw["metadata"]["labels"]["labelsKey"] == "labelsValue");
+  CHECK_FALSE(read_plain_lease(R"({"metadata":{"name":"x"},"spec":{"holderIdentity":"p\u00f6d"}})"));
+  CHECK_FALSE(read_plain_lease("{\"metadata\":{\"name\":\"x\",\"labels\":{\"a\":\"caf\xc3\xa9\"}},\"spec\":{}}"));
+}
+
+TEST_CASE("to_json_text writes, byte for byte, what the document's dump() writes") {
+  std::vector<lease> leases;
+  leases.push_back(lease{});   // nothing set
+  for (const auto& body : lease_bodies())
+    if (auto r = parse_lease(body); r.ok())
+      leases.push_back(*r.value);
+  lease full = *parse_lease(test::fixture("lease-all-fields.json")).value;
+  full.spec.preferred_holder = "pod-b";
+  full.spec.strategy = "OldestEmulationVersion";
+  leases.push_back(full);
+  lease odd = full;   // raw holding what the members write, and a part that is not an object
+  odd.raw["apiVersion"] = "v0";
+  odd.raw["kind"] = "NotALease";
+  odd.raw["metadata"]["name"] = "shadow";
+  odd.raw["metadata"]["resourceVersion"] = "shadow";
+  odd.raw["spec"]["renewTime"] = 5;
+  odd.raw["zzz"] = {{"b", 1}, {"a", "\u00e9\n"}};
+  odd.raw["AAA"] = json::array({1, 2.5, nullptr});
+  odd.resource_version.clear();
+  odd.spec.renew_time.reset();
+  leases.push_back(odd);
+  lease flat = full;
+  flat.raw["spec"] = 3;
+  flat.raw["metadata"] = json::array();
+  leases.push_back(flat);
+  lease escaped = full;
+  escaped.spec.holder_identity = "quote\"d\tand caf\u00e9";
+  leases.push_back(escaped);
+  for (const auto& l : leases) {
+    auto expected = to_json_value(l).dump();
+    CHECK(to_json_text(l) == expected);
+  }
+  std::string out = "kept";
+  CHECK_FALSE(write_plain_lease(escaped, out));
+  CHECK(out == "kept");
+  CHECK(write_plain_lease(full, out));
+  CHECK(out == "kept" + to_json_value(full).dump());
+  lease bad = full;   // not UTF-8: both paths refuse to write it
+  bad.raw["metadata"]["labels"]["x"] = std::string("\xff");
+  CHECK_THROWS(to_json_text(bad));
+  CHECK_THROWS(to_json_value(bad).dump());
 }

@@ -118,6 +118,20 @@ TEST_CASE("watch lines: every type parses; a bad line names what is wrong") {
   CHECK(added.value->what == watch_line::type::added);
   CHECK(added.value->resource_version == "5");
   CHECK(added.value->record->spec.holder_identity == "pod-a");
+  // Read in place (transport/lease_json.hpp) or as a document, the same line.
+  auto deleted = parse_watch_line(R"( {"object" : )" + test::lease_body("x", "6", "pod-b", 2) +
+                                  R"( , "type":"DELETED" } )");
+  REQUIRE(deleted.ok());
+  CHECK(deleted.value->what == watch_line::type::deleted);
+  CHECK(deleted.value->resource_version == "6");
+  CHECK(deleted.value->record->name == "x");
+  auto escaped = parse_watch_line(event("MODIFIED", "7", "p\u00f6d"));
+  REQUIRE(escaped.ok());
+  CHECK(escaped.value->record->spec.holder_identity == "p\xc3\xb6" "d");
+  auto extra = parse_watch_line(R"({"type":"MODIFIED","extra":1,"object":)" +
+                                test::lease_body("x", "8", "pod-b", 2) + "}");
+  REQUIRE(extra.ok());
+  CHECK(extra.value->resource_version == "8");
   auto bookmark = parse_watch_line(
     R"({"type":"BOOKMARK","object":{"kind":"Lease","metadata":{"resourceVersion":"12"}}})");
   REQUIRE(bookmark.ok());
