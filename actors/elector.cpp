@@ -188,6 +188,13 @@ void elector_actor::renew(const lease& rec, bool fallback) {
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
   l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
+  if (!has_term() && mem_.created_at) {
+    // R1c: the renew that ends a creation hold counts from the keepalive it
+    // rides on; one sent before the hold's end would leave it in the hold.
+    auto past_hold = clock().now() - (*mem_.created_at + opt_.timings.lease_duration);
+    if (past_hold >= caf::timespan{0})
+      l.renew_max_age = std::min(l.renew_max_age, past_hold);
+  }
   l.skip_watch_echo = opt_.watch;   // Kubernetes: the answer is enough
   put(std::move(l), fallback);
 }
@@ -449,10 +456,16 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   }
   if (!has_term() && in_created_hold(valid_from)) {
     // R1c. A lease we created: hold it (keep renewing) without starting the
-    // term until a lease duration has passed since the create.
+    // term until a lease duration has passed since the create. The renew
+    // that starts it goes when the hold ends, not up to a retry period
+    // later (its send time is what in_created_hold judges).
     if (!set_state(elector_state::holding))
       return;
-    schedule_renew(started, now);
+    auto hold_ends = *mem_.created_at + opt_.timings.lease_duration;
+    if (hold_ends < started + opt_.timings.retry_period)
+      schedule_tick(std::max(caf::timespan{0}, hold_ends - now));   // renew() rides no keepalive before it
+    else
+      schedule_renew(started, now);
     return;
   }
   auto vu = valid_until.time_since_epoch().count();

@@ -537,3 +537,42 @@ TEST_CASE("an acquisition whose answer is lost is renewed when the watch shows i
                                       << " ms after the take's timeout");
   CHECK(polled <= 2s * (1 + jitter_factor) + 1s);
 }
+
+TEST_CASE("a created lease's term starts when its creation hold ends, not a retry period later, "
+          "on both stores (issue 19)") {
+  // The renew that ends the hold went on the renew schedule (every retry
+  // period from the create), and on etcd it could ride a keepalive sent
+  // inside the hold, which left it in the hold for another period: 10,000
+  // fresh etcd leases were all led 4 s after their holds began to end.
+  for (bool etcd : {false, true})
+    for (bool watch : {false, true}) {
+      CAPTURE(etcd);
+      CAPTURE(watch);
+      world_options o;
+      o.etcd = etcd;
+      o.watch = watch;
+      o.lease_exists = false;
+      sim_world w(o);
+      REQUIRE(w.run_until([&] { return w.leader() == 0; }, 60s));
+      std::optional<sim_clock_time> held, started;
+      caf::timespan hold{0};
+      for (auto& [at, ev] : w.rep(0).timeline) {
+        if (ev.type == event_type::creation_hold && !held) {
+          held = at;
+          hold = std::chrono::duration_cast<caf::timespan>(
+            std::chrono::duration<double, std::milli>(ev.value));
+        }
+        if (ev.type == event_type::term_acquired && !started)
+          started = at;
+      }
+      REQUIRE(held);
+      REQUIRE(started);
+      CHECK(hold <= o.timings.lease_duration);
+      auto late = *started - (*held + hold);
+      INFO("the term started " << std::chrono::duration<double, std::milli>(late).count()
+                               << " ms after the hold's end");
+      CHECK(late >= caf::timespan{0});             // never inside the hold
+      CHECK(late <= std::chrono::milliseconds(50)); // the renew's own round trip
+      CHECK(w.tracker().started(w.rep(0).identity) == 1);
+    }
+}
