@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
 
   int lost0 = lost.load();
   long renewals0 = renewals.load();
-  auto requests0 = leasehold::current_transport_census().requests;
+  auto census0 = leasehold::current_transport_census();
   double cpu0 = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(opt.hold_s));
   double hold_cpu = cpu_seconds() - cpu0;
@@ -252,7 +252,11 @@ int main(int argc, char** argv) {
   int hold_lost = lost.load() - lost0;
   long hold_renewals = renewals.load() - renewals0;
   auto census = leasehold::current_transport_census();
-  double requests_per_s = static_cast<double>(census.requests - requests0) / opt.hold_s;
+  double requests_per_s = static_cast<double>(census.requests - census0.requests) / opt.hold_s;
+  // How the hold's requests went: in batches (how many, of how many
+  // requests), the rest alone.
+  auto batches = census.batches - census0.batches;
+  auto batched = census.batched - census0.batched;
   long threads = proc_status("Threads:");
   auto report = [&](int released_count) {
     std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
@@ -261,7 +265,8 @@ int main(int argc, char** argv) {
                 "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
                 "\"hold_cpu_s\":%.3f,\"renewals_in_hold\":%ld,\"cpu_ms_per_renewal\":%.4f,"
                 "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
-                "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"echoes_dropped\":%llu,\"released\":%d}\n",
+                "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"echoes_dropped\":%llu,"
+                "\"batches_in_hold\":%llu,\"batched_in_hold\":%llu,\"released\":%d}\n",
                 opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers,
                 reached, static_cast<long long>(all_led_ms), static_cast<long long>(all_led_epoch_ms),
                 held, hold_lost, rss_before, rss_after,
@@ -270,7 +275,9 @@ int main(int argc, char** argv) {
                 requests_per_s, threads, static_cast<long long>(census.workers),
                 static_cast<long long>(census.watch_streams),
                 static_cast<unsigned long long>(census.expired),
-                static_cast<unsigned long long>(census.echoes_dropped), released_count);
+                static_cast<unsigned long long>(census.echoes_dropped),
+                static_cast<unsigned long long>(batches), static_cast<unsigned long long>(batched),
+                released_count);
     std::fflush(stdout);
   };
   if (opt.stay) {   // report now (released: -1), hold on until told to stop
