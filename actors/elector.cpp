@@ -188,10 +188,10 @@ void elector_actor::renew(const lease& rec, bool fallback) {
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
   l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
-  if (!has_term() && mem_.created_at) {
+  if (auto hold_ends = created_hold_ends(); hold_ends && !has_term()) {
     // R1c: the renew that ends a creation hold counts from the keepalive it
     // rides on; one sent before the hold's end would leave it in the hold.
-    auto past_hold = clock().now() - (*mem_.created_at + opt_.timings.lease_duration);
+    auto past_hold = clock().now() - *hold_ends;
     if (past_hold >= caf::timespan{0})
       l.renew_max_age = std::min(l.renew_max_age, past_hold);
   }
@@ -461,7 +461,7 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
     // later (its send time is what in_created_hold judges).
     if (!set_state(elector_state::holding))
       return;
-    auto hold_ends = *mem_.created_at + opt_.timings.lease_duration;
+    auto hold_ends = *created_hold_ends();
     if (hold_ends < started + opt_.timings.retry_period)
       schedule_tick(std::max(caf::timespan{0}, hold_ends - now));   // renew() rides no keepalive before it
     else
@@ -499,7 +499,16 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
 /// A write sent at `sent` falls in the hold of a lease we created: no
 /// term starts, and nothing is released, until a lease duration after the create.
 bool elector_actor::in_created_hold(time_point sent) const {
-  return mem_.created_at && sent < *mem_.created_at + opt_.timings.lease_duration;
+  auto hold_ends = created_hold_ends();
+  return hold_ends && sent < *hold_ends;
+}
+
+/// When the hold of a lease we created ends: a lease duration after the
+/// create (none: we did not create it).
+std::optional<time_point> elector_actor::created_hold_ends() const {
+  if (!mem_.created_at)
+    return std::nullopt;
+  return *mem_.created_at + opt_.timings.lease_duration;
 }
 
 void elector_actor::arm_tick(time_point t, bool attempt) {

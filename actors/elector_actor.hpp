@@ -80,6 +80,7 @@ private:
   /// due a retry period after `started`).
   void succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age = {});
   bool in_created_hold(time_point sent) const;
+  std::optional<time_point> created_hold_ends() const;
   void schedule_renew(time_point sent, time_point now);
   void schedule_tick(caf::timespan delay);
   void failed(const api_error& err);

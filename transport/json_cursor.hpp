@@ -34,6 +34,23 @@ public:
   /// Steps into an object and on to its member `name` (the value next):
   /// false when the object ends without it, or is not an object.
   bool member(std::string_view name);
+  /// An object next, read to its end: `on_member(key)` reads each member's
+  /// value. False when it is not an object, a key is not plain, or
+  /// on_member says false.
+  template <class F>
+  bool object(F on_member) {
+    if (!eat('{'))
+      return false;
+    if (eat('}'))
+      return true;
+    do {
+      std::string_view k;
+      bool plain;
+      if (!key(k, plain) || !plain || !on_member(k))
+        return false;
+    } while (eat(','));
+    return eat('}');
+  }
 
 private:
   static bool blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }

@@ -39,27 +39,15 @@ std::optional<watch_line> plain_watch_line(const std::string& line) {
   json_cursor c(line);
   std::string_view type, object;
   bool typed = false, has_object = false;
-  if (!c.eat('{'))
-    return std::nullopt;
-  do {
-    std::string_view k, v;
+  bool read = c.object([&](std::string_view k) {
     bool plain;
-    if (!c.key(k, plain) || !plain)
-      return std::nullopt;
-    if (k == "type" && !typed) {
-      if (!c.string(v, plain) || !plain)
-        return std::nullopt;
-      type = v;
-      typed = true;
-    } else if (k == "object" && !has_object) {
-      if (!c.value(&object))
-        return std::nullopt;
-      has_object = true;
-    } else {
-      return std::nullopt;   // a repeated or another member: the document decides
-    }
-  } while (c.eat(','));
-  if (!c.eat('}') || !c.at_end() || !typed || !has_object)
+    if (k == "type" && !typed)
+      return (typed = c.string(type, plain) && plain);
+    if (k == "object" && !has_object)
+      return (has_object = c.value(&object));
+    return false;   // a repeated or another member: the document decides
+  });
+  if (!read || !c.at_end() || !typed || !has_object)
     return std::nullopt;
   auto what = change_of(type);
   if (!what)

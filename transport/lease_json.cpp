@@ -69,23 +69,6 @@ bool keep(json_cursor& c, std::string_view key, json& into) {
   return true;
 }
 
-/// An object next: `on_member(key)` reads each member's value (false: the
-/// text is not plain).
-template <class F>
-bool members(json_cursor& c, F on_member) {
-  if (!c.eat('{'))
-    return false;
-  if (c.eat('}'))
-    return true;
-  do {
-    std::string_view k;
-    bool plain;
-    if (!c.key(k, plain) || !plain || !on_member(k))
-      return false;
-  } while (c.eat(','));
-  return c.eat('}');
-}
-
 // --- writing -------------------------------------------------------------------
 
 /// Written by nlohmann as is, between quotes.
@@ -199,7 +182,7 @@ std::optional<lease> read_plain_lease(std::string_view text) {
       return read_plain(c, s.strategy);
     return keep(c, k, rest["spec"]);
   };
-  bool ok = members(c, [&](std::string_view k) {
+  bool ok = c.object([&](std::string_view k) {
     if (k == "apiVersion")
       return c.value();
     if (k == "kind") {
@@ -210,13 +193,13 @@ std::optional<lease> read_plain_lease(std::string_view text) {
       if (meta)
         return false;   // a second one: the document keeps the last alone
       meta = true;
-      return members(c, in_meta);
+      return c.object(in_meta);
     }
     if (k == "spec") {
       if (spec)
         return false;
       spec = true;
-      return members(c, in_spec);
+      return c.object(in_spec);
     }
     return keep(c, k, rest);
   });

@@ -39,7 +39,7 @@ std::string_view watch_echoes::object_name(std::string_view object) {
 
 watch_echoes::flight::~flight() {
   if (of_)
-    of_->land(id_);
+    of_->land(names_);
 }
 
 watch_echoes::flight watch_echoes::depart(const std::vector<std::string_view>& names) {
@@ -56,22 +56,16 @@ watch_echoes::flight watch_echoes::depart(const std::vector<std::string_view>& n
     a.last_departed = now;
     hashes.push_back(h);
   }
-  auto id = next_flight_++;
-  flights_.emplace(id, std::move(hashes));
-  return flight{this, id};
+  return flight{this, std::move(hashes)};
 }
 
-void watch_echoes::land(std::uint64_t id) {
+void watch_echoes::land(const std::vector<std::uint64_t>& names) {
   std::lock_guard<std::mutex> g(mx_);
-  auto f = flights_.find(id);
-  if (f == flights_.end())
-    return;
-  for (auto h : f->second) {
+  for (auto h : names) {
     auto a = aloft_.find(h);
     if (a != aloft_.end() && --a->second.flights <= 0)
       aloft_.erase(a);
   }
-  flights_.erase(f);
   if (waiting_ > 0)
     changed_.notify_all();
 }

@@ -61,16 +61,17 @@ public:
   class flight {
   public:
     flight() = default;
-    flight(flight&& o) noexcept : of_(o.of_), id_(o.id_) { o.of_ = nullptr; }
+    flight(flight&& o) noexcept : of_(o.of_), names_(std::move(o.names_)) { o.of_ = nullptr; }
     flight& operator=(flight&&) = delete;
     flight(const flight&) = delete;
     ~flight();
 
   private:
     friend class watch_echoes;
-    flight(watch_echoes* of, std::uint64_t id) : of_(of), id_(id) {}
+    flight(watch_echoes* of, std::vector<std::uint64_t> names)
+      : of_(of), names_(std::move(names)) {}
     watch_echoes* of_ = nullptr;
-    std::uint64_t id_ = 0;
+    std::vector<std::uint64_t> names_;   // the Leases' name hashes
   };
   /// Renews of the Leases `names` (their echoes asked for) are about to be
   /// sent; called by the transport's workers before sending.
@@ -110,7 +111,7 @@ private:
     int flights = 0;
     std::chrono::steady_clock::time_point last_departed;
   };
-  void land(std::uint64_t id);
+  void land(const std::vector<std::uint64_t>& names);
 
   const std::size_t capacity_;
   const std::chrono::milliseconds max_wait_;
@@ -119,8 +120,6 @@ private:
   std::unordered_map<std::uint64_t, entry> by_digest_;
   std::deque<std::uint64_t> order_;   // noted digests, oldest first
   std::unordered_map<std::uint64_t, aloft> aloft_;   // by name hash
-  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> flights_;   // id -> name hashes
-  std::uint64_t next_flight_ = 0;
   int waiting_ = 0;   // take() calls waiting (they are notified)
   std::uint64_t taken_ = 0;
   std::uint64_t waited_ = 0;
