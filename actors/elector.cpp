@@ -208,7 +208,12 @@ void elector_actor::renew(const lease& rec, bool fallback) {
 /// "Every timing relation the code enforces").
 void elector_actor::get_then_decide() {
   auto started = clock().now();
-  call(started, "GET", get_lease_atom::value, opt_.lease, [=](lease_reply& r) {
+  // The mark of a read in flight (follow_shared_reading), if any, lives
+  // until this read's answer or deadline.
+  call(started, "GET", get_lease_atom::value, opt_.lease,
+       [=, mark = std::move(ttl_read_mark_)](lease_reply& r) {
+    if (delete_streamed_ <= started)
+      delete_streamed_ = {};   // this read tells what the stream's delete did
     if (r.ok()) {
       answered();
       mem_.confirmed_at = clock().now();

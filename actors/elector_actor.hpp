@@ -179,6 +179,10 @@ private:
   elector_options opt_;
   std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   float read_spread_ = -1;                // etcd: next_ttl_read's spread, drawn once (-1: not yet)
+  // The stream told of the key's delete then ({}: no delete unread): a read
+  // begun since comes before any shared reading.
+  time_point delete_streamed_{};
+  std::shared_ptr<void> ttl_read_mark_;   // etcd: this read marked in flight (follow_shared_reading)
   event_emitter emit;
   lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;

@@ -41,6 +41,7 @@ void elector_actor::on_watch(lease_watch_event& ev) {
     }
     case kind::deleted:
       answered();
+      delete_streamed_ = clock().now();   // no shared reading stands for the read that tells it
       if (!has_term())
         act_now();   // GET: 404 decides (absent())
       return;
@@ -289,7 +290,7 @@ void elector_actor::note_ttl(const lease& rec, time_point sent) {
 /// a held key bound to an etcd lease, timings under which a reading tells
 /// an expiry, a transport that shares its readings.
 bool elector_actor::shares_ttl_readings() const {
-  if (!opt_.backend->ttl_reading_of || !mem_.record)
+  if (!opt_.backend->ttl_status_of || !mem_.record)
     return false;
   auto& id = mem_.record->etcd_lease_id;
   return !id.empty() && id != "0" && !mem_.record->spec.holder_identity.empty()
@@ -303,29 +304,54 @@ bool elector_actor::shares_ttl_readings() const {
 /// reading of the key's etcd lease, taken by another follower's read after
 /// this follower's own, serves if it says n >= 2 s and its next read is
 /// still ahead: noted as its own (counted from its real send), no request.
-/// A reading of 0 or 1 s never serves: the ran-out judgment
-/// (judge_vanished_key) rests on this follower's own reads of the key in
-/// its last seconds, exactly as before. False: read (get_then_decide).
+/// Else, while another follower's read of that lease is in flight (begun
+/// after this follower's own reading, less than a request timeout ago),
+/// it waits for that read's reading (a short wake, no request); else it is
+/// its turn: it marks its read in flight for the others and reads. Only
+/// while what it knows says n >= 2 s: a reading of 0 or 1 s never serves
+/// and is never waited for, so the ran-out judgment (judge_vanished_key)
+/// rests on this follower's own reads of the key in its last seconds,
+/// exactly as before. A wait can only make its reading older or later,
+/// which costs time, never safety (docs/safety.md). False: read
+/// (get_then_decide).
 bool elector_actor::follow_shared_reading() {
-  if (!waits_on_watch() || !shares_ttl_readings() || mem_.outside_wait_until
+  if (delete_streamed_ != time_point{} || !waits_on_watch() || !shares_ttl_readings() || mem_.outside_wait_until
       || hold_back(&*mem_.record))
     return false;
-  auto r = opt_.backend->ttl_reading_of(mem_.record->etcd_lease_id);
-  if (!r || r->ttl_seconds < 2)
+  auto& id = mem_.record->etcd_lease_id;
+  auto s = opt_.backend->ttl_status_of(id);
+  if ((s.latest && s.latest->ttl_seconds < 2) || (mem_.ttl_read_at && mem_.ttl_left < 2))
     return false;
   auto now = clock().now();
-  auto sent = now - std::chrono::duration_cast<caf::timespan>(r->age);
-  if (mem_.ttl_read_at && sent <= *mem_.ttl_read_at)
-    return false;   // nothing newer than this follower's own: its turn to read
-  mem_.ttl_read_at = sent;
-  mem_.ttl_left = r->ttl_seconds;
-  mem_.ttl_zero_since.reset();
-  if (next_delay() <= caf::timespan{0})
-    return false;   // too old to wait on: read now
-  mem_.confirmed_at = std::max(mem_.confirmed_at, sent);   // its etcd lease lives: the holder is current
-  report_memory();
-  done_attempt();
-  return true;
+  auto since = [now](std::chrono::nanoseconds age) {
+    return now - std::chrono::duration_cast<caf::timespan>(age);
+  };
+  if (s.latest && (!mem_.ttl_read_at || since(s.latest->age) > *mem_.ttl_read_at)) {
+    auto sent = since(s.latest->age);
+    mem_.ttl_read_at = sent;
+    mem_.ttl_left = s.latest->ttl_seconds;
+    mem_.ttl_zero_since.reset();
+    if (next_delay() > caf::timespan{0}) {
+      mem_.confirmed_at = std::max(mem_.confirmed_at, sent);   // its etcd lease lives: the holder is current
+      report_memory();
+      done_attempt();
+      return true;
+    }
+    // too old to wait on: read, unless a read is in flight
+  }
+  auto rt = opt_.timings.effective_request_timeout();
+  if (s.read_begun && *s.read_begun < rt
+      && (!mem_.ttl_read_at || since(*s.read_begun) > *mem_.ttl_read_at)) {
+    in_flight_ = false;   // nothing asked: look again shortly
+    if (release_asked() || recheck_)
+      done_attempt();
+    else
+      schedule_tick(std::clamp<caf::timespan>(rt / 100, std::chrono::milliseconds(5), std::chrono::milliseconds(50)));
+    return true;
+  }
+  if (opt_.backend->ttl_read_begins)
+    ttl_read_mark_ = opt_.backend->ttl_read_begins(id);   // until its answer (get_then_decide)
+  return false;
 }
 
 void elector_actor::forget_ttl() {

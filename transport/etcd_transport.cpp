@@ -24,13 +24,26 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   // lease, however many keys are bound to it: etcd_ttl_readings.hpp).
   auto readings = std::make_shared<etcd_client::ttl_cache>();
   auto session = std::make_shared<etcd_session>();
-  b.traits.ttl_reading_of = [readings](const std::string& id)
-    -> std::optional<backend_traits::ttl_reading> {
-    auto r = readings->latest(id);
-    if (!r)
-      return std::nullopt;
-    return backend_traits::ttl_reading{
-      std::max<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - r->sent, {}), r->ttl_seconds};
+  b.traits.ttl_status_of = [readings](const std::string& id) {
+    auto now = std::chrono::steady_clock::now();
+    auto age = [now](std::chrono::steady_clock::time_point t) {
+      return std::max<std::chrono::nanoseconds>(now - t, {});
+    };
+    backend_traits::ttl_status s;
+    if (auto r = readings->latest(id))
+      s.latest = backend_traits::ttl_reading{age(r->sent), r->ttl_seconds};
+    if (auto b = readings->read_begun(id))
+      s.read_begun = age(*b);
+    return s;
+  };
+  b.traits.ttl_read_begins = [readings](const std::string& id) {
+    auto t = std::chrono::steady_clock::now();
+    readings->begin(id, t);
+    std::weak_ptr<etcd_client::ttl_cache> w = readings;
+    return std::shared_ptr<void>(nullptr, [w, id, t](void*) {
+      if (auto r = w.lock())
+        r->end(id, t);
+    });
   };
   opts.batch_writes = true;   // releases and new terms: etcd_client::write_leases
   opts.make_client = [cfg, readings, session] {

@@ -44,6 +44,13 @@ inline bool ttl_reading_serves(std::int64_t ttl_seconds, std::chrono::nanosecond
 
 /// The readings by etcd lease ID; TimePoint is the clock the reads are
 /// timed by (steady_clock; the simulator's clock). Thread-safe.
+///
+/// Besides its latest reading, an etcd lease has at most one read marked
+/// in flight: a follower whose turn it is to read marks it (begin) before
+/// its read goes out and ends the mark when its answer is back (end), and
+/// the followers of the same etcd lease whose turn comes meanwhile wait
+/// for that read's reading instead of sending their own
+/// (elector_actor::follow_shared_reading), for a request timeout at most.
 template <class TimePoint>
 class ttl_readings {
 public:
@@ -56,52 +63,87 @@ public:
   /// (ttl_reading_serves), if any.
   std::optional<reading> find(const std::string& id, TimePoint now) const {
     std::lock_guard<std::mutex> g(mx_);
-    auto i = readings_.find(id);
-    if (i == readings_.end())
+    auto i = leases_.find(id);
+    if (i == leases_.end() || !i->second.latest)
       return std::nullopt;
-    auto age = now > i->second.sent ? now - i->second.sent : decltype(now - now){0};
-    if (!ttl_reading_serves(i->second.ttl_seconds, age))
+    auto& r = *i->second.latest;
+    auto age = now > r.sent ? now - r.sent : decltype(now - now){0};
+    if (!ttl_reading_serves(r.ttl_seconds, age))
       return std::nullopt;
-    return i->second;
+    return r;
   }
 
   /// The latest reading of lease `id`, however old (a follower judges
   /// its use itself: elector_actor::follow_shared_reading), if any.
   std::optional<reading> latest(const std::string& id) const {
     std::lock_guard<std::mutex> g(mx_);
-    auto i = readings_.find(id);
-    if (i == readings_.end())
+    auto i = leases_.find(id);
+    if (i == leases_.end())
       return std::nullopt;
-    return i->second;
+    return i->second.latest;
+  }
+
+  /// When the read of lease `id` marked in flight began, if one is.
+  std::optional<TimePoint> read_begun(const std::string& id) const {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = leases_.find(id);
+    if (i == leases_.end())
+      return std::nullopt;
+    return i->second.begun;
+  }
+
+  /// A follower's read of lease `id` goes out at `now`: marked in flight.
+  void begin(const std::string& id, TimePoint now) {
+    std::lock_guard<std::mutex> g(mx_);
+    auto& l = leases_[id];
+    if (!l.begun || *l.begun < now)
+      l.begun = now;
+  }
+
+  /// The read of lease `id` marked at `begun` is answered (whatever it
+  /// found): its mark ends, unless a later one replaced it.
+  void end(const std::string& id, TimePoint begun) {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = leases_.find(id);
+    if (i != leases_.end() && i->second.begun == begun)
+      i->second.begun.reset();
   }
 
   /// A read of lease `id` sent at `sent` said `ttl_seconds` (kept unless a
-  /// later-sent reading is there). Readings that no longer serve are
-  /// dropped whenever the map has doubled since the last sweep, so it
-  /// holds about the leases read within the last half TTL.
+  /// later-sent reading is there). Readings that no longer serve (and
+  /// marks older than a minute: reads that never got done) are dropped
+  /// whenever the map has doubled since the last sweep, so it holds about
+  /// the leases read within the last half TTL.
   void note(const std::string& id, TimePoint sent, std::int64_t ttl_seconds) {
+    using namespace std::chrono_literals;
     std::lock_guard<std::mutex> g(mx_);
-    auto [i, added] = readings_.try_emplace(id, reading{sent, ttl_seconds});
-    if (!added && i->second.sent <= sent)
-      i->second = reading{sent, ttl_seconds};
-    if (readings_.size() < 2 * swept_size_)
+    auto& l = leases_[id];
+    if (!l.latest || l.latest->sent <= sent)
+      l.latest = reading{sent, ttl_seconds};
+    if (leases_.size() < 2 * swept_size_)
       return;
-    for (auto j = readings_.begin(); j != readings_.end();) {
-      auto& r = j->second;
-      bool serves = r.sent >= sent || ttl_reading_serves(r.ttl_seconds, sent - r.sent);
-      j = serves ? std::next(j) : readings_.erase(j);
+    for (auto j = leases_.begin(); j != leases_.end();) {
+      auto& e = j->second;
+      bool serves = e.latest
+                    && (e.latest->sent >= sent || ttl_reading_serves(e.latest->ttl_seconds, sent - e.latest->sent));
+      bool marked = e.begun && *e.begun + 60s >= sent;
+      j = serves || marked ? std::next(j) : leases_.erase(j);
     }
-    swept_size_ = std::max<std::size_t>(readings_.size(), 64);
+    swept_size_ = std::max<std::size_t>(leases_.size(), 64);
   }
 
   std::size_t size() const {
     std::lock_guard<std::mutex> g(mx_);
-    return readings_.size();
+    return leases_.size();
   }
 
 private:
+  struct lease_readings {
+    std::optional<reading> latest;
+    std::optional<TimePoint> begun;   // a read marked in flight (begin)
+  };
   mutable std::mutex mx_;
-  std::map<std::string, reading> readings_;
+  std::map<std::string, lease_readings> leases_;
   std::size_t swept_size_ = 64;
 };
 

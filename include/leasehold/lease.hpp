@@ -81,7 +81,7 @@ struct lease {
   /// etcd only: the ID of the etcd lease the key is bound to, as etcd
   /// writes it (a range or a watch PUT; "" or "0": none). A follower looks
   /// up its transport's latest TTL reading of that lease by it
-  /// (backend_traits::ttl_reading_of).
+  /// (backend_traits::ttl_status_of).
   std::string etcd_lease_id;
   /// etcd renew reply: how long before the transport began this renew the
   /// keepalive that renewed the key was sent (one keepalive of a session

@@ -85,18 +85,29 @@ struct backend_traits {
   /// lease, in the errors an elector makes itself (a request that timed
   /// out): Kubernetes its REST path, etcd its key. Unset: "namespace/name".
   std::function<std::string(const std::string& verb, const lease_key&)> request_path;
-  /// etcd: the transport's latest reading of an etcd lease's remaining TTL
+  /// etcd: what the transport knows of an etcd lease's remaining TTL
   /// (`lease::etcd_lease_id`), shared by every key bound to that lease
-  /// (transport/etcd_ttl_readings.hpp): how long ago its timetolive was
-  /// sent and the whole seconds it said; nullopt when it has none.
-  /// A looked-up value in memory, no request. A follower whose stream is up
-  /// reads its key's TTL from it instead of asking (docs/safety.md, "One
-  /// TTL reading per etcd lease"). Unset (Kubernetes): none.
+  /// (transport/etcd_ttl_readings.hpp): its latest reading (how long ago
+  /// its timetolive was sent and the whole seconds it said), and how long
+  /// ago a follower's read of it was marked in flight (ttl_read_begins),
+  /// if one is and no read done since has ended it. Values in memory, no
+  /// request. A follower whose stream is up reads its key's TTL from them
+  /// instead of asking, and waits for a read in flight rather than sending
+  /// its own (docs/safety.md, "One TTL reading per etcd lease"). Unset
+  /// (Kubernetes): none.
   struct ttl_reading {
     std::chrono::nanoseconds age{0};
     std::int64_t ttl_seconds = 0;
   };
-  std::function<std::optional<ttl_reading>(const std::string& etcd_lease_id)> ttl_reading_of;
+  struct ttl_status {
+    std::optional<ttl_reading> latest;
+    std::optional<std::chrono::nanoseconds> read_begun;
+  };
+  std::function<ttl_status(const std::string& etcd_lease_id)> ttl_status_of;
+  /// etcd: a follower's read of a key bound to this etcd lease goes out
+  /// now (its turn): marked in flight for the lease's other followers
+  /// until the handle returned is released (when its answer is back).
+  std::function<std::shared_ptr<void>(const std::string& etcd_lease_id)> ttl_read_begins;
 
   std::string path_of(const std::string& verb, const lease_key& k) const {
     return request_path ? request_path(verb, k) : k.to_string();

@@ -567,7 +567,7 @@ TEST_CASE("default identity: POD_NAME, else hostname plus the process suffix") {
 }
 
 TEST_CASE("names the API would reject with 422 are config errors") {
-  for (const std::string bad : {std::string("My_Lease"), std::string("-x"), std::string("x-"),
+  for (const std::string& bad : {std::string("My_Lease"), std::string("-x"), std::string("x-"),
                                 std::string("a..b"), std::string("UPPER"), std::string(254, 'a')}) {
     CAPTURE(bad);
     auto doc = test::short_config();

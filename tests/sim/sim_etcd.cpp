@@ -50,17 +50,31 @@ lease sim_etcd::to_lease(const lease_key& k, const kv& v) const {
   return l;
 }
 
-std::optional<backend_traits::ttl_reading> sim_etcd::ttl_reading(const std::string& client,
-                                                                 const std::string& lease_id) const {
+backend_traits::ttl_status sim_etcd::ttl_status(const std::string& client,
+                                                const std::string& lease_id) const {
   std::lock_guard<std::mutex> g(mx_);
+  backend_traits::ttl_status s;
   auto c = readings_.find(client);
   if (c == readings_.end())
-    return std::nullopt;
-  auto r = c->second.latest(lease_id);
-  if (!r)
-    return std::nullopt;
+    return s;
   auto now = now_();
-  return backend_traits::ttl_reading{now > r->sent ? now - r->sent : caf::timespan{0}, r->ttl_seconds};
+  auto age = [now](time_point t) { return now > t ? now - t : caf::timespan{0}; };
+  if (auto r = c->second.latest(lease_id))
+    s.latest = backend_traits::ttl_reading{age(r->sent), r->ttl_seconds};
+  if (auto b = c->second.read_begun(lease_id))
+    s.read_begun = age(*b);
+  return s;
+}
+
+std::function<void()> sim_etcd::ttl_read_begins(const std::string& client,
+                                                const std::string& lease_id) {
+  std::lock_guard<std::mutex> g(mx_);
+  auto t = now_();
+  readings_[client].begin(lease_id, t);
+  return [this, client, lease_id, t] {   // the token holds the store (sim_backend)
+    std::lock_guard<std::mutex> g(mx_);
+    readings_[client].end(lease_id, t);
+  };
 }
 
 void sim_etcd::delete_locked(const lease_key& k, bool& changed) {

@@ -85,8 +85,10 @@ public:
   /// A compacted watch re-reads its keys: one gone since is reported deleted.
   bool relist_tells_deleted() const override { return true; }
   bool server_expiry() const override { return true; }
-  std::optional<backend_traits::ttl_reading> ttl_reading(const std::string& client,
-                                                         const std::string& lease_id) const override;
+  backend_traits::ttl_status ttl_status(const std::string& client,
+                                        const std::string& lease_id) const override;
+  std::function<void()> ttl_read_begins(const std::string& client,
+                                        const std::string& lease_id) override;
 
 private:
   struct kv {

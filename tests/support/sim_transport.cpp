@@ -706,9 +706,18 @@ lease_backend sim_backend(const lease_transport_actor& transport,
     return store->path_of(verb, k);
   };
   if (store->server_expiry())
-    b.traits.ttl_reading_of = [store, client](const std::string& id) {
-      return store->ttl_reading(client, id);
+  {
+    b.traits.ttl_status_of = [store, client](const std::string& id) {
+      return store->ttl_status(client, id);
     };
+    b.traits.ttl_read_begins = [store, client](const std::string& id) {
+      auto end = store->ttl_read_begins(client, id);
+      return std::shared_ptr<void>(nullptr, [store, end](void*) {
+        if (end)
+          end();
+      });
+    };
+  }
   return b;
 }
 

@@ -91,13 +91,21 @@ public:
   /// The store ends a term itself when its TTL runs out (etcd): the
   /// backend_traits::server_expiry of its electors (sim_backend).
   virtual bool server_expiry() const { return false; }
-  /// etcd: `client`'s latest TTL reading of etcd lease `lease_id`, as its
-  /// transport shares them (backend_traits::ttl_reading_of); none elsewhere.
-  virtual std::optional<backend_traits::ttl_reading> ttl_reading(const std::string& client,
-                                                                 const std::string& lease_id) const {
+  /// etcd: `client`'s latest TTL reading of etcd lease `lease_id` and its
+  /// read marked in flight, as its transport shares them
+  /// (backend_traits::ttl_status_of, ttl_read_begins); none elsewhere.
+  virtual backend_traits::ttl_status ttl_status(const std::string& client,
+                                                const std::string& lease_id) const {
     (void)client;
     (void)lease_id;
-    return std::nullopt;
+    return {};
+  }
+  /// Marks it in flight; returns what ends the mark.
+  virtual std::function<void()> ttl_read_begins(const std::string& client,
+                                                const std::string& lease_id) {
+    (void)client;
+    (void)lease_id;
+    return {};
   }
 
   // -- the store's semantics, as the transport actor calls them -------------
