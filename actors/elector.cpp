@@ -553,8 +553,9 @@ void elector_actor::failed(const api_error& err) {
 }
 
 /// R3. The attempt is over: a release asked meanwhile goes on; a change
-/// streamed meanwhile is decided at once; else the next tick at next_delay().
-void elector_actor::done_attempt() {
+/// streamed meanwhile is decided at once; else the next tick in `next`
+/// (default: next_delay()).
+void elector_actor::done_attempt(std::optional<caf::timespan> next) {
   in_flight_ = false;
   if (release_asked()) {
     release_step(0);
@@ -567,7 +568,7 @@ void elector_actor::done_attempt() {
     schedule_tick(caf::timespan{0});
     return;
   }
-  schedule_tick(next_delay());
+  schedule_tick(next ? *next : next_delay());
 }
 
 api_error elector_actor::late_reply(caf::timespan took) const {

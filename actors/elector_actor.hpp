@@ -84,7 +84,7 @@ private:
   void schedule_renew(time_point sent, time_point now);
   void schedule_tick(caf::timespan delay);
   void failed(const api_error& err);
-  void done_attempt();
+  void done_attempt(std::optional<caf::timespan> next = std::nullopt);
   api_error late_reply(caf::timespan took) const;
   api_error request_error(const char* verb, std::string path, const caf::error& e);
 

@@ -315,8 +315,8 @@ bool elector_actor::shares_ttl_readings() const {
 /// which costs time, never safety (docs/safety.md). False: read
 /// (get_then_decide).
 bool elector_actor::follow_shared_reading() {
-  if (delete_streamed_ != time_point{} || !waits_on_watch() || !shares_ttl_readings() || mem_.outside_wait_until
-      || hold_back(&*mem_.record))
+  if (delete_streamed_ != time_point{} || !waits_on_watch() || !shares_ttl_readings()
+      || mem_.outside_wait_until || hold_back(&*mem_.record))
     return false;
   auto& id = mem_.record->etcd_lease_id;
   auto s = opt_.backend->ttl_status_of(id);
@@ -342,11 +342,8 @@ bool elector_actor::follow_shared_reading() {
   auto rt = opt_.timings.effective_request_timeout();
   if (s.read_begun && *s.read_begun < rt
       && (!mem_.ttl_read_at || since(*s.read_begun) > *mem_.ttl_read_at)) {
-    in_flight_ = false;   // nothing asked: look again shortly
-    if (release_asked() || recheck_)
-      done_attempt();
-    else
-      schedule_tick(std::clamp<caf::timespan>(rt / 100, std::chrono::milliseconds(5), std::chrono::milliseconds(50)));
+    using namespace std::chrono_literals;
+    done_attempt(std::clamp<caf::timespan>(rt / 100, 5ms, 50ms));   // nothing asked: look again shortly
     return true;
   }
   if (opt_.backend->ttl_read_begins)

@@ -25,16 +25,7 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   auto readings = std::make_shared<etcd_client::ttl_cache>();
   auto session = std::make_shared<etcd_session>();
   b.traits.ttl_status_of = [readings](const std::string& id) {
-    auto now = std::chrono::steady_clock::now();
-    auto age = [now](std::chrono::steady_clock::time_point t) {
-      return std::max<std::chrono::nanoseconds>(now - t, {});
-    };
-    backend_traits::ttl_status s;
-    if (auto r = readings->latest(id))
-      s.latest = backend_traits::ttl_reading{age(r->sent), r->ttl_seconds};
-    if (auto b = readings->read_begun(id))
-      s.read_begun = age(*b);
-    return s;
+    return readings->status(id, std::chrono::steady_clock::now());
   };
   b.traits.ttl_read_begins = [readings](const std::string& id) {
     auto t = std::chrono::steady_clock::now();

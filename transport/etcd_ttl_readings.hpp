@@ -32,6 +32,8 @@
 #include <optional>
 #include <string>
 
+#include "leasehold/lease_transport.hpp"
+
 namespace leasehold {
 
 /// Whether a TTL reading of `ttl_seconds`, sent `age` ago, may answer a read.
@@ -73,23 +75,24 @@ public:
     return r;
   }
 
-  /// The latest reading of lease `id`, however old (a follower judges
-  /// its use itself: elector_actor::follow_shared_reading), if any.
-  std::optional<reading> latest(const std::string& id) const {
+  /// What a follower looks up (backend_traits::ttl_status_of), as ages at
+  /// `now`: the latest reading of lease `id`, however old (it judges its
+  /// use itself: elector_actor::follow_shared_reading), and the read
+  /// marked in flight, if any.
+  backend_traits::ttl_status status(const std::string& id, TimePoint now) const {
+    auto age = [now](TimePoint t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(now > t ? now - t : now - now);
+    };
+    backend_traits::ttl_status s;
     std::lock_guard<std::mutex> g(mx_);
     auto i = leases_.find(id);
     if (i == leases_.end())
-      return std::nullopt;
-    return i->second.latest;
-  }
-
-  /// When the read of lease `id` marked in flight began, if one is.
-  std::optional<TimePoint> read_begun(const std::string& id) const {
-    std::lock_guard<std::mutex> g(mx_);
-    auto i = leases_.find(id);
-    if (i == leases_.end())
-      return std::nullopt;
-    return i->second.begun;
+      return s;
+    if (auto& r = i->second.latest)
+      s.latest = backend_traits::ttl_reading{age(r->sent), r->ttl_seconds};
+    if (auto& b = i->second.begun)
+      s.read_begun = age(*b);
+    return s;
   }
 
   /// A follower's read of lease `id` goes out at `now`: marked in flight.

@@ -53,17 +53,10 @@ lease sim_etcd::to_lease(const lease_key& k, const kv& v) const {
 backend_traits::ttl_status sim_etcd::ttl_status(const std::string& client,
                                                 const std::string& lease_id) const {
   std::lock_guard<std::mutex> g(mx_);
-  backend_traits::ttl_status s;
   auto c = readings_.find(client);
   if (c == readings_.end())
-    return s;
-  auto now = now_();
-  auto age = [now](time_point t) { return now > t ? now - t : caf::timespan{0}; };
-  if (auto r = c->second.latest(lease_id))
-    s.latest = backend_traits::ttl_reading{age(r->sent), r->ttl_seconds};
-  if (auto b = c->second.read_begun(lease_id))
-    s.read_begun = age(*b);
-  return s;
+    return {};
+  return c->second.status(lease_id, now_());
 }
 
 std::function<void()> sim_etcd::ttl_read_begins(const std::string& client,

@@ -705,8 +705,7 @@ lease_backend sim_backend(const lease_transport_actor& transport,
   b.traits.request_path = [store](const std::string& verb, const lease_key& k) {
     return store->path_of(verb, k);
   };
-  if (store->server_expiry())
-  {
+  if (store->server_expiry()) {
     b.traits.ttl_status_of = [store, client](const std::string& id) {
       return store->ttl_status(client, id);
     };
