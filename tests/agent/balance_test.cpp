@@ -32,11 +32,15 @@ constexpr int settle_ms = 2500;   // longer than the default 1 s plus rounds: th
 
 /// The exec command: notes its start, and its stop on SIGTERM (the exec
 /// module's stop); a SIGKILLed agent's command dies with it (the fence
-/// keeper's PR_SET_PDEATHSIG) and notes nothing.
+/// keeper's PR_SET_PDEATHSIG) and notes nothing. The trap is set before the
+/// start is noted: an agent SIGTERMed just after it started the command
+/// (d, taking a's released leases as the test stops a) used to kill it
+/// between the two lines, a start without a stop (a CI run of
+/// agent-balance failed so).
 const char* work_script = R"(#!/bin/bash
 f="$1"
-echo "start $LEASEHOLD_IDENTITY $EPOCHREALTIME ${WORK_VERSION:-1}" >> "$f"
 trap 'echo "stop $LEASEHOLD_IDENTITY $EPOCHREALTIME -" >> "$f"; exit 0' TERM
+echo "start $LEASEHOLD_IDENTITY $EPOCHREALTIME ${WORK_VERSION:-1}" >> "$f"
 sleep 3600 & wait $!
 )";
 
@@ -127,6 +131,15 @@ std::vector<std::string> runners(const temp_dir& dir, const std::map<std::string
         who = who.empty() ? (version ? r.version : r.identity) : "?";
     out.push_back(who);
   }
+  return out;
+}
+
+/// "work-k: who" for each module whose command still runs (a failure's message).
+std::string running(const std::vector<std::string>& who) {
+  std::string out;
+  for (int k = 0; k < modules; ++k)
+    if (!who[k].empty())
+      out += "work-" + std::to_string(k) + ": " + who[k] + "; ";
   return out;
 }
 
@@ -321,7 +334,7 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
       x->process().signal(SIGTERM);
     for (auto* x : {a.get(), b.get(), d.get()})
       CHECK(x->process().wait(5s) == std::optional<int>(0));
-    CHECK(loads(runners(dir, ended)).empty());
+    CHECK_MESSAGE(loads(runners(dir, ended)).empty(), running(runners(dir, ended)));
     CHECK(overlaps(dir, ended) == 0);
     return;
   }
@@ -360,7 +373,8 @@ void balance_scenario(const temp_dir& dir, const std::vector<std::string>& args,
     x->process().signal(SIGTERM);
     CHECK(x->process().wait(5s) == std::optional<int>(0));
   }
-  CHECK(loads(runners(dir, ended)).empty());   // every command stopped with its agent
+  // Every command stopped with its agent.
+  CHECK_MESSAGE(loads(runners(dir, ended)).empty(), running(runners(dir, ended)));
   CHECK(overlaps(dir, ended) == 0);
 }
 
