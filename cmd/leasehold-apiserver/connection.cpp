@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +87,8 @@ int to_ms(time_t sec, time_t usec) {
   return static_cast<int>(std::min<long long>(INT_MAX, sec * 1000LL + usec / 1000));
 }
 
+constexpr std::size_t max_held = 256 * 1024;            // a held answer's bytes, at most
+constexpr std::size_t max_pipelined_held = 64 * 1024;   // held for the next pipelined answer
 constexpr int tls_retries = 1000;   // SSL_read/SSL_write WANT_* rounds, as httplib
 
 } // namespace
@@ -165,6 +166,8 @@ ssize_t connection_stream::fill() {
 
 ssize_t connection_stream::read(char* ptr, std::size_t size) {
   if (off_ == end_) {
+    if (!flush())   // the answers held for this batch, before any wait for more bytes
+      return -1;
     if (ssl_ != nullptr && !is_readable())
       return -1;
     if (auto n = fill(); n <= 0)
@@ -179,61 +182,37 @@ ssize_t connection_stream::read(char* ptr, std::size_t size) {
 ssize_t connection_stream::write(const char* ptr, std::size_t size) {
   if (head_next_) {
     head_next_ = false;
-    if (announces_body(ptr, size)) {
-      held_.assign(ptr, size);
-      return static_cast<ssize_t>(size);
-    }
+    holding_ = announces_body(ptr, size);
   }
-  if (!held_.empty()) {
-    std::string head;
-    head.swap(held_);
-    return write_all(head.data(), head.size(), ptr, size) ? static_cast<ssize_t>(size) : -1;
+  if (holding_) {
+    out_.append(ptr, size);
+    if (out_.size() >= max_held && !flush())   // a large body goes out as it is written
+      return -1;
+    return static_cast<ssize_t>(size);
   }
+  if (!flush())   // what is held goes first (a watch stream after pipelined answers)
+    return -1;
   return write_some(ptr, size);
 }
 
 void connection_stream::end_answer() {
-  head_next_ = false;
-  if (held_.empty())
-    return;
-  std::string head;
-  head.swap(held_);
-  write_all(head.data(), head.size(), nullptr, 0);
+  head_next_ = holding_ = false;
+  if (!(buffered() && out_.size() < max_pipelined_held))
+    flush();
 }
 
-bool connection_stream::write_all(const char* a, std::size_t a_size, const char* b, std::size_t b_size) {
-  if (ssl_ != nullptr) {   // one TLS record for a small answer
-    std::string both;
-    if (a_size + b_size <= buf_.size()) {
-      both.reserve(a_size + b_size);
-      both.append(a, a_size).append(b, b_size);
-      a = both.data(), a_size = both.size(), b_size = 0;
-    }
-    for (auto [p, n] : {std::pair{a, a_size}, std::pair{b, b_size}})
-      for (ssize_t k; n > 0; p += k, n -= static_cast<std::size_t>(k))
-        if ((k = write_some(p, n)) <= 0)
-          return false;
+bool connection_stream::flush() {
+  if (out_.empty())
     return true;
-  }
-  if (!is_writable())
-    return false;
-  iovec iov[2] = {{const_cast<char*>(a), a_size}, {const_cast<char*>(b), b_size}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  while (iov[0].iov_len + iov[1].iov_len > 0) {
-    auto n = ::sendmsg(sock_, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
+  std::string held;
+  held.swap(out_);
+  return write_all(held.data(), held.size());
+}
+
+bool connection_stream::write_all(const char* ptr, std::size_t size) {
+  for (ssize_t k; size > 0; ptr += k, size -= static_cast<std::size_t>(k))
+    if ((k = write_some(ptr, size)) <= 0)
       return false;
-    for (auto& v : iov) {   // skip what was sent
-      auto k = std::min(v.iov_len, static_cast<std::size_t>(n));
-      v.iov_base = static_cast<char*>(v.iov_base) + k;
-      v.iov_len -= k;
-      n -= static_cast<ssize_t>(k);
-    }
-  }
   return true;
 }
 
@@ -279,6 +258,8 @@ bool connection_stream::next_request(const std::atomic<socket_t>& server_socket,
   while (server_socket != INVALID_SOCKET) {
     if (buffered())
       return true;
+    if (!flush())
+      return false;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
     if (left <= 0)
       return false;
@@ -302,10 +283,13 @@ bool pipelined_server<Base>::serve(connection_stream& strm, SSL* ssl) {
     bool closed = false;
     strm.begin_answer();
     ret = this->process_request(strm, count == 1, closed, setup);
+    if (took_drop())   // cut as a network would: what it held is lost with it
+      return false;
     strm.end_answer();
     if (!ret || closed)
       break;
   }
+  strm.flush();   // the last answers, held for a request that will not be served
   return ret;
 }
 

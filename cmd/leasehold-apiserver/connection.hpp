@@ -46,20 +46,25 @@ public:
   /// or once the server socket is closed (checked every 100 ms).
   bool next_request(const std::atomic<socket_t>& server_socket, long idle_ms);
 
-  /// An answer begins: its first write (status line and headers) is held
-  /// when a Content-Length body follows, and sent with the body in one
-  /// write (one segment, one wake-up of the client instead of two).
+  /// An answer begins. An answer with a Content-Length body (head and
+  /// body) is held until it ends, and sent in one write (one segment, one
+  /// wake-up of the client instead of two).
   void begin_answer() { head_next_ = true; }
-  /// Sends what is held (the answer ended without a body write).
+  /// The answer ended. When the next pipelined request is already here,
+  /// what is held waits for its answer too (up to 64 KiB): a batch of
+  /// pipelined requests is answered in one write, not one per request.
+  /// Nothing stays held while the stream waits for bytes.
   void end_answer();
+  /// Sends what is held; false on failure.
+  bool flush();
 
 private:
   bool buffered() const;
   /// One read from the socket (or OpenSSL) into the empty buffer, waiting
   /// at most the read timeout.
   ssize_t fill();
-  /// Writes all of a then b; false on failure.
-  bool write_all(const char* a, std::size_t a_size, const char* b, std::size_t b_size);
+  /// Writes all of it; false on failure.
+  bool write_all(const char* ptr, std::size_t size);
   ssize_t write_some(const char* ptr, std::size_t size);
 
   socket_t sock_;
@@ -68,7 +73,8 @@ private:
   std::vector<char> buf_;
   std::size_t off_ = 0, end_ = 0;
   bool head_next_ = false;
-  std::string held_;   // an answer's head waiting for its body
+  bool holding_ = false;   // the answer being written is held whole (Content-Length)
+  std::string out_;        // held answers, sent by flush()
   // The connection's endpoints, looked up once (every request asks them).
   mutable std::optional<endpoint> remote_, local_;
 };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 #include "transport/common/listen.hpp"
 
@@ -46,7 +47,16 @@ void shutdown_sockets(Match match) {
 
 } // namespace
 
+namespace {
+thread_local bool dropped_here = false;
+}
+
+bool took_drop() {
+  return std::exchange(dropped_here, false);
+}
+
 void drop_connection(const httplib::Request& req) {
+  dropped_here = true;
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
   if (req.ssl != nullptr) {
     ::shutdown(SSL_get_fd(req.ssl), SHUT_RDWR);

@@ -35,8 +35,15 @@ struct endpoint {
 
 endpoint endpoint_of(const sockaddr_storage& sa);
 
-/// Closes the connection a request arrived on, without an answer.
+/// Closes the connection a request arrived on, without an answer. The
+/// thread serving it (the caller: a handler or a watch stream) learns so
+/// from took_drop().
 void drop_connection(const httplib::Request& req);
+
+/// Whether this thread dropped its connection since it last asked (then
+/// it serves no more of that connection's pipelined requests, and the
+/// answers it held for them are lost, as in a cut).
+bool took_drop();
 
 /// Closes every connection accepted on `port` (after its listener closed).
 void drop_connections(int port);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstddef>
+#include <cstdint>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -147,6 +149,21 @@ public:
 
   /// The server closed the connection (a read saw its end).
   bool ended() const { return ended_; }
+
+  /// The TCP segments with data this connection received so far (the
+  /// kernel's tcpi_data_segs_in: glibc's tcp_info stops before it).
+  std::uint32_t data_segments_in() const {
+    struct kernel_tcp_info {
+      tcp_info known;   // glibc's 104 bytes, as the kernel lays them out
+      std::uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+      std::uint32_t segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in, data_segs_out;
+    } info{};
+    static_assert(sizeof(tcp_info) == 104, "glibc's tcp_info changed: look again at the layout");
+    socklen_t size = sizeof info;
+    REQUIRE(::getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &info, &size) == 0);
+    REQUIRE(size >= offsetof(kernel_tcp_info, data_segs_out));
+    return info.data_segs_in;
+  }
 
 private:
   /// Reads what arrives within `timeout_ms`; false on timeout or end.
@@ -303,6 +320,27 @@ TEST_CASE("pipelining: 100 PUTs in one write, each renewing its own lease, all a
     CHECK(name_of(renewed[i]) == "l" + std::to_string(i));
     CHECK(renewed[i].body["spec"]["holderIdentity"] == "renewed");
   }
+}
+
+TEST_CASE("pipelining: a batch's answers go out together, not one write each") {
+  pipelining_server s(plain_then_tls());
+  raw_connection c(s);
+  constexpr int n = 20;
+  create_leases(c, n);
+  std::string batch;
+  for (int i = 0; i < n; ++i)
+    batch += http("GET", leases + "/l" + std::to_string(i));
+  auto before = c.data_segments_in();
+  c.send(batch);   // ~3 KB: the server reads it whole, answers ~12 KB
+  auto got = c.answers(n);
+  REQUIRE(got.size() == n);
+  for (int i = 0; i < n; ++i)
+    CHECK(name_of(got[i]) == "l" + std::to_string(i));
+  // One write of all the answers (TLS: a record per 16 KiB, each its own
+  // segment); an answer per write was 20 segments.
+  auto segments = c.data_segments_in() - before;
+  MESSAGE(n << " pipelined answers came in " << segments << " segments");
+  CHECK(segments <= 3);
 }
 
 TEST_CASE("pipelining: a batch, then more requests later on the same connection") {
