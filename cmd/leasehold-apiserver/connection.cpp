@@ -204,9 +204,9 @@ void connection_stream::end_answer() {
 bool connection_stream::flush() {
   if (out_.empty())
     return true;
-  std::string held;
-  held.swap(out_);
-  return write_all(held.data(), held.size());
+  bool ok = write_all(out_.data(), out_.size());
+  out_.clear();   // its room stays for the next batch (growing it again cost ~10 % of the store's CPU)
+  return ok;
 }
 
 bool connection_stream::write_all(const char* ptr, std::size_t size) {

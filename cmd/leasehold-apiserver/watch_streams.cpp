@@ -157,9 +157,18 @@ bool local_api_server::impl::watch_step(watch_stream& w, const httplib::Request&
           return false;
       }
       if (!w.pending.empty()) {   // the lines queued so far in one write (one chunk)
-        std::string lines = std::move(w.pending.front());
-        w.pending.pop_front();
-        for (; !w.pending.empty() && lines.size() < 64 * 1024; w.pending.pop_front())
+        constexpr std::size_t chunk = 64 * 1024;
+        std::size_t size = 0, count = 0;
+        for (auto it = w.pending.begin(); it != w.pending.end() && size < chunk; ++it, ++count)
+          size += it->size();
+        if (count == 1) {
+          std::string line = std::move(w.pending.front());
+          w.pending.pop_front();
+          return sink.write(line.data(), line.size());
+        }
+        std::string lines;
+        lines.reserve(size);   // one allocation, not one per doubling
+        for (; count > 0; --count, w.pending.pop_front())
           lines += w.pending.front();
         return sink.write(lines.data(), lines.size());
       }
