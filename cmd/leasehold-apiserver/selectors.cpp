@@ -37,16 +37,6 @@ std::vector<std::string> split_terms(const std::string& s) {
   return terms;
 }
 
-std::optional<std::string> string_at(const json& object, const char* section, const std::string& key) {
-  auto s = object.find(section);
-  if (s == object.end() || !s->is_object())
-    return std::nullopt;
-  auto v = s->find(key);
-  if (v == s->end() || !v->is_string())
-    return std::nullopt;
-  return v->get<std::string>();
-}
-
 /// The field labels a fieldSelector may name: a Lease's (metadata) and an
 /// Event's, as kubectl uses them (`kubectl describe lease` lists the Lease's
 /// Events with involvedObject.name/namespace/kind/uid), each with the JSON
@@ -182,18 +172,25 @@ bool object_filter::matches(const json& object) const {
   auto md = object.find("metadata");
   if (md == object.end() || !md->is_object())
     return false;
-  if (!ns_.empty() && string_at(object, "metadata", "namespace") != ns_)
-    return false;
+  // Looked up in place: every event is matched for every watcher, twice
+  // for a MODIFIED one (its object and the one before).
+  if (!ns_.empty()) {
+    auto ns = md->find("namespace");
+    if (ns == md->end() || !ns->is_string() || ns->get_ref<const std::string&>() != ns_)
+      return false;
+  }
   for (auto& r : fields_)
     if (!r.holds(field_value(object, *field_path(r.key))))
       return false;
   if (labels_.empty())
     return true;
-  json labels = md->value("labels", json::object());
+  auto labels = md->find("labels");
+  bool any = labels != md->end() && labels->is_object();
   for (auto& r : labels_) {
-    auto v = labels.is_object() && labels.contains(r.key) && labels[r.key].is_string()
-               ? std::optional<std::string>(labels[r.key].get<std::string>())
-               : std::nullopt;
+    std::optional<std::string> v;
+    if (any)
+      if (auto it = labels->find(r.key); it != labels->end() && it->is_string())
+        v = it->get<std::string>();
     if (!r.holds(v))
       return false;
   }
