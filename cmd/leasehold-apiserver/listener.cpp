@@ -45,11 +45,10 @@ void shutdown_sockets(Match match) {
   });
 }
 
-} // namespace
-
-namespace {
+/// drop_connection was called on this thread (took_drop).
 thread_local bool dropped_here = false;
-}
+
+} // namespace
 
 bool took_drop() {
   return std::exchange(dropped_here, false);
