@@ -5,10 +5,12 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "transport/common/base64.hpp"
+#include "transport/json_cursor.hpp"
 
 namespace leasehold {
 
@@ -118,12 +120,55 @@ parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
 }
 
 
+namespace {
+
+/// The record's members that to_lease reads, from `value` read in place
+/// (json_cursor) when it is plain: ASCII, one object, each of those members
+/// at most once and of its type (strings without escapes, an int, a time
+/// parse_micro_time reads). Anything else is left to the document path,
+/// whose answer stands: false. Every key's value is read or stepped over
+/// (json_cursor checks the grammar), so a text this accepts nlohmann reads
+/// the same.
+bool read_plain_record(std::string_view value, lease_spec& spec) {
+  if (!json_ascii(value))
+    return false;
+  json_cursor c(value);
+  unsigned seen = 0;
+  auto once = [&](unsigned bit) { return !(std::exchange(seen, seen | bit) & bit); };
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "holderIdentity")
+      return once(1) && read_plain(c, spec.holder_identity);
+    if (k == "leaseDurationSeconds") {
+      int d = 0;
+      if (!once(2) || !read_int(c, d))
+        return false;
+      spec.lease_duration_seconds = d;
+      return true;
+    }
+    if (k == "acquireTime")
+      return once(4) && read_time(c, spec.acquire_time);
+    if (k == "preferredHolder")
+      return once(8) && read_plain(c, spec.preferred_holder);
+    if (k == "strategy")
+      return once(16) && read_plain(c, spec.strategy);
+    return c.value();
+  });
+  return ok && c.at_end();
+}
+
+} // namespace
+
 parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::string& where) {
   parse_result<lease> out;
-  auto v = json::parse(kv.value, nullptr, false);
-  if (!v.is_object()) {
-    out.error = where + ".value: not a JSON object";
-    return out;
+  lease plain;
+  bool fast = read_plain_record(kv.value, plain.spec);
+  json v;
+  if (!fast) {
+    v = json::parse(kv.value, nullptr, false);
+    if (!v.is_object()) {
+      out.error = where + ".value: not a JSON object";
+      return out;
+    }
   }
   lease l;
   l.ns = k.ns;
@@ -133,6 +178,12 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
   if (kv.create_revision > INT_MAX) {
     out.error = where + ".create_revision: " + std::to_string(kv.create_revision)
                 + " exceeds the fencing token range (int32)";
+    return out;
+  }
+  if (fast) {
+    plain.spec.lease_transitions = static_cast<int>(kv.create_revision);
+    l.spec = std::move(plain.spec);
+    out.value = std::move(l);
     return out;
   }
   l.spec.lease_transitions = static_cast<int>(kv.create_revision);

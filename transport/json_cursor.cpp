@@ -1,5 +1,8 @@
 #include "transport/json_cursor.hpp"
 
+#include <charconv>
+#include <climits>
+
 namespace leasehold {
 
 namespace {
@@ -198,6 +201,43 @@ bool json_cursor::member(std::string_view name) {
       return false;
   } while (eat(','));
   return false;
+}
+
+bool json_ascii(std::string_view text) {
+  for (unsigned char c : text)
+    if (c >= 0x80)
+      return false;
+  return true;
+}
+
+bool read_plain(json_cursor& c, std::string& out) {
+  std::string_view v;
+  bool plain;
+  if (!c.string(v, plain) || !plain)
+    return false;
+  out.assign(v.data(), v.size());
+  return true;
+}
+
+bool read_int(json_cursor& c, int& out) {
+  std::string_view t;
+  bool integer;
+  if (!c.number(t, integer) || !integer)
+    return false;
+  long long v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc{} || end != t.data() + t.size() || v < INT_MIN || v > INT_MAX)
+    return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool read_time(json_cursor& c, std::optional<wall_time>& out) {
+  std::string text;
+  if (!read_plain(c, text))
+    return false;
+  out = parse_micro_time(text);
+  return out.has_value();
 }
 
 } // namespace leasehold

@@ -9,7 +9,11 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
+
+#include "leasehold/lease.hpp"   // wall_time
 
 namespace leasehold {
 
@@ -61,5 +65,15 @@ private:
   std::string_view s_;
   std::size_t i_ = 0;
 };
+
+/// No byte >= 0x80 in `text` (then the cursor's plain strings are the
+/// document's strings, and no UTF-8 is left to check).
+bool json_ascii(std::string_view text);
+/// A plain string next (no escape: its contents are its value).
+bool read_plain(json_cursor& c, std::string& out);
+/// An integer next that fits an int.
+bool read_int(json_cursor& c, int& out);
+/// A plain string next that parse_micro_time reads.
+bool read_time(json_cursor& c, std::optional<wall_time>& out);
 
 } // namespace leasehold

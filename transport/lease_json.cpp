@@ -1,7 +1,5 @@
 #include "transport/lease_json.hpp"
 
-#include <charconv>
-#include <climits>
 
 #include "transport/json_cursor.hpp"
 
@@ -14,45 +12,6 @@ using json = nlohmann::json;
 constexpr std::string_view lease_api_version = "coordination.k8s.io/v1";
 
 // --- reading -------------------------------------------------------------------
-
-bool ascii(std::string_view text) {
-  for (unsigned char c : text)
-    if (c >= 0x80)
-      return false;
-  return true;
-}
-
-/// A plain string next (no escape: its contents are its value).
-bool read_plain(json_cursor& c, std::string& out) {
-  std::string_view v;
-  bool plain;
-  if (!c.string(v, plain) || !plain)
-    return false;
-  out.assign(v.data(), v.size());
-  return true;
-}
-
-/// An integer next that fits an int.
-bool read_int(json_cursor& c, int& out) {
-  std::string_view t;
-  bool integer;
-  if (!c.number(t, integer) || !integer)
-    return false;
-  long long v = 0;
-  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec != std::errc{} || end != t.data() + t.size() || v < INT_MIN || v > INT_MAX)
-    return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-bool read_time(json_cursor& c, std::optional<wall_time>& out) {
-  std::string text;
-  if (!read_plain(c, text))
-    return false;
-  out = parse_micro_time(text);
-  return out.has_value();
-}
 
 /// A member leasehold does not model: its value kept in `into[key]`.
 bool keep(json_cursor& c, std::string_view key, json& into) {
@@ -254,7 +213,7 @@ const std::array<std::string_view, 5> modelled_metadata = keys_of(metadata_membe
 const std::array<std::string_view, 7> modelled_spec = keys_of(spec_members);
 
 std::optional<lease> read_plain_lease(std::string_view text) {
-  if (!ascii(text))
+  if (!json_ascii(text))
     return std::nullopt;
   json_cursor c(text);
   lease l;

@@ -303,6 +303,100 @@ TEST_CASE("an etcd watch's kept record gives back every field to_lease read, pre
   CHECK(sizeof(etcd_record) - 2 * sizeof(std::string) <= 96);
 }
 
+namespace {
+
+/// to_lease's reading of a record's value by nlohmann's document alone (as
+/// it read before its fast path): the reference the fast path must match.
+leasehold::parse_result<leasehold::lease_spec> document_spec(const std::string& value, int transitions) {
+  leasehold::parse_result<leasehold::lease_spec> out;
+  auto v = nlohmann::json::parse(value, nullptr, false);
+  if (!v.is_object()) {
+    out.error = "kv.value: not a JSON object";
+    return out;
+  }
+  leasehold::lease_spec spec;
+  spec.lease_transitions = transitions;
+  if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
+    spec.holder_identity = h->get<std::string>();
+  if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
+    spec.lease_duration_seconds = d->get<int>();
+  if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
+    spec.acquire_time = leasehold::parse_micro_time(a->get<std::string>());
+  if (auto f = v.find("preferredHolder"); f != v.end() && f->is_string())
+    spec.preferred_holder = f->get<std::string>();
+  if (auto f = v.find("strategy"); f != v.end() && f->is_string())
+    spec.strategy = f->get<std::string>();
+  out.value = spec;
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("an etcd record's value read in place is what nlohmann's document reads, value or error, over 40 values") {
+  // Issue 19: to_lease reads a plain value with json_cursor; anything it
+  // does not handle (an escape, a byte >= 0x80, a mistyped or repeated
+  // member, invalid JSON) goes to the document, whose answer stands.
+  const std::vector<std::string> values = {
+    R"({"holderIdentity":"A","leaseDurationSeconds":15,"acquireTime":"2026-12-05T08:00:00.000000Z"})",
+    R"({"holderIdentity":"","leaseDurationSeconds":15})",
+    R"({})",
+    R"( { "holderIdentity" : "A" , "leaseDurationSeconds" : 15 } )",
+    R"({"holderIdentity":"A","preferredHolder":"B","strategy":"OldestEmulationVersion"})",
+    R"({"holderIdentity":"A","other":{"x":[1,2,{"y":null}]},"n":1.5e3,"t":true})",
+    R"({"holderIdentity":"A\u0042"})",
+    R"({"holderIdentity":"A\"B"})",
+    "{\"holderIdentity\":\"\xc3\xa9\"}",
+    "{\"holderIdentity\":\"A\",\"x\":\"\xff\"}",
+    R"({"holderIdentity":5})",
+    R"({"holderIdentity":null,"leaseDurationSeconds":15})",
+    R"({"holderIdentity":["A"]})",
+    R"({"leaseDurationSeconds":"15"})",
+    R"({"leaseDurationSeconds":15.0})",
+    R"({"leaseDurationSeconds":1e1})",
+    R"({"leaseDurationSeconds":-3})",
+    R"({"leaseDurationSeconds":-0})",
+    R"({"leaseDurationSeconds":2147483647})",
+    R"({"leaseDurationSeconds":2147483648})",
+    R"({"leaseDurationSeconds":99999999999999999999999})",
+    R"({"leaseDurationSeconds":015})",
+    R"({"acquireTime":"not a time"})",
+    R"({"acquireTime":"2026-12-05T08:00:00Z"})",
+    R"({"acquireTime":"2026-12-05T08:00:00.123+02:00"})",
+    R"({"acquireTime":7})",
+    R"({"holderIdentity":"A","holderIdentity":"B"})",
+    R"({"holderIdentity":"A","holderIdentity":7})",
+    R"({"holder\u0049dentity":"A"})",
+    R"({"holderIdentity":"A"} x)",
+    R"({"holderIdentity":"A",})",
+    R"({"holderIdentity":"A")",
+    R"({"holderIdentity":"A"}})",
+    R"(["holderIdentity","A"])",
+    R"("A")",
+    R"(null)",
+    "",
+    "   ",
+    R"({"holderIdentity":"A","deep":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]})",
+    "{\"holderIdentity\":\"A\tB\"}",   // a raw tab: invalid JSON
+  };
+  for (auto& value : values) {
+    CAPTURE(value);
+    leasehold::etcd_kv k{"/lh/ns1/lock", 7, 9, "694d9a0e1c2b3d4f", value};
+    auto got = leasehold::to_lease({"ns1", "lock"}, k, "kv");
+    auto want = document_spec(value, 7);
+    REQUIRE(got.ok() == want.ok());
+    if (!want.ok()) {
+      CHECK(got.error == want.error);
+      continue;
+    }
+    CHECK(got.value->spec == *want.value);
+    CHECK(got.value->spec.holder_identity == want.value->holder_identity);
+    CHECK(got.value->spec.lease_duration_seconds == want.value->lease_duration_seconds);
+    CHECK(got.value->spec.acquire_time == want.value->acquire_time);
+    CHECK(got.value->resource_version == "9");
+    CHECK(got.value->name == "lock");
+  }
+}
+
 TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease name") {
   CHECK(scope.dir() == "/lh/ns1/");
   CHECK(scope.key("lock") == "/lh/ns1/lock");
