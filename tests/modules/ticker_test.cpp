@@ -114,6 +114,22 @@ TEST_CASE_FIXTURE(fixture, "ticker applies a new interval from module_settings a
   sched.run();
 }
 
+TEST_CASE_FIXTURE(fixture, "a leader-only ticker does not tick in its fence's last 50 ms: its line would land past the fence") {
+  // A demo run journaled a tick 67 us after its fence's valid_until: the
+  // tick checked the fence just before the end, then wrote its line.
+  auto t = spawn_ticker({{"interval_ms", 1000}}, 1000ms + 1ms);
+  advance(1500ms);
+  CHECK(ticks() == 0);
+  CHECK(log.count("tick skipped") == 1);
+  caf::anon_send_exit(t, caf::exit_reason::user_shutdown);
+  sched.run();
+  auto u = spawn_ticker({{"interval_ms", 1000}}, 1000ms + 60ms);   // 60 ms left: it ticks
+  advance(1500ms);
+  CHECK(ticks() == 1);
+  caf::anon_send_exit(u, caf::exit_reason::user_shutdown);
+  sched.run();
+}
+
 TEST_CASE_FIXTURE(fixture, "a leader-only ticker skips ticks once its fence expires") {
   auto t = spawn_ticker({{"interval_ms", 1000}}, 2500ms);
   advance(4s);
