@@ -160,43 +160,37 @@ bool read_plain_record(std::string_view value, lease_spec& spec) {
 
 parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::string& where) {
   parse_result<lease> out;
-  lease plain;
-  bool fast = read_plain_record(kv.value, plain.spec);
-  json v;
-  if (!fast) {
-    v = json::parse(kv.value, nullptr, false);
+  lease_spec spec;
+  if (!read_plain_record(kv.value, spec)) {
+    spec = lease_spec{};   // what the cursor read before it gave up is not the document's
+    auto v = json::parse(kv.value, nullptr, false);
     if (!v.is_object()) {
       out.error = where + ".value: not a JSON object";
       return out;
     }
+    if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
+      spec.holder_identity = h->get<std::string>();
+    if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
+      spec.lease_duration_seconds = d->get<int>();
+    if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
+      spec.acquire_time = parse_micro_time(a->get<std::string>());
+    for (auto [field, dst] : {std::pair{"preferredHolder", &spec.preferred_holder},
+                              std::pair{"strategy", &spec.strategy}})
+      if (auto f = v.find(field); f != v.end() && f->is_string())
+        *dst = f->get<std::string>();
   }
-  lease l;
-  l.ns = k.ns;
-  l.name = k.name;
-  l.resource_version = std::to_string(kv.mod_revision);
-  l.etcd_lease_id = kv.lease_id;
   if (kv.create_revision > INT_MAX) {
     out.error = where + ".create_revision: " + std::to_string(kv.create_revision)
                 + " exceeds the fencing token range (int32)";
     return out;
   }
-  if (fast) {
-    plain.spec.lease_transitions = static_cast<int>(kv.create_revision);
-    l.spec = std::move(plain.spec);
-    out.value = std::move(l);
-    return out;
-  }
-  l.spec.lease_transitions = static_cast<int>(kv.create_revision);
-  if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
-    l.spec.holder_identity = h->get<std::string>();
-  if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
-    l.spec.lease_duration_seconds = d->get<int>();
-  if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
-    l.spec.acquire_time = parse_micro_time(a->get<std::string>());
-  for (auto [field, dst] : {std::pair{"preferredHolder", &l.spec.preferred_holder},
-                            std::pair{"strategy", &l.spec.strategy}})
-    if (auto f = v.find(field); f != v.end() && f->is_string())
-      *dst = f->get<std::string>();
+  spec.lease_transitions = static_cast<int>(kv.create_revision);
+  lease l;
+  l.ns = k.ns;
+  l.name = k.name;
+  l.resource_version = std::to_string(kv.mod_revision);
+  l.etcd_lease_id = kv.lease_id;
+  l.spec = std::move(spec);
   out.value = std::move(l);
   return out;
 }
