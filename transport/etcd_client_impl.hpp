@@ -31,12 +31,16 @@ struct etcd_client::impl {
   std::shared_ptr<ttl_cache> readings;
   std::shared_ptr<etcd_session> session;
   etcd_session::call_fn caller;
+  etcd_text_call text_caller;
 
   impl(etcd_config c, std::shared_ptr<ttl_cache> r, std::shared_ptr<etcd_session> s)
     : conn(std::move(c)), cfg(conn.config()),
       readings(r ? std::move(r) : std::make_shared<ttl_cache>()),
       session(s ? std::move(s) : std::make_shared<etcd_session>()),
-      caller([this](const std::string& path, const json& body) { return call(path, body); }) {}
+      caller([this](const std::string& path, const json& body) { return call(path, body); }),
+      text_caller([this](const std::string& path, const std::string& text) {
+        return conn.call_text(path, text);
+      }) {}
 
   api_result<json> call(const std::string& path, const json& body) { return conn.call(path, body); }
 
@@ -70,7 +74,7 @@ struct etcd_client::impl {
 
   /// Keys `ks` read at once (etcd_ranges).
   std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
-    return etcd_ranges(caller, ks, key_fn());
+    return etcd_ranges(text_caller, ks, key_fn());
   }
 
   api_error not_found(const lease_key& k, std::string why) {

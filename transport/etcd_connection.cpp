@@ -51,25 +51,20 @@ etcd_connection::etcd_connection(etcd_config c) : cfg(std::move(c)) {
 
 etcd_connection::~etcd_connection() = default;
 
-/// One exchange with the current server: the parsed JSON body of a 2xx
-/// reply, or the error (gRPC code mapped) of anything else.
-api_result<json> etcd_connection::exchange(http_client& server, const std::string& path,
-                                         const json& body) {
+/// One exchange with the current server: the body of a 2xx reply (text),
+/// or the error (gRPC code mapped) of anything else.
+api_result<std::string> etcd_connection::exchange(http_client& server, const std::string& path,
+                                                  const std::string& text) {
   http_headers headers;
   if (!token.empty())
     headers.emplace_back("Authorization", token);
-  auto text = body.dump();
   auto r = server.send("POST", path, &text, headers);
   if (!r.ok())
-    return api_result<json>::failure(r.error);
-  auto parsed = json::parse(r.value->body, nullptr, false);
+    return api_result<std::string>::failure(r.error);
   int status = r.value->status;
-  if (status >= 200 && status < 300) {
-    if (!parsed.is_object())
-      return api_result<json>::failure(api_error{error_kind::malformed_body, status, "POST", path,
-          "body: not a JSON object"});
-    return api_result<json>::success(std::move(parsed));
-  }
+  if (status >= 200 && status < 300)
+    return api_result<std::string>::success(std::move(r.value->body));
+  auto parsed = json::parse(r.value->body, nullptr, false);
   int code = 0;
   std::string reason = "HTTP " + std::to_string(status);
   if (parsed.is_object()) {
@@ -78,13 +73,25 @@ api_result<json> etcd_connection::exchange(http_client& server, const std::strin
     if (auto m = parsed.find("message"); m != parsed.end() && m->is_string())
       reason = m->get<std::string>();
   }
-  return api_result<json>::failure(
+  return api_result<std::string>::failure(
     api_error{grpc_kind(code, status), status, "POST", path, reason});
+}
+
+api_result<json> etcd_connection::object_of(const std::string& path, const std::string& body,
+                                            const std::string& endpoint) {
+  auto parsed = json::parse(body, nullptr, false);
+  if (!parsed.is_object())
+    return api_result<json>::failure(api_error{
+      error_kind::malformed_body, 200, "POST", path,
+      "body: not a JSON object" + (endpoint.empty() ? "" : " (endpoint " + endpoint + ")")});
+  return api_result<json>::success(std::move(parsed));
 }
 
 bool etcd_connection::authenticate(http_client& server, api_error& err) {
   const std::string path = "/v3/auth/authenticate";
-  auto r = exchange(server, path, {{"name", cfg.username}, {"password", cfg.password}});
+  json body = {{"name", cfg.username}, {"password", cfg.password}};
+  auto t = exchange(server, path, body.dump());
+  auto r = t.ok() ? object_of(path, *t.value) : api_result<json>::failure(t.error);
   if (!r.ok()) {
     err = r.error;
     return false;
@@ -99,17 +106,25 @@ bool etcd_connection::authenticate(http_client& server, api_error& err) {
 }
 
 api_result<json> etcd_connection::call(const std::string& path, const json& body) {
+  auto r = call_text(path, body.dump());
+  if (!r.ok())
+    return api_result<json>::failure(r.error);
+  return object_of(path, *r.value, current_endpoint());
+}
+
+api_result<std::string> etcd_connection::call_text(const std::string& path,
+                                                   const std::string& text) {
   api_error last = api_error{error_kind::other, 0, "POST", path, "no endpoints"};
   bool reauthenticated = false;
   for (size_t tries = 0; tries < servers.size(); ++tries) {
     auto& server = *servers[current];
     if (!cfg.username.empty() && token.empty() && !authenticate(server, last)) {
       if (!fail_over_on(last.kind))
-        return api_result<json>::failure(last);
+        return api_result<std::string>::failure(last);
       current = (current + 1) % servers.size();
       continue;
     }
-    auto r = exchange(server, path, body);
+    auto r = exchange(server, path, text);
     if (r.ok())
       return r;
     last = r.error;
@@ -121,10 +136,10 @@ api_result<json> etcd_connection::call(const std::string& path, const json& body
       continue;
     }
     if (!fail_over_on(r.kind()))
-      return api_result<json>::failure(last);
+      return api_result<std::string>::failure(last);
     current = (current + 1) % servers.size();
   }
-  return api_result<json>::failure(last);
+  return api_result<std::string>::failure(last);
 }
 
 api_error etcd_connection::stream(const std::string& path, const json& body, std::chrono::milliseconds idle,

@@ -32,6 +32,14 @@ public:
   /// POST `body` to `path`, failing over between endpoints: the reply body
   /// (a JSON object), or the error (gRPC code mapped, endpoint named).
   api_result<nlohmann::json> call(const std::string& path, const nlohmann::json& body);
+  /// As call(), with the body already serialized (`text`) and the reply's
+  /// body returned as text, unparsed: a reader that takes what it needs in
+  /// place (etcd_ranges) and gives the rest to object_of.
+  api_result<std::string> call_text(const std::string& path, const std::string& text);
+  /// A 2xx reply body of `path` (from `endpoint`, named in the error when
+  /// given) as call() answers it: a JSON object, or malformed_body.
+  static api_result<nlohmann::json> object_of(const std::string& path, const std::string& body,
+                                              const std::string& endpoint = "");
   /// One streaming POST (a watch) to the current endpoint, authenticated
   /// like call(). A failure after which another endpoint may answer moves
   /// the next call to the next endpoint, except a stream that opened and
@@ -50,8 +58,8 @@ public:
   const std::string& current_endpoint() const { return cfg.endpoints.at(current); }
 
 private:
-  api_result<nlohmann::json> exchange(http_client& server, const std::string& path,
-                                      const nlohmann::json& body);
+  api_result<std::string> exchange(http_client& server, const std::string& path,
+                                   const std::string& text);
   bool authenticate(http_client& server, api_error& err);
 
   etcd_config cfg;

@@ -2,11 +2,15 @@
 #include "transport/etcd_txn_reads.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "transport/common/base64.hpp"
+#include "transport/etcd_connection.hpp"
+#include "transport/json_cursor.hpp"
 
 namespace leasehold {
 
@@ -60,68 +64,237 @@ bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_sessio
 }
 
 
-api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
-                                          std::int64_t revision, const std::string& path) {
-  auto kv = first_kv(reply);
+namespace {
+
+/// Key `k` with range answer kvs[0] `kv` (or its error) at `range_revision`
+/// (0: none, then `revision`); errors named `where()`.
+template <class Where>
+api_result<etcd_current_key> current_of(const lease_key& k,
+                                        parse_result<std::optional<etcd_kv>> kv,
+                                        std::int64_t range_revision, std::int64_t revision,
+                                        Where&& where) {
   if (!kv.ok())
     return api_result<etcd_current_key>::failure(
-      api_error{error_kind::malformed_body, 200, "POST", path, kv.error});
+      api_error{error_kind::malformed_body, 200, "POST", where(), kv.error});
   etcd_current_key out;
-  out.kv = *kv.value;
-  out.revision = header_revision(reply);
-  if (out.revision <= 0)
-    out.revision = revision;
+  out.kv = std::move(*kv.value);
+  out.revision = range_revision > 0 ? range_revision : revision;
   if (out.kv) {
     auto rec = to_lease(k, *out.kv);
     if (!rec.ok())
       return api_result<etcd_current_key>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
+        api_error{error_kind::malformed_body, 200, "POST", where(), rec.error});
     out.record = std::move(rec.value);
   }
   return api_result<etcd_current_key>::success(std::move(out));
 }
 
+/// An int64 as etcd's gateway sends it next: a plain string of digits, or
+/// an integer, that fits an int64 (int64_field reads both the same).
+bool read_int64(json_cursor& c, std::int64_t& out) {
+  std::string_view t;
+  bool flag = false;
+  json_cursor probe = c;
+  if (probe.string(t, flag)) {
+    if (!flag)
+      return false;
+    c = probe;
+  } else if (!c.number(t, flag) || !flag) {
+    return false;
+  }
+  if (t.empty() || t.size() > 19)
+    return false;
+  for (char ch : t)
+    if (ch < '0' || ch > '9')
+      return false;
+  return std::from_chars(t.data(), t.data() + t.size(), out).ec == std::errc{};
+}
+
+/// A header object next: its revision (0 when it has none).
+bool read_header(json_cursor& c, std::int64_t& revision) {
+  json_members_seen seen;
+  return c.object([&](std::string_view k) {
+    if (k != "revision")
+      return c.value();
+    return seen.first(1) && read_int64(c, revision);
+  });
+}
+
+/// A base64 string next (plain), decoded.
+bool read_bytes(json_cursor& c, std::string& out) {
+  std::string text;
+  if (!read_plain(c, text))
+    return false;
+  auto bytes = decode_base64(text);
+  if (!bytes)
+    return false;
+  out = std::move(*bytes);
+  return true;
+}
+
+/// A key-value object next, as parse_kv reads a valid one.
+bool read_kv(json_cursor& c, etcd_kv& kv) {
+  json_members_seen seen;
+  auto once = [&](unsigned bit) { return seen.first(bit); };
+  kv.lease_id = "0";
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "key")
+      return once(1) && read_bytes(c, kv.key);
+    if (k == "value")
+      return once(2) && read_bytes(c, kv.value);
+    if (k == "create_revision")
+      return once(4) && read_int64(c, kv.create_revision);
+    if (k == "mod_revision")
+      return once(8) && read_int64(c, kv.mod_revision);
+    if (k == "lease") {
+      if (!once(16))
+        return false;
+      json_cursor probe = c;
+      if (read_plain(probe, kv.lease_id)) {
+        c = probe;
+        return true;
+      }
+      std::int64_t id = 0;
+      if (!read_int64(c, id))
+        return false;
+      kv.lease_id = std::to_string(id);
+      return true;
+    }
+    return c.value();
+  });
+  return ok && kv.create_revision > 0 && kv.mod_revision > 0;
+}
+
+/// A response_range object next.
+bool read_range(json_cursor& c, etcd_ranges_read::range& r) {
+  json_members_seen seen;
+  return c.object([&](std::string_view k) {
+    if (k == "header")
+      return seen.first(1) && read_header(c, r.revision);
+    if (k != "kvs")
+      return c.value();
+    return seen.first(2) && c.array([&](std::size_t i) {
+      if (i > 0)
+        return c.value();   // one key per range: kvs[0]
+      r.kv.emplace();
+      return read_kv(c, *r.kv);
+    });
+  });
+}
+
+} // namespace
+
+api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
+                                          std::int64_t revision, const std::string& path) {
+  return current_of(k, first_kv(reply), header_revision(reply), revision,
+                    [&] { return path; });
+}
+
+bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out) {
+  out = etcd_ranges_read{};
+  if (!json_ascii(body))
+    return false;
+  json_cursor c(body);
+  json_members_seen seen;
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "header")
+      return seen.first(1) && read_header(c, out.revision);
+    if (k != "responses")
+      return c.value();
+    out.ranges.reserve(n);
+    return seen.first(2) && c.array([&](std::size_t) {
+      out.ranges.emplace_back();
+      bool got = false;
+      return c.object([&](std::string_view op) {
+        if (op != "response_range")
+          return c.value();
+        return !std::exchange(got, true) && read_range(c, out.ranges.back());
+      }) && got;
+    });
+  });
+  return ok && (seen.bits & 2) && out.ranges.size() == n && c.at_end();
+}
+
+std::vector<api_result<etcd_current_key>> etcd_range_answers(
+  const std::string& body, const lease_key* ks, std::size_t n,
+  const std::function<std::string(std::size_t)>& where, bool in_place) {
+  const std::string path = "/v3/kv/txn";
+  std::vector<api_result<etcd_current_key>> out;
+  out.reserve(n);
+  etcd_ranges_read read;
+  if (in_place && read_ranges_in_place(body, n, read)) {
+    for (std::size_t i = 0; i < n; ++i) {
+      auto& r = read.ranges[i];
+      parse_result<std::optional<etcd_kv>> kv;
+      kv.value = std::move(r.kv);
+      out.push_back(current_of(ks[i], std::move(kv), r.revision, read.revision,
+                               [&] { return where(i); }));
+    }
+    return out;
+  }
+  auto doc = etcd_connection::object_of(path, body);
+  const json* responses = nullptr;
+  if (doc.ok()) {
+    auto it = doc.value->find("responses");
+    if (it != doc.value->end() && it->is_array() && it->size() == n)
+      responses = &*it;
+    else
+      doc = api_result<json>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path,
+                  "responses: expected " + std::to_string(n) + " range answers"});
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!responses) {
+      auto e = doc.error;
+      e.path = where(i);
+      out.push_back(api_result<etcd_current_key>::failure(std::move(e)));
+      continue;
+    }
+    auto& op = (*responses)[i];
+    auto range = op.find("response_range");
+    if (range == op.end() || !range->is_object())
+      out.push_back(api_result<etcd_current_key>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", where(i), "response_range: missing"}));
+    else
+      out.push_back(etcd_current(ks[i], *range, header_revision(*doc.value), where(i)));
+  }
+  return out;
+}
 
 std::vector<api_result<etcd_current_key>> etcd_ranges(
-  const etcd_session::call_fn& call, const std::vector<lease_key>& ks,
+  const etcd_text_call& call, const std::vector<lease_key>& ks,
   const std::function<std::string(const lease_key&)>& key_of) {
   const std::string path = "/v3/kv/txn";
   std::vector<api_result<etcd_current_key>> out;
   out.reserve(ks.size());
+  std::string text;
   for (std::size_t from = 0; from < ks.size(); from += etcd_txn_ops) {
     auto until = std::min(ks.size(), from + static_cast<std::size_t>(etcd_txn_ops));
     auto n = until - from;
-    json ops = json::array();
-    for (auto i = from; i < until; ++i)
-      ops.push_back({{"request_range", {{"key", encode_base64(key_of(ks[i]))}}}});
-    auto r = call(path, {{"success", std::move(ops)}});
-    const json* responses = nullptr;
-    if (r.ok()) {
-      auto it = r.value->find("responses");   // call() answers JSON objects only
-      if (it != r.value->end() && it->is_array() && it->size() == n)
-        responses = &*it;
-      else
-        r = api_result<json>::failure(api_error{
-          error_kind::malformed_body, 200, "POST", path,
-          "responses: expected " + std::to_string(n) + " range answers"});
-    }
+    // {"success":[{"request_range":{"key":"<base64>"}},...]}: base64 needs
+    // no escaping.
+    text.assign(R"({"success":[)");
     for (auto i = from; i < until; ++i) {
-      auto where = path + " (range " + std::to_string(i - from + 1) + " of " + std::to_string(n)
-                   + ": " + key_of(ks[i]) + ")";
-      if (!responses) {
-        auto e = r.error;
-        e.path = where;
-        out.push_back(api_result<etcd_current_key>::failure(std::move(e)));
-        continue;
-      }
-      auto& op = (*responses)[i - from];
-      auto range = op.find("response_range");
-      if (range == op.end() || !range->is_object())
-        out.push_back(api_result<etcd_current_key>::failure(
-          api_error{error_kind::malformed_body, 200, "POST", where, "response_range: missing"}));
-      else
-        out.push_back(etcd_current(ks[i], *range, header_revision(*r.value), where));
+      text += i == from ? R"({"request_range":{"key":")" : R"(,{"request_range":{"key":")";
+      text += encode_base64(key_of(ks[i]));
+      text += R"("}})";
     }
+    text += "]}";
+    auto where = [&](std::size_t i) {
+      return path + " (range " + std::to_string(i + 1) + " of " + std::to_string(n) + ": "
+             + key_of(ks[from + i]) + ")";
+    };
+    auto r = call(path, text);
+    if (!r.ok()) {
+      for (std::size_t i = 0; i < n; ++i) {
+        auto e = r.error;
+        e.path = where(i);
+        out.push_back(api_result<etcd_current_key>::failure(std::move(e)));
+      }
+      continue;
+    }
+    for (auto& a : etcd_range_answers(*r.value, &ks[from], n, where))
+      out.push_back(std::move(a));
   }
   return out;
 }

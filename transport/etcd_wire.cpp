@@ -133,8 +133,8 @@ bool read_plain_record(std::string_view value, lease_spec& spec) {
   if (!json_ascii(value))
     return false;
   json_cursor c(value);
-  unsigned seen = 0;
-  auto once = [&](unsigned bit) { return !(std::exchange(seen, seen | bit) & bit); };
+  json_members_seen seen;
+  auto once = [&](unsigned bit) { return seen.first(bit); };
   bool ok = c.object([&](std::string_view k) {
     if (k == "holderIdentity")
       return once(1) && read_plain(c, spec.holder_identity);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "leasehold/lease.hpp"   // wall_time
 
@@ -56,6 +57,22 @@ public:
     return eat('}');
   }
 
+  /// An array next, read to its end: `on_element(index)` reads each
+  /// element. False when it is not an array or on_element says false.
+  template <class F>
+  bool array(F on_element) {
+    if (!eat('['))
+      return false;
+    if (eat(']'))
+      return true;
+    std::size_t i = 0;
+    do {
+      if (!on_element(i++))
+        return false;
+    } while (eat(','));
+    return eat(']');
+  }
+
 private:
   static bool blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
   void space();
@@ -64,6 +81,14 @@ private:
 
   std::string_view s_;
   std::size_t i_ = 0;
+};
+
+/// The members of one object a reader takes, each at most once (a member
+/// repeated is left to nlohmann, whose last one wins): `first(bit)` is
+/// true the first time a member's bit is asked for.
+struct json_members_seen {
+  unsigned bits = 0;
+  bool first(unsigned bit) { return !(std::exchange(bits, bits | bit) & bit); }
 };
 
 /// No byte >= 0x80 in `text` (then the cursor's plain strings are the

@@ -23,6 +23,7 @@
 #include "tests/unit/watch_support.hpp"
 #include "transport/common/base64.hpp"
 #include "transport/etcd_transport.hpp"
+#include "transport/etcd_txn_reads.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -395,6 +396,134 @@ TEST_CASE("an etcd record's value read in place is what nlohmann's document read
     CHECK(got.value->resource_version == "9");
     CHECK(got.value->name == "lock");
   }
+}
+
+TEST_CASE("a txn answer of ranges read in place is what nlohmann's document reads, per key, "
+          "value or error, over 48 answers") {
+  // Issue 19: a batch of renews reads its txn answer with json_cursor;
+  // what the cursor does not take (a repeated member, an escape, another
+  // type, a count that is not the batch's, invalid JSON) goes to the
+  // document, whose answer stands. The first answer is etcd 3.4's own.
+  const std::string real =
+    R"({"header":{"cluster_id":"3844590255946877806","member_id":"8010254395935415089",)"
+    R"("revision":"2","raft_term":"2"},"succeeded":true,"responses":[{"response_range":)"
+    R"({"header":{"revision":"2"},"kvs":[{"key":"L2xoL25zMS9h","create_revision":"2",)"
+    R"("mod_revision":"2","version":"1","value":)"
+    R"("eyJob2xkZXJJZGVudGl0eSI6IkEiLCJsZWFzZUR1cmF0aW9uU2Vjb25kcyI6MTV9",)"
+    R"("lease":"6571211760595898886"}],"count":"1"}},{"response_range":{"header":{"revision":"2"}}}]})";
+  auto with = [&](const std::string& from, const std::string& to) {
+    auto at = real.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    return real.substr(0, at) + to + real.substr(at + from.size());
+  };
+  const std::string kv_a = R"("kvs":[{"key":"L2xoL25zMS9h",)";
+  const std::string rr_b = R"({"response_range":{"header":{"revision":"2"}}})";
+  const std::vector<std::pair<std::string, bool>> answers = {   // answer, read in place
+    {real, true},
+    {json::parse(real).dump(2), true},
+    {with(R"("revision":"2","raft)", R"("revision":2,"raft)"), true},
+    {with(R"("create_revision":"2")", R"("create_revision":2)"), true},
+    {with(R"("lease":"6571211760595898886")", R"("lease":6571211760595898886)"), true},
+    {with(R"(,"lease":"6571211760595898886")", ""), true},
+    {with(R"("lease":"6571211760595898886")", R"("lease":"0")"), true},
+    {with(R"("lease":"6571211760595898886")", R"("lease":true)"), false},
+    {with(R"("lease":"6571211760595898886")", R"("lease":9223372036854775808)"), false},
+    {with(R"("mod_revision":"2")", R"("mod_revision":"9223372036854775807")"), true},
+    {with(R"("mod_revision":"2")", R"("mod_revision":"9223372036854775808")"), false},
+    {with(kv_a, R"("kvs":[],"x":[{"key":"L2xoL25zMS9h",)"), true},
+    {with(R"("header":{"revision":"2"},"kvs")", R"("kvs")"), true},
+    {with(R"(,"succeeded":true)", R"(,"succeeded":true,"more":{"a":[1,2.5e3,null,"\u00e9"]})"), true},
+    {with(R"("count":"1")", R"("count":"2"},{"key":"L2xoL25zMS9i","create_revision":"3")"
+                            R"(,"mod_revision":"3","value":"e30="}],"more":true)"),
+     false},   // a broken shape: the document says so
+    {with(R"("lease":"6571211760595898886"}])", R"("lease":"6571211760595898886"},)"
+                                                R"({"key":"L2xoL25zMS9i","create_revision":"3","mod_revision":"3"}])"),
+     true},
+    {with(R"({"header":{"cluster_id")", R"({"x":{"cluster_id")"), true},   // no header at all
+    {with(R"("revision":"2","raft)", R"("revision":"x","raft)"), false},
+    {with(R"("revision":"2","raft)", R"("revision":"-2","raft)"), false},
+    {with(R"("revision":"2","raft)", R"("revision":"99999999999999999999","raft)"), false},
+    {with(R"("revision":"2","raft)", R"("revision":2.0,"raft)"), false},
+    {with(R"("revision":"2","raft)", R"("revision":"0","raft)"), true},
+    {with(R"("create_revision":"2")", R"("create_revision":"0")"), false},
+    {with(R"("mod_revision":"2",)", ""), false},
+    {with(R"("mod_revision":"2")", R"("mod_revision":" 2")"), false},
+    {with(R"("key":"L2xoL25zMS9h")", R"("key":"!!")"), false},
+    {with(R"("value":"eyJ)", R"("value":"#eyJ)"), false},
+    {with(R"("value":"eyJob2xkZXJJZGVudGl0eSI6IkEiLCJsZWFzZUR1cmF0aW9uU2Vjb25kcyI6MTV9")",
+          R"("value":"bm90IGpzb24=")"),
+     true},   // the value's own error: to_lease judges it on either path
+    {with(R"("key":"L2xoL25zMS9h")", R"("key":"\u004c2xoL25zMS9h")"), false},
+    {with(R"("key":"L2xoL25zMS9h")", R"("key":7)"), false},
+    {with(kv_a, R"("kvs":[],)" + kv_a), false},
+    {with(R"({"header":{"revision":"2"},"kvs")", R"({"header":{"revision":"1"},"header":{"revision":"2"},"kvs")"), false},
+    {with(R"("create_revision":"2")", R"("create_revision":"2","create_revision":"3")"), false},
+    {with(rr_b, R"({"response_range":{},"response_range":{}})"), false},
+    {with(rr_b, R"({"other":{}})"), false},
+    {with(rr_b, R"({"response_range":null})"), false},
+    {with(rr_b, R"(7)"), false},
+    {with("," + rr_b, ""), false},   // one range answer for two keys
+    {with(rr_b, rr_b + "," + rr_b), false},
+    {with(R"("kvs":[)", R"("kvs":null,"k":[)"), false},
+    {with(R"("kvs":[{"key")", R"("kvs":{"a":[{"key")") + "", false},
+    {with(R"("responses":[)", R"("responses":{"a":[)"), false},
+    {with(R"("raft_term":"2")", "\"raft_term\":\"\xc3\xa9\""), false},
+    {real.substr(0, real.size() - 1), false},
+    {real + "x", false},
+    {"[]", false},
+    {"", false},
+    {R"({"header":{"revision":"2"}})", false},
+  };
+  const lease_key ks[2] = {{"ns1", "a"}, {"ns1", "b"}};
+  auto where = [](std::size_t i) { return "range " + std::to_string(i + 1); };
+  for (auto& [body, plain] : answers) {
+    CAPTURE(body);
+    etcd_ranges_read read;
+    CHECK(read_ranges_in_place(body, 2, read) == plain);
+    auto got = etcd_range_answers(body, ks, 2, where);
+    auto want = etcd_range_answers(body, ks, 2, where, false);
+    REQUIRE(got.size() == 2);
+    REQUIRE(want.size() == 2);
+    for (std::size_t i = 0; i < 2; ++i) {
+      CAPTURE(i);
+      REQUIRE(got[i].ok() == want[i].ok());
+      if (!want[i].ok()) {
+        CHECK(got[i].error.kind == want[i].error.kind);
+        CHECK(got[i].error.path == want[i].error.path);
+        CHECK(got[i].error.reason == want[i].error.reason);
+        continue;
+      }
+      auto& g = *got[i].value;
+      auto& w = *want[i].value;
+      CHECK(g.revision == w.revision);
+      REQUIRE(g.kv.has_value() == w.kv.has_value());
+      REQUIRE(g.record.has_value() == w.record.has_value());
+      if (g.kv) {
+        CHECK(g.kv->key == w.kv->key);
+        CHECK(g.kv->create_revision == w.kv->create_revision);
+        CHECK(g.kv->mod_revision == w.kv->mod_revision);
+        CHECK(g.kv->lease_id == w.kv->lease_id);
+        CHECK(g.kv->value == w.kv->value);
+      }
+      if (g.record) {
+        CHECK(g.record->spec == w.record->spec);
+        CHECK(g.record->resource_version == w.record->resource_version);
+        CHECK(g.record->etcd_lease_id == w.record->etcd_lease_id);
+      }
+    }
+  }
+  // What etcd's own answer says: a held by A in term 2, b absent, both at
+  // revision 2.
+  auto r = etcd_range_answers(real, ks, 2, where);
+  REQUIRE(r[0].ok());
+  REQUIRE(r[1].ok());
+  REQUIRE(r[0].value->record);
+  CHECK(r[0].value->record->spec.holder_identity == "A");
+  CHECK(r[0].value->record->spec.lease_transitions == 2);
+  CHECK(r[0].value->record->etcd_lease_id == "6571211760595898886");
+  CHECK(r[0].value->revision == 2);
+  CHECK(!r[1].value->kv);
+  CHECK(r[1].value->revision == 2);
 }
 
 TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease name") {
