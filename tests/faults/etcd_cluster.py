@@ -42,6 +42,19 @@ def free_ports(n):
             s.close()
 
 
+def stopped(pid):
+    """Every thread of process `pid` is stopped (state T in /proc)."""
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                stat = f.read()
+            if stat[stat.rfind(")") + 2:][:1] != "T":
+                return False
+        return True
+    except OSError:
+        return False
+
+
 class EtcdCluster:
     def __init__(self, members=3, workdir=None):
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -112,7 +125,14 @@ class EtcdCluster:
             p.wait(timeout=10)
 
     def pause(self, i):
-        self.procs[i].send_signal(signal.SIGSTOP)
+        """SIGSTOP member i; returns once every thread of it is stopped (2 s at
+        most): the stop takes hold after kill() returns, and a loaded machine
+        let a member answer requests sent after it."""
+        p = self.procs[i]
+        p.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 2
+        while not stopped(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def resume(self, i):
         self.procs[i].send_signal(signal.SIGCONT)

@@ -9,6 +9,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -95,12 +98,38 @@ public:
     }
   }
   const std::string& endpoint() const { return endpoint_; }
-  /// SIGSTOP / SIGCONT the etcd member (a network pause).
-  void pause() { kill(member_pid_, SIGSTOP); }
+  /// SIGSTOP / SIGCONT the etcd member (a network pause). pause() returns
+  /// once every thread of the member is stopped (2 s at most): kill()
+  /// returns before the stop takes hold, and on a loaded machine a member
+  /// still running then answered requests sent after it (a batch "timed
+  /// out" in 4 ms with every renew answered, 1 run in 12 beside three busy
+  /// loops).
+  void pause() {
+    kill(member_pid_, SIGSTOP);
+    for (auto deadline = std::chrono::steady_clock::now() + 2s;
+         !stopped() && std::chrono::steady_clock::now() < deadline;)
+      std::this_thread::sleep_for(1ms);
+  }
   void resume() { kill(member_pid_, SIGCONT); }
   bool has_pid() const { return member_pid_ > 0; }
 
 private:
+  /// Every thread of the member is stopped (state T in /proc).
+  bool stopped() const {
+    std::error_code ec;
+    std::filesystem::directory_iterator tasks("/proc/" + std::to_string(member_pid_) + "/task", ec);
+    if (ec)
+      return false;
+    for (auto& task : tasks) {
+      std::ifstream f(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      auto end = stat.rfind(')');   // the state follows the command's closing parenthesis
+      if (end == std::string::npos || end + 2 >= stat.size() || stat[end + 2] != 'T')
+        return false;
+    }
+    return true;
+  }
+
   pid_t pid_ = -1;
   pid_t member_pid_ = -1;
   std::string endpoint_;
