@@ -414,6 +414,13 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     etcd_client authed(with);
     auto created = authed.create_lease(record("auth", "A"));
     REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    // A batch's txn of ranges (its answer read in place) authenticates too.
+    auto batch = authed.get_leases({{"ns1", "auth"}, {"ns1", "absent"}});
+    REQUIRE(batch.size() == 2);
+    REQUIRE_MESSAGE(batch[0].ok(), batch[0].error.describe());
+    CHECK(batch[0].value->spec.holder_identity == "A");
+    CHECK(batch[0].value->resource_version == created.value->resource_version);
+    CHECK_MESSAGE(batch[1].kind() == error_kind::not_found, batch[1].error.describe());
     {   // the watch authenticates too
       caf::actor_system_config cfg;
       caf::actor_system sys{cfg};
@@ -444,6 +451,10 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     auto denied = anonymous.get_lease({"ns1", "auth"});
     CHECK_MESSAGE(denied.kind() == error_kind::invalid, denied.error.describe());
     CHECK(denied.error.reason.find("user name is empty") != std::string::npos);
+    auto denied_batch = anonymous.get_leases({{"ns1", "auth"}});
+    REQUIRE(denied_batch.size() == 1);
+    CHECK_MESSAGE(denied_batch[0].kind() == error_kind::invalid, denied_batch[0].error.describe());
+    CHECK(denied_batch[0].error.path.find("/v3/kv/txn (range 1 of 1: ") == 0);
     with.password = "wrong";
     etcd_client bad(with);
     auto r = bad.get_lease({"ns1", "auth"});
