@@ -66,10 +66,10 @@ struct etcd_client::impl {
 
   api_result<current_key> range(const lease_key& k) {
     const std::string path = "/v3/kv/range";
-    auto r = call(path, {{"key", encode_base64(key_of(k))}});
+    auto r = conn.call_text(path, R"({"key":")" + encode_base64(key_of(k)) + R"("})");
     if (!r.ok())
       return api_result<current_key>::failure(r.error);
-    return etcd_current(k, *r.value, 0, path);
+    return etcd_range_answer(*r.value, k, path, conn.current_endpoint());
   }
 
   /// Keys `ks` read at once (etcd_ranges).

@@ -215,6 +215,24 @@ bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read
   return ok && (seen.bits & 2) && out.ranges.size() == n && c.at_end();
 }
 
+api_result<etcd_current_key> etcd_range_answer(const std::string& body, const lease_key& k,
+                                               const std::string& path,
+                                               const std::string& endpoint, bool in_place) {
+  if (in_place && json_ascii(body)) {
+    json_cursor c(body);
+    etcd_ranges_read::range r;
+    if (read_range(c, r) && c.at_end()) {
+      parse_result<std::optional<etcd_kv>> kv;
+      kv.value = std::move(r.kv);
+      return current_of(k, std::move(kv), r.revision, 0, [&] { return path; });
+    }
+  }
+  auto doc = etcd_connection::object_of(path, body, endpoint);
+  if (!doc.ok())
+    return api_result<etcd_current_key>::failure(doc.error);
+  return etcd_current(k, *doc.value, 0, path);
+}
+
 std::vector<api_result<etcd_current_key>> etcd_range_answers(
   const std::string& body, const lease_key* ks, std::size_t n,
   const std::function<std::string(std::size_t)>& where, bool in_place) {

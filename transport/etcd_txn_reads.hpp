@@ -79,6 +79,16 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
   const std::string& body, const lease_key* ks, std::size_t n,
   const std::function<std::string(std::size_t)>& where, bool in_place = true);
 
+/// Key `k` as `body` (a 2xx answer of a lone /v3/kv/range of it: `path`,
+/// named in errors, from `endpoint`, named when the body is no JSON object)
+/// shows it, judged as etcd_current judges it: read in place when the
+/// answer is plain (as a range of read_ranges_in_place), else through
+/// nlohmann's document (always, when `in_place` is false).
+api_result<etcd_current_key> etcd_range_answer(const std::string& body, const lease_key& k,
+                                               const std::string& path,
+                                               const std::string& endpoint = "",
+                                               bool in_place = true);
+
 /// One gateway call with its body serialized and its answer's body
 /// unparsed (etcd_connection::call_text).
 using etcd_text_call =

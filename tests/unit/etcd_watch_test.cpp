@@ -526,6 +526,76 @@ TEST_CASE("a txn answer of ranges read in place is what nlohmann's document read
   CHECK(r[1].value->revision == 2);
 }
 
+TEST_CASE("a lone range answer read in place is what nlohmann's document reads, value or error, "
+          "over 12 answers") {
+  // A renew or read alone (/v3/kv/range) is read as a range of a txn is.
+  // The first two answers are etcd 3.4's own.
+  const std::string real =
+    R"({"header":{"cluster_id":"9373608861870100662","member_id":"9524806226319439328",)"
+    R"("revision":"2","raft_term":"2"},"kvs":[{"key":"L2xoL25zMS9h","create_revision":"2",)"
+    R"("mod_revision":"2","version":"1","value":)"
+    R"("eyJob2xkZXJJZGVudGl0eSI6IkEiLCJsZWFzZUR1cmF0aW9uU2Vjb25kcyI6MTV9",)"
+    R"("lease":"8493967327529118726"}],"count":"1"})";
+  const std::string absent =
+    R"({"header":{"cluster_id":"9373608861870100662","member_id":"9524806226319439328",)"
+    R"("revision":"2","raft_term":"2"}})";
+  auto with = [&](const std::string& from, const std::string& to) {
+    auto at = real.find(from);
+    REQUIRE_MESSAGE(at != std::string::npos, from);
+    return real.substr(0, at) + to + real.substr(at + from.size());
+  };
+  const std::vector<std::pair<std::string, bool>> answers = {   // answer, read in place
+    {real, true},
+    {absent, true},
+    {json::parse(real).dump(2), true},
+    {with(R"("kvs":[{)", R"("kvs":[],"x":[{)"), true},
+    {with(R"("lease":"8493967327529118726")", R"("lease":8493967327529118726)"), true},
+    {with(R"("create_revision":"2")", R"("create_revision":"0")"), false},
+    {with(R"("value":"eyJ)", R"("value":"#eyJ)"), false},
+    {with(R"("count":"1")", R"("count":"1","kvs":[])"), false},
+    {with(R"("raft_term":"2")", "\"raft_term\":\"\xc3\xa9\""), false},
+    {real + ",", false},
+    {"[]", false},
+    {"", false},
+  };
+  const lease_key k{"ns1", "a"};
+  for (auto& [body, plain] : answers) {
+    CAPTURE(body);
+    auto got = etcd_range_answer(body, k, "/v3/kv/range", "http://127.0.0.1:1");
+    auto want = etcd_range_answer(body, k, "/v3/kv/range", "http://127.0.0.1:1", false);
+    // The plain ones are those the cursor takes (as the range of a txn).
+    etcd_ranges_read read;
+    CHECK(read_ranges_in_place(R"({"responses":[{"response_range":)" + body + "}]}", 1, read)
+          == plain);
+    REQUIRE(got.ok() == want.ok());
+    if (!want.ok()) {
+      CHECK(got.error.kind == want.error.kind);
+      CHECK(got.error.path == want.error.path);
+      CHECK(got.error.reason == want.error.reason);
+      continue;
+    }
+    CHECK(got.value->revision == want.value->revision);
+    REQUIRE(got.value->record.has_value() == want.value->record.has_value());
+    if (got.value->record) {
+      CHECK(got.value->record->spec == want.value->record->spec);
+      CHECK(got.value->record->resource_version == want.value->record->resource_version);
+      CHECK(got.value->record->etcd_lease_id == want.value->record->etcd_lease_id);
+    }
+  }
+  auto a = etcd_range_answer(real, k, "/v3/kv/range");
+  REQUIRE(a.ok());
+  REQUIRE(a.value->record);
+  CHECK(a.value->record->spec.holder_identity == "A");
+  CHECK(a.value->record->etcd_lease_id == "8493967327529118726");
+  auto none = etcd_range_answer(absent, k, "/v3/kv/range");
+  REQUIRE(none.ok());
+  CHECK(!none.value->kv);
+  CHECK(none.value->revision == 2);
+  auto junk = etcd_range_answer("[]", k, "/v3/kv/range", "http://127.0.0.1:1");
+  CHECK(junk.kind() == error_kind::malformed_body);
+  CHECK(junk.error.reason == "body: not a JSON object (endpoint http://127.0.0.1:1)");
+}
+
 TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease name") {
   CHECK(scope.dir() == "/lh/ns1/");
   CHECK(scope.key("lock") == "/lh/ns1/lock");
