@@ -89,6 +89,16 @@ api_result<etcd_current_key> current_of(const lease_key& k,
   return api_result<etcd_current_key>::success(std::move(out));
 }
 
+/// Key `k` as range `r` read in place shows it (`revision`: the txn's, when
+/// the range has none of its own).
+template <class Where>
+api_result<etcd_current_key> current_of(const lease_key& k, etcd_ranges_read::range&& r,
+                                        std::int64_t revision, Where&& where) {
+  parse_result<std::optional<etcd_kv>> kv;
+  kv.value = std::move(r.kv);
+  return current_of(k, std::move(kv), r.revision, revision, where);
+}
+
 /// An int64 as etcd's gateway sends it next: a plain string of digits, or
 /// an integer, that fits an int64 (int64_field reads both the same).
 bool read_int64(json_cursor& c, std::int64_t& out) {
@@ -221,11 +231,8 @@ api_result<etcd_current_key> etcd_range_answer(const std::string& body, const le
   if (in_place && json_ascii(body)) {
     json_cursor c(body);
     etcd_ranges_read::range r;
-    if (read_range(c, r) && c.at_end()) {
-      parse_result<std::optional<etcd_kv>> kv;
-      kv.value = std::move(r.kv);
-      return current_of(k, std::move(kv), r.revision, 0, [&] { return path; });
-    }
+    if (read_range(c, r) && c.at_end())
+      return current_of(k, std::move(r), 0, [&] { return path; });
   }
   auto doc = etcd_connection::object_of(path, body, endpoint);
   if (!doc.ok())
@@ -241,13 +248,9 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
   out.reserve(n);
   etcd_ranges_read read;
   if (in_place && read_ranges_in_place(body, n, read)) {
-    for (std::size_t i = 0; i < n; ++i) {
-      auto& r = read.ranges[i];
-      parse_result<std::optional<etcd_kv>> kv;
-      kv.value = std::move(r.kv);
-      out.push_back(current_of(ks[i], std::move(kv), r.revision, read.revision,
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back(current_of(ks[i], std::move(read.ranges[i]), read.revision,
                                [&] { return where(i); }));
-    }
     return out;
   }
   auto doc = etcd_connection::object_of(path, body);
