@@ -39,7 +39,11 @@ struct etcd_client::impl {
       session(s ? std::move(s) : std::make_shared<etcd_session>()),
       caller([this](const std::string& path, const json& body) { return call(path, body); }),
       text_caller([this](const std::string& path, const std::string& text) {
-        return conn.call_text(path, text);
+        auto r = conn.call_text(path, text);
+        if (!r.ok())
+          return api_result<etcd_text_answer>::failure(r.error);
+        return api_result<etcd_text_answer>::success(
+          etcd_text_answer{std::move(*r.value), conn.current_endpoint()});
       }) {}
 
   api_result<json> call(const std::string& path, const json& body) { return conn.call(path, body); }

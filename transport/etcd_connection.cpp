@@ -77,13 +77,17 @@ api_result<std::string> etcd_connection::exchange(http_client& server, const std
     api_error{grpc_kind(code, status), status, "POST", path, reason});
 }
 
+std::string etcd_connection::from_endpoint(const std::string& endpoint) {
+  return endpoint.empty() ? "" : " (endpoint " + endpoint + ")";
+}
+
 api_result<json> etcd_connection::object_of(const std::string& path, const std::string& body,
                                             const std::string& endpoint) {
   auto parsed = json::parse(body, nullptr, false);
   if (!parsed.is_object())
     return api_result<json>::failure(api_error{
       error_kind::malformed_body, 200, "POST", path,
-      "body: not a JSON object" + (endpoint.empty() ? "" : " (endpoint " + endpoint + ")")});
+      "body: not a JSON object" + from_endpoint(endpoint)});
   return api_result<json>::success(std::move(parsed));
 }
 

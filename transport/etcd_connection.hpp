@@ -36,6 +36,8 @@ public:
   /// body returned as text, unparsed: a reader that takes what it needs in
   /// place (etcd_ranges) and gives the rest to object_of.
   api_result<std::string> call_text(const std::string& path, const std::string& text);
+  /// " (endpoint E)" to end an error's reason with, "" when E is empty.
+  static std::string from_endpoint(const std::string& endpoint);
   /// A 2xx reply body of `path` (from `endpoint`, named in the error when
   /// given) as call() answers it: a JSON object, or malformed_body.
   static api_result<nlohmann::json> object_of(const std::string& path, const std::string& body,

@@ -242,7 +242,8 @@ api_result<etcd_current_key> etcd_range_answer(const std::string& body, const le
 
 std::vector<api_result<etcd_current_key>> etcd_range_answers(
   const std::string& body, const lease_key* ks, std::size_t n,
-  const std::function<std::string(std::size_t)>& where, bool in_place) {
+  const std::function<std::string(std::size_t)>& where, const std::string& endpoint,
+  bool in_place) {
   const std::string path = "/v3/kv/txn";
   std::vector<api_result<etcd_current_key>> out;
   out.reserve(n);
@@ -253,7 +254,7 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
                                [&] { return where(i); }));
     return out;
   }
-  auto doc = etcd_connection::object_of(path, body);
+  auto doc = etcd_connection::object_of(path, body, endpoint);
   const json* responses = nullptr;
   if (doc.ok()) {
     auto it = doc.value->find("responses");
@@ -262,7 +263,8 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
     else
       doc = api_result<json>::failure(
         api_error{error_kind::malformed_body, 200, "POST", path,
-                  "responses: expected " + std::to_string(n) + " range answers"});
+                  "responses: expected " + std::to_string(n) + " range answers"
+                    + etcd_connection::from_endpoint(endpoint)});
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!responses) {
@@ -314,7 +316,7 @@ std::vector<api_result<etcd_current_key>> etcd_ranges(
       }
       continue;
     }
-    for (auto& a : etcd_range_answers(*r.value, &ks[from], n, where))
+    for (auto& a : etcd_range_answers(r.value->body, &ks[from], n, where, r.value->endpoint))
       out.push_back(std::move(a));
   }
   return out;

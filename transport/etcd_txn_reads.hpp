@@ -71,13 +71,15 @@ struct etcd_ranges_read {
 bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out);
 
 /// Keys `ks[0..n)` as `body` (a 2xx answer to one txn of their ranges, in
-/// order) shows them, each judged as etcd_current judges a lone range, its
-/// errors named `where(i)`: read in place when read_ranges_in_place can,
+/// order, from `endpoint`) shows them, each judged as etcd_current judges a
+/// lone range, its errors named `where(i)`, and the endpoint when the body
+/// is no answer of n ranges: read in place when read_ranges_in_place can,
 /// else through nlohmann's document (always, when `in_place` is false: the
 /// reference the tests hold the cursor to).
 std::vector<api_result<etcd_current_key>> etcd_range_answers(
   const std::string& body, const lease_key* ks, std::size_t n,
-  const std::function<std::string(std::size_t)>& where, bool in_place = true);
+  const std::function<std::string(std::size_t)>& where, const std::string& endpoint = "",
+  bool in_place = true);
 
 /// Key `k` as `body` (a 2xx answer of a lone /v3/kv/range of it: `path`,
 /// named in errors, from `endpoint`, named when the body is no JSON object)
@@ -89,10 +91,16 @@ api_result<etcd_current_key> etcd_range_answer(const std::string& body, const le
                                                const std::string& endpoint = "",
                                                bool in_place = true);
 
+/// A gateway call's answer: its body unparsed and the endpoint that gave it.
+struct etcd_text_answer {
+  std::string body;
+  std::string endpoint;
+};
+
 /// One gateway call with its body serialized and its answer's body
 /// unparsed (etcd_connection::call_text).
 using etcd_text_call =
-  std::function<api_result<std::string>(const std::string& path, const std::string& text)>;
+  std::function<api_result<etcd_text_answer>(const std::string& path, const std::string& text)>;
 
 /// Keys `ks` read at once: one txn of ranges (no compares) per
 /// etcd_txn_ops keys, its answer read by etcd_range_answers. A txn that

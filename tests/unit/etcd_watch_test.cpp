@@ -481,7 +481,7 @@ TEST_CASE("a txn answer of ranges read in place is what nlohmann's document read
     etcd_ranges_read read;
     CHECK(read_ranges_in_place(body, 2, read) == plain);
     auto got = etcd_range_answers(body, ks, 2, where);
-    auto want = etcd_range_answers(body, ks, 2, where, false);
+    auto want = etcd_range_answers(body, ks, 2, where, "", false);
     REQUIRE(got.size() == 2);
     REQUIRE(want.size() == 2);
     for (std::size_t i = 0; i < 2; ++i) {
@@ -524,6 +524,22 @@ TEST_CASE("a txn answer of ranges read in place is what nlohmann's document read
   CHECK(r[0].value->revision == 2);
   CHECK(!r[1].value->kv);
   CHECK(r[1].value->revision == 2);
+  // An answer that is no answer of two ranges names the endpoint that gave
+  // it, as a lone range's does, and each key's range.
+  const std::string endpoint = "http://127.0.0.1:1";
+  for (auto& [body, reason] : std::vector<std::pair<std::string, std::string>>{
+         {"[]", "body: not a JSON object (endpoint " + endpoint + ")"},
+         {R"({"header":{"revision":"2"}})",
+          "responses: expected 2 range answers (endpoint " + endpoint + ")"}}) {
+    CAPTURE(body);
+    auto bad = etcd_range_answers(body, ks, 2, where, endpoint);
+    REQUIRE(bad.size() == 2);
+    for (std::size_t i = 0; i < 2; ++i) {
+      CHECK(bad[i].kind() == error_kind::malformed_body);
+      CHECK(bad[i].error.path == where(i));
+      CHECK(bad[i].error.reason == reason);
+    }
+  }
 }
 
 TEST_CASE("a lone range answer read in place is what nlohmann's document reads, value or error, "
