@@ -37,7 +37,7 @@ long long to_ms(caf::timespan t) {
 }
 
 elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
-  : elector_handle::base(cfg),
+  : with_shared_behavior(cfg),
     opt_(std::move(opts)),
     rng_(opt_.seed),
     emit(std::move(opt_.emit)) {
@@ -57,45 +57,53 @@ elector_actor::behavior_type elector_actor::make_behavior() {
     req.subscriber = this;
     send(opt_.transport, watch_lease_atom::value, std::move(req));
   }
-  return {
-    [=](tick_atom, std::uint64_t seq) {
-      if (seq != wake_seq_)
-        return;   // replaced by an earlier one (wake())
-      wake_pending_ = false;
-      if (state_ == elector_state::leading && clock().now() >= valid_until_) {
-        lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
-               + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
-               + (rare_.seen().last_error.kind != error_kind::none
-                    ? "; last error: " + rare_.seen().last_error.describe()
-                    : std::string{}));
-        return;
-      }
-      if (tick_pending_ && clock().now() >= tick_at_)
-        on_tick();
-      if (state_ != elector_state::ended)
-        wake();   // what is still due later
-    },
-    [=](lease_watch_event& ev) { on_watch(ev); },
-    [=](compete_atom, bool on) {
-      if (on)
-        opt_.compete_after = {};   // told to compete: a yield window of its own ends
-      bool was = std::exchange(opt_.compete, on);
-      if (on && !was && !has_term())
-        act_now();   // a lease left free for us is taken now, not at the next tick
-    },
-    [=](release_atom, std::string& target) {
-      rare_.set().release_target = std::move(target);
-      auto rp = make_response_promise<bool>();
-      rare_.set().release_rp = rp;
-      fence_.valid_until->store(0);
-      if (!set_state(has_term() ? elector_state::releasing : elector_state::closing))
-        return rp;
-      release_deadline_ = clock().now() + opt_.timings.release_timeout;
-      if (!in_flight_)
-        release_step(0);
-      return rp;
-    },
+  // One behaviour for every elector (actors/shared_behavior.hpp).
+  static const behavior_type shared{
+    [](tick_atom, std::uint64_t seq) { current().on_tick_message(seq); },
+    [](lease_watch_event& ev) { current().on_watch(ev); },
+    [](compete_atom, bool on) { current().set_competing(on); },
+    [](release_atom, std::string& target) { return current().on_release(target); },
   };
+  return shared;
+}
+
+void elector_actor::on_tick_message(std::uint64_t seq) {
+  if (seq != wake_seq_)
+    return;   // replaced by an earlier one (wake())
+  wake_pending_ = false;
+  if (state_ == elector_state::leading && clock().now() >= valid_until_) {
+    lose("failed to renew lease " + opt_.lease.to_string() + " within renew_deadline "
+           + std::to_string(to_ms(opt_.timings.renew_deadline)) + "ms"
+           + (rare_.seen().last_error.kind != error_kind::none
+                ? "; last error: " + rare_.seen().last_error.describe()
+                : std::string{}));
+    return;
+  }
+  if (tick_pending_ && clock().now() >= tick_at_)
+    on_tick();
+  if (state_ != elector_state::ended)
+    wake();   // what is still due later
+}
+
+void elector_actor::set_competing(bool on) {
+  if (on)
+    opt_.compete_after = {};   // told to compete: a yield window of its own ends
+  bool was = std::exchange(opt_.compete, on);
+  if (on && !was && !has_term())
+    act_now();   // a lease left free for us is taken now, not at the next tick
+}
+
+caf::typed_response_promise<bool> elector_actor::on_release(std::string& target) {
+  rare_.set().release_target = std::move(target);
+  auto rp = make_response_promise<bool>();
+  rare_.set().release_rp = rp;
+  fence_.valid_until->store(0);
+  if (!set_state(has_term() ? elector_state::releasing : elector_state::closing))
+    return rp;
+  release_deadline_ = clock().now() + opt_.timings.release_timeout;
+  if (!in_flight_)
+    release_step(0);
+  return rp;
 }
 
 // -- state -----------------------------------------------------------------------

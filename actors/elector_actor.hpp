@@ -19,6 +19,7 @@
 
 #include "actors/elector.hpp"
 #include "actors/rarely_set.hpp"
+#include "actors/shared_behavior.hpp"
 
 namespace leasehold {
 
@@ -27,7 +28,7 @@ using time_point = caf::actor_clock::time_point;
 wall_time wall_now();
 long long to_ms(caf::timespan t);
 
-class elector_actor : public elector_handle::base {
+class elector_actor : public with_shared_behavior<elector_actor, elector_handle::base> {
 public:
   elector_actor(caf::actor_config& cfg, elector_options opts);
 
@@ -59,6 +60,9 @@ private:
   void wake();
   /// The tick is due: the request out timed out, or an attempt.
   void on_tick();
+  void on_tick_message(std::uint64_t seq);   // a timer fired (tick_atom)
+  void set_competing(bool on);               // compete_atom
+  caf::typed_response_promise<bool> on_release(std::string& target);   // release_atom
 
   // -- one attempt and its replies (elector.cpp) -----------------------------------
   void attempt();

@@ -28,11 +28,12 @@
 #include "actors/rarely_set.hpp"
 #include "actors/runner_view.hpp"
 #include "actors/runner.hpp"
+#include "actors/shared_behavior.hpp"
 #include "transport/common/backoff.hpp"
 
 namespace leasehold {
 
-class runner_impl : public runner_internal_actor::base {
+class runner_impl : public with_shared_behavior<runner_impl, runner_internal_actor::base> {
 public:
   runner_impl(caf::actor_config& cfg, runner_options opts);
 
@@ -54,6 +55,19 @@ private:
 
   /// Why a runner told to stand by (compete_atom) hands its term over.
   static constexpr const char* standing_by = "standing by: the lease is assigned to another replica";
+
+  // -- the messages (runner.cpp) ----------------------------------------------
+  void from_elector(leadership_acquired& a);   // from an old elector: ignored
+  void from_elector(leadership_lost& l);
+  void from_elector(leader_observed& o);
+  void observed(lease_observed& o);
+  void on_respawn(std::uint64_t seq);
+  config_result configure(module_config& cfg);
+  void subscribe(caf::actor& who);
+  void unsubscribe(caf::actor& who);
+  caf::typed_response_promise<yield_result> on_yield(std::string& target);
+  void on_yield_timeout(std::uint64_t seq);
+  caf::typed_response_promise<bool> on_shutdown();
 
   // -- configuration (runner.cpp) ---------------------------------------------
   void apply(const module_config& cfg);
