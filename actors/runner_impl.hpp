@@ -57,7 +57,7 @@ private:
   static constexpr const char* standing_by = "standing by: the lease is assigned to another replica";
 
   // -- the messages (runner.cpp) ----------------------------------------------
-  void from_elector(leadership_acquired& a);   // from an old elector: ignored
+  void from_elector(leadership_acquired& a);   // each: ignored unless from the current elector
   void from_elector(leadership_lost& l);
   void from_elector(leader_observed& o);
   void observed(lease_observed& o);
