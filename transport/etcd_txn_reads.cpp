@@ -145,19 +145,18 @@ bool read_bytes(json_cursor& c, std::string& out) {
 /// A key-value object next, as parse_kv reads a valid one.
 bool read_kv(json_cursor& c, etcd_kv& kv) {
   json_members_seen seen;
-  auto once = [&](unsigned bit) { return seen.first(bit); };
   kv.lease_id = "0";
   bool ok = c.object([&](std::string_view k) {
     if (k == "key")
-      return once(1) && read_bytes(c, kv.key);
+      return seen.first(1) && read_bytes(c, kv.key);
     if (k == "value")
-      return once(2) && read_bytes(c, kv.value);
+      return seen.first(2) && read_bytes(c, kv.value);
     if (k == "create_revision")
-      return once(4) && read_int64(c, kv.create_revision);
+      return seen.first(4) && read_int64(c, kv.create_revision);
     if (k == "mod_revision")
-      return once(8) && read_int64(c, kv.mod_revision);
+      return seen.first(8) && read_int64(c, kv.mod_revision);
     if (k == "lease") {
-      if (!once(16))
+      if (!seen.first(16))
         return false;
       json_cursor probe = c;
       if (read_plain(probe, kv.lease_id)) {

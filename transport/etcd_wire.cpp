@@ -134,23 +134,22 @@ bool read_plain_record(std::string_view value, lease_spec& spec) {
     return false;
   json_cursor c(value);
   json_members_seen seen;
-  auto once = [&](unsigned bit) { return seen.first(bit); };
   bool ok = c.object([&](std::string_view k) {
     if (k == "holderIdentity")
-      return once(1) && read_plain(c, spec.holder_identity);
+      return seen.first(1) && read_plain(c, spec.holder_identity);
     if (k == "leaseDurationSeconds") {
       int d = 0;
-      if (!once(2) || !read_int(c, d))
+      if (!seen.first(2) || !read_int(c, d))
         return false;
       spec.lease_duration_seconds = d;
       return true;
     }
     if (k == "acquireTime")
-      return once(4) && read_time(c, spec.acquire_time);
+      return seen.first(4) && read_time(c, spec.acquire_time);
     if (k == "preferredHolder")
-      return once(8) && read_plain(c, spec.preferred_holder);
+      return seen.first(8) && read_plain(c, spec.preferred_holder);
     if (k == "strategy")
-      return once(16) && read_plain(c, spec.strategy);
+      return seen.first(16) && read_plain(c, spec.strategy);
     return c.value();
   });
   return ok && c.at_end();

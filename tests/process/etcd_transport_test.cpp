@@ -8,7 +8,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
