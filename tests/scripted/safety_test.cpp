@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/elector.hpp"
+#include "actors/elector_rules.hpp"
 #include "actors/outside_writes.hpp"
 #include "sim_world.hpp"
 
@@ -246,6 +247,33 @@ TEST_CASE("outside writes: a release is told from an emptied holderIdentity by i
   held.holder_identity = "a";
   held.lease_duration_seconds = 1;
   CHECK_FALSE(released_record(held));
+}
+
+TEST_CASE("outside writes: with a lease of 1 s or less an emptied holder or an unheld create is no release") {
+  // Regression (sim seeds 94043 and 79977, Kubernetes): a lease of 866 ms
+  // was written as leaseDurationSeconds 1, the release's own mark, so a
+  // holder emptied by kubectl patch read as a release and a follower took
+  // the lease in the same millisecond, while the holder still worked. Every
+  // record but a release now carries at least 2 s.
+  auto now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
+  for (auto d : {caf::timespan{1ms}, caf::timespan{866ms}, caf::timespan{1s}}) {
+    CAPTURE(d.count());
+    lease_spec none;
+    auto held = acquired_spec(none, "a", d, now, 0);
+    CHECK(held.lease_duration_seconds == 2);
+    auto emptied = held;   // kubectl patch: holder "", the rest kept
+    emptied.holder_identity.clear();
+    CHECK_FALSE(released_record(emptied));
+    auto renewed = renewed_spec(held, d, now);
+    renewed.holder_identity.clear();
+    CHECK_FALSE(released_record(renewed));
+    lease_spec unheld;   // a standby's create: no holder, a lease duration
+    unheld.lease_duration_seconds = duration_seconds(d);
+    CHECK_FALSE(released_record(unheld));
+    CHECK(released_record(released_spec(held, now)));
+  }
+  CHECK(duration_seconds(1500ms) == 2);
+  CHECK(duration_seconds(2001ms) == 3);
 }
 
 TEST_CASE("outside writes: a released etcd key deleted by the very next write was another follower's take, not an outside write") {

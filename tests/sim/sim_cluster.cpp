@@ -217,12 +217,6 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
         break;
       }
   }
-  // A new object (none before, another uid, another etcd key) without a
-  // holder that is no release: a standby's unheld create.
-  if (record && record->spec.holder_identity.empty() && !released_record(record->spec)
-      && (!last_record || last_record->uid != record->uid
-          || last_record->spec.lease_transitions != record->spec.lease_transitions))
-    unheld_created_at = t;
   last_record = record;
 }
 
@@ -810,11 +804,18 @@ private:
     }
     // Every request too: an etcd renew (a keepalive) changes no record but
     // extends the fence the stale rule reads.
+    // A create that named no holder and succeeded is a standby's unheld
+    // create: the checker learns it from the store's log of who wrote
+    // what, not from the record's encoding, which the code under test reads.
     if (auto n = api_->request_count(); n != seen_requests_) {
       for (auto& r : api_->requests_since(seen_requests_))
         if (auto slash = r.lease.find('/'); slash != std::string::npos)
-          if (auto it = lease_index_.find(r.lease.substr(slash + 1)); it != lease_index_.end())
+          if (auto it = lease_index_.find(r.lease.substr(slash + 1)); it != lease_index_.end()) {
             chk_[it->second].dirty = true;
+            if (r.verb == "POST" && r.result == error_kind::none && r.holder.empty()
+                && r.client != "operator")
+              chk_[it->second].unheld_created_at = now_;
+          }
       seen_requests_ = n;
     }
     auto paused = [this](std::size_t r) { return procs_[r].paused; };
