@@ -256,7 +256,11 @@ struct etcd_client::impl {
   api_result<etcd_session::kept_alive> keep_key_alive(const std::string& key, const lease& l,
                                                       const etcd_kv& kv, const lease& rec,
                                                       std::chrono::steady_clock::time_point began) {
-    session->asked(key, kv.lease_id, etcd_key_ttl(rec.spec));
+    // The reaper wrote the key after our range (or may be writing it): what
+    // we read is not what the key holds, so the renew must not win.
+    if (!session->renewing(key, kv.lease_id, etcd_key_ttl(rec.spec), kv.mod_revision))
+      return api_result<etcd_session::kept_alive>::failure(
+        conflict("/v3/kv/txn", rec, error_kind::conflict));
     return session->renewed(kv.lease_id, l.renew_max_age, began, caller);
   }
 

@@ -225,6 +225,69 @@ runner_options one_module_runner(const std::string& identity, const std::string&
   return o;
 }
 
+/// A loopback HTTP proxy in front of one etcd member that fails the
+/// gateway calls a test arms (503, nothing forwarded): the reaper's
+/// keepalive or its range of one key, while every other call goes through.
+class failing_proxy {
+public:
+  explicit failing_proxy(const std::string& upstream) : upstream_(upstream) {
+    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      if (fails(req.path, req.body)) {
+        res.status = 503;
+        res.set_content("{\"error\":\"armed by the test\"}", "application/json");
+        return;
+      }
+      httplib::Client c(upstream_);
+      c.set_read_timeout(std::chrono::seconds(2));
+      auto r = c.Post(req.path, req.body, "application/json");
+      if (!r) {
+        res.status = 502;
+        return;
+      }
+      res.status = r->status;
+      res.set_content(r->body, "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~failing_proxy() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  /// Fails every call to `path` whose body contains `needle` until disarm().
+  void arm(const std::string& path, const std::string& needle) {
+    std::lock_guard<std::mutex> g(mx_);
+    path_ = path;
+    needle_ = needle;
+    failed_ = 0;
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> g(mx_);
+    path_.clear();
+  }
+  int failed() const {
+    std::lock_guard<std::mutex> g(mx_);
+    return failed_;
+  }
+
+private:
+  bool fails(const std::string& path, const std::string& body) {
+    std::lock_guard<std::mutex> g(mx_);
+    if (path_.empty() || path != path_ || body.find(needle_) == std::string::npos)
+      return false;
+    ++failed_;
+    return true;
+  }
+  std::string upstream_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mx_;
+  std::string path_, needle_;
+  int failed_ = 0;
+};
+
 /// Runs `cmd` (etcdctl) and returns its exit status.
 int run(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
@@ -565,6 +628,63 @@ TEST_CASE("etcd transport: a key nobody asked about for a TTL (a create whose an
   REQUIRE_MESSAGE(next.ok(), next.error.describe());
   CHECK(next.value->spec.holder_identity == "B");
   CHECK(next.value->spec.lease_transitions > lost.value->spec.lease_transitions);
+}
+
+TEST_CASE("etcd session reaper: a stale key whose keepalive or range failed is still released "
+          "within a TTL of going stale") {
+  // Regression: the reaper took a stale key off its books before its
+  // keepalive was sent, so one failed keepalive (or range, or txn) of it
+  // left the key naming its old holder for as long as the process kept
+  // any other key of the session alive: nobody ever took it.
+  for (const char* failing : {"/v3/lease/keepalive", "/v3/kv/range"}) {
+    CAPTURE(failing);
+    etcd_member etcd;
+    REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+    failing_proxy proxy(etcd.endpoint());
+    etcd_client a(config({proxy.endpoint()}));
+    etcd_client b(config({etcd.endpoint()}));
+    auto start = std::chrono::steady_clock::now();
+    // "lost": a create whose answer was lost (its elector never asks again);
+    // "keeper" keeps the session lease alive with a keepalive per renew.
+    auto lost = a.create_lease(record("lost", "A", 2));
+    REQUIRE_MESSAGE(lost.ok(), lost.error.describe());
+    auto keeper = a.create_lease(record("keeper", "A", 2));
+    REQUIRE_MESSAGE(keeper.ok(), keeper.error.describe());
+    auto stale_at = start + 2s;   // a TTL unasked
+    std::string needle = std::string(failing) == "/v3/kv/range"
+                           ? encode_base64("/lh-test/ns1/lost") : std::string("\"ID\"");
+    bool armed = false;
+    std::optional<lease> seen;
+    for (auto deadline = start + 7s; !seen && std::chrono::steady_clock::now() < deadline;) {
+      auto now = std::chrono::steady_clock::now();
+      // Every reaper attempt from just before the key goes stale to 0.6 s
+      // after fails; the keeper's term lives on (its TTL is 2 s).
+      if (!armed && now >= stale_at - 100ms) {
+        proxy.arm(failing, needle);
+        armed = true;
+      }
+      if (armed && now >= stale_at + 600ms)
+        proxy.disarm();
+      (void)a.update_lease(*keeper.value);   // a keepalive each (renew_max_age 0)
+      auto g = b.get_lease({"ns1", "lost"});
+      if (g.ok() && g.value->spec.holder_identity.empty())
+        seen = *g.value;
+      std::this_thread::sleep_for(100ms);
+    }
+    CHECK(proxy.failed() > 0);
+    REQUIRE_MESSAGE(seen, "the stale key still names its holder 5 s after it went stale");
+    CHECK(std::chrono::steady_clock::now() < stale_at + 2s + 1s);   // within a TTL, with margin
+    CHECK(seen->spec.lease_transitions == lost.value->spec.lease_transitions);
+    // Its TTL is not kept alive for ever: deleted a TTL later, untaken.
+    bool gone = false;
+    for (auto deadline = std::chrono::steady_clock::now() + 5s;
+         !gone && std::chrono::steady_clock::now() < deadline;) {
+      (void)a.update_lease(*keeper.value);
+      gone = b.get_lease({"ns1", "lost"}).kind() == error_kind::not_found;
+      std::this_thread::sleep_for(100ms);
+    }
+    CHECK(gone);
+  }
 }
 
 TEST_CASE("etcd transport: keys bound to one etcd lease cost one TTL read per transport, "
