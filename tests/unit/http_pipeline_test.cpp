@@ -446,7 +446,7 @@ TEST_CASE("a batch deeper than one round: a stalled answer fails the rest of its
   // go on a new connection. Regression: with all 128
   // of a batch in one round, one answer late under load failed the rest of
   // the batch, and rounds that deep made the pool's queue expire thousands
-  // of requests at load 13-16 (bench/README.md).
+  // of requests at load 13-16 (seen in the bench).
   int round_starts = 0;   // the server's thread only
   pipelining_server server(32, [&](std::size_t i, const std::string& req) {
     if (i == 0)
