@@ -1,6 +1,6 @@
 // Batches of writes that are no renews (etcd_client::write_leases): a
 // process's releases at shutdown and a follower's takeover of them, a few
-// txns per 128 keys instead of three or four requests per key (issue 19:
+// txns per 128 keys instead of three or four requests per key (a
 // SIGTERM of 10,000 leases).
 #include "transport/etcd_client_impl.hpp"
 

@@ -110,7 +110,7 @@ public:
   /// revision `revision`: nothing else was written at that revision (etcd
   /// gives each write txn its own). Kept for the latest own_revisions_kept,
   /// as the keys' hashes (8 bytes a key, not a ~100-byte string: a batch of
-  /// creates keeps 10,000 of them, issue 19).
+  /// creates keeps 10,000 of them).
   void wrote(std::int64_t revision, const std::vector<std::string>& keys);
   /// Whether revision `revision` was a txn of this transport that wrote a
   /// key other than `key` (as far as the kept ones tell): a create's

@@ -34,7 +34,7 @@ bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_sessio
   // read (etcd_session::wrote): a killed process's 1,000 keys are 1,000
   // creates of the follower's own in a row, and each create asked for every
   // one before it (up to 8 txns of 128 ranges each: the workers' time
-  // during the takeover, issue 19).
+  // during the takeover).
   std::vector<std::int64_t> unknown;
   for (auto rev = read + 1; rev < created; ++rev)
     if (!own.wrote_other_at(rev, key))

@@ -61,7 +61,7 @@ struct etcd_ranges_read {
 };
 
 /// Txn answer `body` of `n` ranges read in place (json_cursor), without a
-/// document: what a batch of renews reads (issue 19: nlohmann's document
+/// document: what a batch of renews reads (nlohmann's document
 /// of the answer was ~15 % of a 10,000-key holder's CPU). False when the
 /// answer is not plain: not ASCII, not n range answers, a member read
 /// twice, an escape or another type where etcd sends a plain string, an

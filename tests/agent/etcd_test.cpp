@@ -10,7 +10,7 @@ using namespace leasehold::test;
 using nlohmann::json;
 
 TEST_CASE("three etcd agents name the holder in /leader and /debug/state long after the "
-          "election (issue 18, defect 4)") {
+          "election") {
   // On etcd a renew is a keepalive and changes no key: every agent, the
   // leader included, said "leader": "unknown" once the record was older
   // than lease_duration (2 s here), although the holder's etcd lease lived.

@@ -547,7 +547,7 @@ long etcd_handled(const std::string& endpoint, const std::string& method) {
 }
 
 TEST_CASE("etcd transport: a create's history check reads no revision its own transport wrote "
-          "to another key (issue 19: a killed process's 1,000 keys)") {
+          "to another key (a killed process's 1,000 keys)") {
   // Regression: a follower taking over a killed process's keys creates them
   // one after another; each create's history check read the key at every
   // revision since its vanish read, i.e. at every create of its own before
@@ -861,7 +861,7 @@ TEST_CASE("etcd transport: queued creates cost one txn per batch (each alone whe
 }
 
 TEST_CASE("etcd client: a batch of releases is one txn of puts, a batch of new terms one txn of "
-          "deletes and one of creates; a compare that fails sends each alone (issue 19: SIGTERM)") {
+          "deletes and one of creates; a compare that fails sends each alone (SIGTERM)") {
   // Regression: releases and new terms went one by one (a range, a
   // keepalive and a txn per release; a range, a delete, a keepalive and a
   // create per new term): a SIGTERM of 10,000 leases took ~20 s to hand over.
@@ -1080,7 +1080,7 @@ void shut_down(caf::scoped_actor& self, const std::vector<runner_actor>& runners
 
 TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch stream, one leader per lease, "
           "releases taken over through it") {
-  // Issue 19: each watching runner opened its own watch (a thread and a
+  // Before, each watching runner opened its own watch (a thread and a
   // connection per lease); now the transport opens one stream for the
   // namespace, whatever the number of runners and leases.
   etcd_member etcd;
@@ -1261,7 +1261,7 @@ TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease,
   shut_down(self, runners, {backend.transport});
 }
 
-TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no range (issue 19): "
+TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no range: "
           "its followers share the holder's TTL reading") {
   // Two transports (two processes' worth): A leads 10 keys, B only follows
   // them. etcd's own Range count over a window, less A's renews (one range
@@ -1375,7 +1375,7 @@ TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd l
   CHECK(late.front().identity == "agent-c");
 }
 
-TEST_CASE("an etcd request that fails on every endpoint names the endpoint in its error (issue 21, item 12)") {
+TEST_CASE("an etcd request that fails on every endpoint names the endpoint in its error") {
   // The error is what the log, /readyz ("lease API failing for Nms ...: <the
   // failure>") and the metrics' kind show: the operator sees which member.
   etcd_client c(config({"http://127.0.0.1:1", "http://127.0.0.1:2"}));

@@ -148,7 +148,7 @@ TEST_CASE("terms never go back after an elector respawn and an API wipe") {
 }
 
 TEST_CASE("an elector killed in its creation hold: the next one holds to the hold's end, no work "
-          "before it (issue 19: the runner keeps when it created the lease, not the record)") {
+          "before it (the runner keeps when it created the lease, not the record)") {
   for (bool etcd : {false, true}) {
     CAPTURE(etcd);
     world_options o;
@@ -388,7 +388,7 @@ TEST_CASE("outside writes: a killed replica's etcd keys are taken one TTL after 
 }
 
 TEST_CASE("etcd follower: no per-key range while its stream is up and the holder renews; one shared TTL reading per holder lease") {
-  // Issue 19: a follower read each held key (range + TTL) every half lease
+  // Before, a follower read each held key (range + TTL) every half lease
   // duration, 0.13 requests/s per key (100 requests/s following 1,000
   // keys). The stream shows every change of the key; the TTL readings of
   // the holder's etcd lease, shared by the transport, tell when a key
@@ -417,7 +417,7 @@ TEST_CASE("etcd follower: no per-key range while its stream is up and the holder
 }
 
 TEST_CASE("etcd followers of one holder lease: a read in flight is waited for, not sent again") {
-  // Issue 19: followers of 10,000 keys sent 10-25 requests/s in steady
+  // Before, followers of 10,000 keys sent 10-25 requests/s in steady
   // state. A follower took another's reading only once it was back, so
   // every follower whose turn came while the first read of a round was
   // still out read too. Now the first marks its read in flight and the

@@ -190,7 +190,7 @@ scenario generate(std::uint64_t seed, const world& w) {
   // The multi-lease world's own choices (which lease an operation hits,
   // the shared stream's faults): a single-lease seed draws none of them.
   draw many{std::mt19937_64{seed * 0xBF58476D1CE4E5B9ULL + 11}};
-  draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
+  draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // yields: their own stream
   draw grp{std::mt19937_64{seed * 0x94D049BB133111EBULL + 13}};      // balance groups: their own
   draw flaps{std::mt19937_64{seed * 0x94D049BB133111EBULL + 17}};    // quiet windows' flappers
   draw brief{std::mt19937_64{seed * 0x2545F4914F6CDD1DULL + 39}};    // leases of 1 s and below
