@@ -194,6 +194,10 @@ scenario generate(std::uint64_t seed, const world& w) {
   draw grp{std::mt19937_64{seed * 0x94D049BB133111EBULL + 13}};      // balance groups: their own
   draw flaps{std::mt19937_64{seed * 0x94D049BB133111EBULL + 17}};    // quiet windows' flappers
   draw brief{std::mt19937_64{seed * 0x2545F4914F6CDD1DULL + 39}};    // leases of 1 s and below
+  // One seed in four: late streams and a fresh take deleted by an operator
+  // in every chaos window (no kept seed draws it: its constant is chosen so).
+  draw lag{std::mt19937_64{seed * 0x9FB21C651E98DF25ULL + 878}};
+  bool lagging = lag.unit() < 0.25;
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -353,6 +357,44 @@ scenario generate(std::uint64_t seed, const world& w) {
       if (w.many())
         ow.lease = many.unit() < 0.25 ? -1 : many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(ow);
+    }
+    // Late streams: a follower's stream seconds late while a leader is
+    // paused (its key runs out), and the next take deleted by an operator
+    // at once; a follower that frees the key on its late view must not
+    // start a term beside the fresh take's stopping work.
+    if (lagging) {
+      auto at = chaos_begin + lag.span(0ms, chaos_len);
+      op late;
+      late.kind = op_kind::stream_delay;
+      late.at = at;
+      late.replica = static_cast<std::size_t>(lag.range(0, 6));
+      late.duration = lag.span(2 * ld, 6 * ld);
+      late.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      lag.span(ld / 2, 3 * ld)).count());
+      if (w.many())
+        late.lease = -1;
+      sc.ops.push_back(late);
+      op stop;
+      stop.kind = lag.unit() < 0.5 ? op_kind::pause : op_kind::partition;
+      stop.at = at + lag.span(0ms, ld);
+      stop.replica = static_cast<std::size_t>(lag.range(0, 6));
+      stop.duration = lag.span(ld, 3 * ld);
+      sc.ops.push_back(stop);
+      op del;
+      del.kind = op_kind::outside_write;
+      del.param = 2;
+      del.at = stop.at;
+      del.duration = stop.duration + 2 * ld;
+      if (w.many())
+        del.lease = many.range(0, static_cast<int>(sc.leases) - 1);
+      sc.ops.push_back(del);
+      if (lag.unit() < 0.3) {   // etcd cancels a watch for compaction
+        op gone;
+        gone.kind = op_kind::stream_gone;
+        gone.at = at + lag.span(0ms, 2 * ld);
+        gone.replica = static_cast<std::size_t>(lag.range(0, 6));
+        sc.ops.push_back(gone);
+      }
     }
     // A yield (to anyone, to a replica, to one that does not exist), in one
     // chaos window in two.

@@ -217,6 +217,7 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
     } else {
       log(client, "GET", k, error_kind::none, i->second.value.holder_identity);
       auto rec = to_lease(k, i->second);
+      rec.read_revision = revision_;
       // /v3/lease/timetolive: the remaining TTL in whole seconds, truncated,
       // or the client's reading of the same etcd lease while it serves.
       auto& readings = readings_[client];
@@ -266,6 +267,12 @@ lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, b
   // found it absent): no write of this key since then.
   bool unwritten = l.absent_at_revision > 0
                    && changes_since(k, static_cast<std::uint64_t>(l.absent_at_revision)).empty();
+  // Judged ran out: from the read that last found the key present, its
+  // history is one delete and nothing else (etcd_unwritten_between).
+  if (l.seen_at_revision > 0) {
+    auto since = changes_since(k, static_cast<std::uint64_t>(l.seen_at_revision));
+    unwritten = since.size() == 1 && !since.front().record;
+  }
   v.create_revision = v.mod_revision = ++revision_;
   v.lease_id = id;
   keys_[k] = v;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 
 #include "transport/common/base64.hpp"
 #include "transport/etcd_session.hpp"
+#include "transport/etcd_txn_reads.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -162,4 +164,52 @@ TEST_CASE("etcd session: a key renewed since it went stale is not reaped") {
   REQUIRE(s.keep_alive(lease_id, etcd.fn()).ok());
   CHECK_FALSE(etcd.released());
   CHECK(etcd.calls == std::vector<std::string>{"/v3/lease/keepalive"});
+}
+
+// -- a create's history check (etcd_unwritten_between) -------------------------
+
+namespace {
+
+/// Answers count-only ranges of one key at each revision from `present`
+/// (revision -> whether the key existed there).
+etcd_session::call_fn history(std::map<std::int64_t, bool> present, int& reads) {
+  return [present, &reads](const std::string& path, const json& body) -> api_result<json> {
+    ++reads;
+    if (path != "/v3/kv/txn")
+      return api_result<json>::failure(api_error{error_kind::other, 0, "POST", path, "unscripted", 0});
+    json responses = json::array();
+    for (auto& op : body["success"]) {
+      auto rev = std::stoll(op["request_range"]["revision"].get<std::string>());
+      auto it = present.find(rev);
+      json range = json::object();
+      if (it != present.end() && it->second)
+        range["count"] = "1";
+      responses.push_back({{"response_range", range}});
+    }
+    return api_result<json>::success({{"responses", responses}});
+  };
+}
+
+} // namespace
+
+TEST_CASE("etcd history: a key judged ran out must be present, gone once, then absent") {
+  // Regression (sim seed 1105, etcd): a follower whose stream was seconds
+  // late read the key's TTL of 0 at revision 10, then no key at 14. The
+  // check started at 14, so it missed another replica's take at 12 and an
+  // operator's delete at 13, and the follower started beside that take.
+  etcd_session own;
+  int reads = 0;
+  // Expired at 11, nothing since: free at once.
+  CHECK(etcd_unwritten_between(history({{11, false}, {12, false}, {13, false}, {14, false}}, reads),
+                               own, key, 10, 15, true));
+  // Expired at 11, taken at 12, deleted at 13: held.
+  CHECK_FALSE(etcd_unwritten_between(
+    history({{11, false}, {12, true}, {13, false}, {14, false}}, reads), own, key, 10, 15, true));
+  // Still present just before the create: not a history that can be.
+  CHECK_FALSE(etcd_unwritten_between(history({{11, true}, {12, true}}, reads), own, key, 10, 13, true));
+  // The very next revision is the create: the key never showed gone.
+  CHECK_FALSE(etcd_unwritten_between(history({}, reads), own, key, 10, 11, true));
+  // A read that found the key absent: absent throughout, as before.
+  CHECK(etcd_unwritten_between(history({{11, false}}, reads), own, key, 10, 12));
+  CHECK_FALSE(etcd_unwritten_between(history({{11, true}}, reads), own, key, 10, 12));
 }
