@@ -404,9 +404,10 @@ bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_
         ev.reason = "the key (last seen: " + (spec.holder_identity.empty() ? std::string("released")
                                                                : "held by " + spec.holder_identity)
                     + ", term " + std::to_string(spec.lease_transitions)
-                    + ") vanished and nothing seen says its etcd lease ran out (a delete or revoke "
-                      "from outside?): a key created now starts its term "
-                    + std::to_string(to_ms(opt_.timings.lease_duration)) + "ms later";
+                    + ") vanished, and no fresh reading of its etcd lease at 0 s shows it ran "
+                      "out: a key created now starts its term "
+                    + std::to_string(to_ms(opt_.timings.lease_duration))
+                    + "ms later, in case its holder still works";
       });
   }
   return clock().now() < *mem_.outside_wait_until;
