@@ -327,8 +327,13 @@ TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL
   m.ttl_read_at = t0 + 1500ms;
   m.ttl_left = 0;
   m.ttl_zero_since = t0 + 1s;
+  // ... but only from a read whose store revision is known: a stream may be
+  // up and late, so the create's history must start at that read.
+  CHECK(held(judge_vanished_key(m, t0 + 2100ms, t, ttl, true, 0), t0 + 2100ms));
+  m.ttl_zero_revision = 40;
   auto v = judge_vanished_key(m, t0 + 2100ms, t, ttl, true, 0);
   CHECK_FALSE(v.hold);
+  CHECK(v.history_from == 40);
   CHECK(v.create_at == t0 + 2100ms);
   v = judge_vanished_key(m, t0 + 1600ms, t, ttl, true, 0);
   CHECK_FALSE(v.hold);

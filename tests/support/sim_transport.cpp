@@ -659,8 +659,12 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
           auto rest = b->second();
           self->state.beginning.erase(b);
           if (rest) {
+            // Half the reply leg goes between the steps: the call takes no
+            // longer than a one-step one.
+            auto mid = i->second.second / 2;
             i->second.first = std::move(rest);
-            self->delayed_send(self, self->state.api->draw_latency() / 2, arrive_atom::value, id);
+            i->second.second -= mid;
+            self->delayed_send(self, mid, arrive_atom::value, id);
             return;
           }
         }
