@@ -363,7 +363,9 @@ scenario generate(std::uint64_t seed, const world& w) {
     // at once; a follower that frees the key on its late view must not
     // start a term beside the fresh take's stopping work.
     if (lagging) {
-      auto at = chaos_begin + lag.span(0ms, chaos_len);
+      // Early enough that the pause (at most 4 lease durations from `at`)
+      // ends before the heal, which comes 3 lease durations after the window.
+      auto at = chaos_begin + lag.span(0ms, std::max(caf::timespan{0}, chaos_len - ld));
       op late;
       late.kind = op_kind::stream_delay;
       late.at = at;

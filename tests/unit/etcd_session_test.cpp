@@ -193,7 +193,7 @@ etcd_session::call_fn history(std::map<std::int64_t, bool> present, int& reads) 
 } // namespace
 
 TEST_CASE("etcd history: a key judged ran out must be present, gone once, then absent") {
-  // Regression (sim seed 1105, etcd): a follower whose stream was seconds
+  // Regression (sim seed 1295, etcd): a follower whose stream was seconds
   // late read the key's TTL of 0 at revision 10, then no key at 14. The
   // check started at 14, so it missed another replica's take at 12 and an
   // operator's delete at 13, and the follower started beside that take.
