@@ -245,24 +245,6 @@ std::string format_duration(caf::timespan d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
 }
 
-std::string dns1123_error(const std::string& name, std::size_t max, bool label) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  std::string rule = std::string("must be a lowercase RFC 1123 ") + (label ? "label" : "subdomain")
-                     + " (a-z, 0-9, '-'" + (label ? "" : ", '.'")
-                     + ", starting and ending with a letter or digit, at most "
-                     + std::to_string(max) + " characters)";
-  if (name.empty())
-    return "must not be empty; " + rule;
-  bool ok = name.size() <= max && alnum(name.front()) && alnum(name.back());
-  for (std::size_t i = 0; ok && i < name.size(); ++i) {
-    char c = name[i];
-    bool dot_ok = !label && c == '.' && name[i - 1] != '.' && name[i - 1] != '-'
-                  && alnum(name[i + 1]);
-    ok = alnum(c) || c == '-' || dot_ok;
-  }
-  return ok ? std::string{} : rule + " (is \"" + name + "\")";
-}
-
 election_timings agent_default_timings() {
   election_timings t;
   t.release_timeout = default_release_timeout;
@@ -476,9 +458,9 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
                    + std::to_string(cfg.identity.size()) + " characters, above the limit of "
                    + std::to_string(max_identity_length)
                    + " (the Kubernetes object-name length; it is in every log line)");
-  if (auto e = dns1123_error(cfg.lease_name, 253); !e.empty())
+  if (auto e = lease_name_error(cfg.lease_name); !e.empty())
     errs.push_back("lease_name: " + e);
-  if (auto e = dns1123_error(cfg.ns, 63, /*label*/ true); !e.empty())
+  if (auto e = namespace_error(cfg.ns); !e.empty())
     errs.push_back("namespace: " + e);
   if (!valid_log_level(cfg.log_level))
     errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level

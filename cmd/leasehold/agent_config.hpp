@@ -33,10 +33,6 @@ std::string duration_error(const std::string& text);
 /// but the identity is also a log field and a label-like name; 253 is the
 /// Kubernetes object-name (DNS subdomain) limit.
 constexpr std::size_t max_identity_length = 253;
-/// Why `name` is not a name the API accepts ("" when it is): a lowercase
-/// RFC 1123 subdomain (or label: no dots), at most `max` characters. The API
-/// answers 422 to anything else, on every retry.
-std::string dns1123_error(const std::string& name, std::size_t max, bool label = false);
 /// "1500ms" style, for logs and messages.
 std::string format_duration(caf::timespan d);
 

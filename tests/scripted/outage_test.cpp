@@ -244,3 +244,41 @@ TEST_CASE("graceful shutdown stops leader-only modules, then releases the lease"
   REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(other); }, 10s));
   CHECK(w.now() - released <= std::chrono::duration_cast<caf::timespan>(o.timings.retry_period * 1.2));
 }
+
+TEST_CASE("spawn_runner refuses a lease name or namespace the API would refuse, as `run` does") {
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto api = std::make_shared<sim_api>();
+  auto transport = spawn_sim_transport(sys, api, "embedder");
+  // No registry: spawn_runner then spawns nothing whatever the names, and
+  // says what is wrong with them beside "registry: ...".
+  auto lease_errors = [&](lease_key k) {
+    runner_options o;
+    o.identity = "embedder";
+    o.lease = std::move(k);
+    o.backend = sim_backend(transport, api, "embedder");
+    auto r = spawn_runner(sys, o);
+    CHECK_FALSE(static_cast<bool>(r.runner));
+    std::string all;
+    for (auto& e : r.errors)
+      if (e.rfind("lease.", 0) == 0)
+        all += e + "\n";
+    return all;
+  };
+  for (const auto& bad : std::vector<std::string>{"Bad_Name", "", "-lead", "a..b", "ends.", "a/b",
+                                                 std::string(254, 'a')}) {
+    CAPTURE(bad);
+    auto errs = lease_errors({"default", bad});
+    CHECK(errs.rfind("lease.name: must ", 0) == 0);
+    CHECK(errs.find("RFC 1123 subdomain") != std::string::npos);
+  }
+  CHECK(lease_errors({"my.ns", "fine"})
+        == "lease.namespace: must be a lowercase RFC 1123 label (a-z, 0-9, '-', starting and "
+           "ending with a letter or digit, at most 63 characters) (is \"my.ns\")\n");
+  for (const auto& good : std::vector<std::string>{"a", "lease-1", "a.b-c", std::string(253, 'a')}) {
+    CAPTURE(good);
+    CHECK(lease_errors({"default", good}).empty());
+  }
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
