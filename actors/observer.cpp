@@ -61,6 +61,11 @@ constexpr event_words table[] = {
   // Variants.
   // A 409 is how a normal race (two replicas writing one record) ends.
   {et::api_error, "", "lost_race", "API request failed", debug, false},
+  // A 422/400: said once while the same request is refused, not as an outage.
+  {et::api_error, "", "refused",
+   "API refused the request as invalid: it is retried, but will fail the same way until what it "
+   "sends changes",
+   error, true},
   {et::watch_changed, "", "up", "lease watch open", info, false},
   {et::watch_changed, "", "forbidden",
    "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
@@ -89,7 +94,7 @@ static_assert(rows_in_type_order(),
 const char* variant_of(const runtime_event& ev) {
   switch (ev.type) {
     case event_type::api_error:
-      return is_lost_race(ev.error.kind) ? "lost_race" : "";
+      return is_lost_race(ev.error.kind) ? "lost_race" : is_refusal(ev.error.kind) ? "refused" : "";
     case event_type::watch_changed:
       if (ev.detail == "up")
         return "up";

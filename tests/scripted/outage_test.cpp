@@ -2,6 +2,7 @@
 // agent's stop/restart bug, disabling and re-enabling, crashes.
 #include <doctest/doctest.h>
 
+#include "actors/observer.hpp"
 #include "sim_world.hpp"
 #include "transport/common/backoff.hpp"
 
@@ -281,4 +282,44 @@ TEST_CASE("spawn_runner refuses a lease name or namespace the API would refuse, 
     CHECK(lease_errors({"default", good}).empty());
   }
   caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a write the API refuses as invalid (422) is one error, not an outage that flaps") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  REQUIRE(w.await_leader(30s) == 0);
+  auto& r = w.rep(1);
+  // replica-1's writes are refused; its reads answered. Once replica-0 has
+  // released the lease, replica-1 tries to acquire it at every retry.
+  auto from = r.events.size();
+  auto since = [&](event_type t) {
+    std::vector<runtime_event> out;
+    for (auto i = from; i < r.events.size(); ++i)
+      if (r.events[i].type == t)
+        out.push_back(r.events[i]);
+    return out;
+  };
+  w.api().set_fault(sim_fault::refuse_writes, "replica-1", 422);
+  REQUIRE(w.shutdown(0));
+  w.run_for(60s);   // some 30 attempts at the 2 s retry period
+  CHECK(since(event_type::api_request_failed).size() >= 10);
+  auto errors = since(event_type::api_error);
+  REQUIRE(errors.size() == 1);
+  CHECK(std::string(words_for(errors[0]).variant) == "refused");
+  CHECK(words_for(errors[0]).severity == event_severity::error);
+  CHECK(errors[0].error.describe().rfind(
+          "PUT /apis/coordination.k8s.io/v1/namespaces/default/leases/agent-lock: invalid (422)", 0)
+        == 0);
+  CHECK(since(event_type::api_recovered).empty());
+  // The API answered every read: the replica is not cut off from it.
+  CHECK(w.status(1).api_unreachable_ms < 0);
+  CHECK(w.leader() == -1);
+
+  // Writes accepted again: it leads, and no recovery is announced for an
+  // outage that never was.
+  w.api().clear_faults();
+  REQUIRE(w.run_until([&] { return w.leader() == 1; }, 30s));
+  CHECK(since(event_type::api_error).size() == 1);
+  CHECK(since(event_type::api_recovered).empty());
 }
