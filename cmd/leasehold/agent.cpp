@@ -320,6 +320,7 @@ public:
       log_(*parse_log_level(cfg_.log_level), cfg_.identity, lease_.to_string()),
       sys_(tuned(sys_cfg_)) {
     counters_.set_build_info(LEASEHOLD_VERSION, cfg_.backend);
+    counters_.set_timings(cfg_.timings);
   }
 
   /// Each start phase logs why it cannot go on and returns false.

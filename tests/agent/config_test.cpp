@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <yaml-cpp/yaml.h>
@@ -471,7 +472,7 @@ TEST_CASE("metrics: every failed request by kind, lost races apart, API unreacha
   CHECK(text.find("leasehold_api_errors_total{kind=\"already_exists\"}") == std::string::npos);
   CHECK(has_line("leasehold_api_lost_races_total{kind=\"conflict\"} 3"));
   CHECK(has_line("leasehold_api_lost_races_total{kind=\"already_exists\"} 1"));
-  CHECK(has_line("# TYPE leasehold_api_unreachable_since_seconds gauge"));
+  CHECK(has_line("# TYPE leasehold_api_unreachable_since_timestamp_seconds gauge"));
   CHECK(has_line("leasehold_api_unreachable_seconds 4.5"));
   auto value = [&](const std::string& name) {
     auto at = text.find("\n" + name + " ");
@@ -479,7 +480,7 @@ TEST_CASE("metrics: every failed request by kind, lost races apart, API unreacha
     return std::stod(text.substr(at + name.size() + 2));
   };
   auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  CHECK(value("leasehold_api_unreachable_since_seconds") == doctest::Approx(now - 4.5).epsilon(1e-8));
+  CHECK(value("leasehold_api_unreachable_since_timestamp_seconds") == doctest::Approx(now - 4.5).epsilon(1e-8));
   CHECK(has_line("leasehold_build_info{version=\"9.8.7\",backend=\"etcd\",caf_version=\"0.17.6\"} 1"));
   // The standard process metrics, read from /proc.
   CHECK(value("process_cpu_seconds_total") >= 0);
@@ -497,8 +498,45 @@ TEST_CASE("metrics: every failed request by kind, lost races apart, API unreacha
 
   st.api_unreachable_ms = -1;   // answering again
   text = m.render(st);
-  CHECK(has_line("leasehold_api_unreachable_since_seconds 0"));
+  CHECK(has_line("leasehold_api_unreachable_since_timestamp_seconds 0"));
   CHECK(has_line("leasehold_api_unreachable_seconds 0"));
+}
+
+TEST_CASE("metrics: labelled counters at 0 before their first event, timestamps named so, "
+          "the timings") {
+  metrics m;
+  election_timings t;
+  t.lease_duration = std::chrono::milliseconds(2500);
+  t.renew_deadline = std::chrono::milliseconds(1500);
+  m.set_timings(t);
+  runner_status st;
+  auto text = m.render(st);
+  CHECK(test::prometheus_violations(text).empty());
+  auto has_line = [&](const std::string& l) { return text.find("\n" + l + "\n") != std::string::npos; };
+  // Nothing failed yet: every kind is there at 0, so the first failure is an increase.
+  for (auto kind : {"connection_refused", "timeout", "server_error", "throttled", "invalid",
+                    "forbidden", "unauthorized", "not_found", "tls_error", "disconnected",
+                    "malformed_body", "other"}) {
+    CAPTURE(kind);
+    CHECK(has_line(std::string("leasehold_api_errors_total{kind=\"") + kind + "\"} 0"));
+  }
+  CHECK(has_line("leasehold_api_lost_races_total{kind=\"conflict\"} 0"));
+  CHECK(has_line("leasehold_api_lost_races_total{kind=\"already_exists\"} 0"));
+  CHECK(text.find("kind=\"none\"") == std::string::npos);
+  CHECK(has_line("leasehold_lease_duration_seconds 2.5"));
+  CHECK(has_line("leasehold_renew_deadline_seconds 1.5"));
+  // A series that holds a Unix time ends in _timestamp_seconds (Prometheus's
+  // naming); process_start_time_seconds keeps the client libraries' name.
+  std::istringstream lines(text);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("# HELP ", 0) != 0 || l.find("Unix time") == std::string::npos)
+      continue;
+    auto name = l.substr(7, l.find(' ', 7) - 7);
+    CAPTURE(name);
+    CHECK(name.size() > 18);
+    CHECK(name.compare(name.size() - 18, 18, "_timestamp_seconds") == 0);
+  }
+  CHECK(text.find("leasehold_api_unreachable_since_seconds") == std::string::npos);
 }
 
 TEST_CASE("probes: lease watchdog, failed every-replica module, readiness") {
