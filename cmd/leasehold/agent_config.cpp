@@ -12,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "cmd/leasehold/json_log.hpp"
 #include "transport/kube_config.hpp"
 #include "transport/server_url.hpp"
 
@@ -59,6 +60,7 @@ const string_field string_fields[] = {
   {"journal", &agent_config::journal, &config_overrides::journal},
   {"fence_dir", &agent_config::fence_dir, &config_overrides::fence_dir},
   {"log_level", &agent_config::log_level, &config_overrides::log_level},
+  {"log_format", &agent_config::log_format, &config_overrides::log_format},
 };
 
 void parse_timings(const json& j, const config_overrides& over, election_timings& t,
@@ -317,6 +319,7 @@ void apply_environment(config_overrides& over,
   fill(over.journal, {"LEASEHOLD_JOURNAL"});
   fill(over.fence_dir, {"LEASEHOLD_FENCE_DIR"});
   fill(over.log_level, {"LEASEHOLD_LOG_LEVEL"});
+  fill(over.log_format, {"LEASEHOLD_LOG_FORMAT"});
   fill(over.backend, {"LEASEHOLD_BACKEND"});
   fill(over.etcd_endpoints, {"LEASEHOLD_ETCD_ENDPOINTS"});
 }
@@ -396,7 +399,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
-       "health_addr", "journal", "fence_dir", "log_level", "watch", "modules", "backend", "etcd"};
+       "health_addr", "journal", "fence_dir", "log_level", "log_format", "watch", "modules",
+       "backend", "etcd"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field");
@@ -465,6 +469,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
   if (!valid_log_level(cfg.log_level))
     errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level
                    + "\")");
+  if (!parse_log_format(cfg.log_format))
+    errs.push_back("log_format: must be json or text (is \"" + cfg.log_format + "\")");
   if (!valid_host_port(cfg.health_addr))
     errs.push_back("health_addr: must be host:port (is \"" + cfg.health_addr + "\")");
   if (!cfg.server.empty())

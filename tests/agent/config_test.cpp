@@ -296,6 +296,38 @@ TEST_CASE("the JSON log has level, time, msg and fields, and drops repeats withi
   CHECK(lines[5]["line"] == "same");
 }
 
+TEST_CASE("log format text: time, LEVEL, the same words, then key=value; JSON by default") {
+  captured_log cap;
+  json_logger log(log_level::info, "a", "default/x", cap.file);
+  auto sink = log.sink();
+  auto acquired = event(event_type::term_acquired);
+  acquired.term = 3;
+  sink(acquired);
+  log.set_format(log_format::text);
+  sink(acquired);
+  log.log(log_level::warn, "config file rejected, the running config stays",
+          {{"path", "/etc/a b.yaml"}, {"count", 2}});
+  std::fflush(cap.file);
+  std::rewind(cap.file);
+  std::vector<std::string> lines;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), cap.file))
+    lines.emplace_back(buf);
+  REQUIRE(lines.size() == 3);
+  auto first = json::parse(lines[0]);   // JSON until told otherwise
+  CHECK(first["msg"] == "became leader");
+  auto time = first["time"].get<std::string>();
+  CAPTURE(lines[1]);
+  CHECK(lines[1].size() > time.size());
+  CHECK(lines[1].substr(time.size()) == " INFO  became leader  identity=a lease=default/x term=3\n");
+  CHECK(lines[2].substr(time.size())
+        == " WARN  config file rejected, the running config stays  identity=a lease=default/x "
+           "path=\"/etc/a b.yaml\" count=2\n");
+  CHECK(parse_log_format("text") == log_format::text);
+  CHECK(parse_log_format("json") == log_format::json);
+  CHECK_FALSE(parse_log_format("xml"));
+}
+
 TEST_CASE("log shape: reasons in words with the raw code apart, child streams, 409 at debug") {
   captured_log cap;
   json_logger log(log_level::info, "a", "default/x", cap.file);
