@@ -233,6 +233,11 @@ event_sink json_logger::sink() {
 }
 
 void json_logger::on_event(const runtime_event& e) {
+  // One line per fact: every lease's runner applies the config and follows
+  // the namespace's one watch stream, but the agent's own lease says it.
+  bool other_lease = !e.lease.empty() && e.lease != lease_;
+  if (other_lease && (e.type == event_type::config_applied || e.type == event_type::watch_changed))
+    return;
   if (is_state_change(e.type)) {
     std::lock_guard<std::mutex> guard(mtx_);
     for (auto& kv : seen_)

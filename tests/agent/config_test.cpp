@@ -328,6 +328,33 @@ TEST_CASE("log format text: time, LEVEL, the same words, then key=value; JSON by
   CHECK_FALSE(parse_log_format("xml"));
 }
 
+TEST_CASE("one line per fact: the config and the shared watch stream said once for every lease") {
+  captured_log cap;
+  json_logger log(log_level::info, "a", "default/x", cap.file);
+  auto sink = log.sink();
+  for (auto lease : {"default/x", "default/work-1", "default/work-2"}) {
+    auto applied = event(event_type::config_applied);
+    applied.lease = lease;
+    sink(applied);
+    auto up = event(event_type::watch_changed);
+    up.lease = lease;
+    up.detail = "up";
+    sink(up);
+  }
+  auto started = event(event_type::module_started);   // a module's lease's own fact: kept
+  started.lease = "default/work-1";
+  started.module = "work-1";
+  sink(started);
+  auto lines = cap.lines();
+  std::map<std::string, int> count;
+  for (auto& l : lines)
+    ++count[l["msg"].get<std::string>()];
+  CHECK(count["config applied"] == 1);
+  CHECK(count["lease watch open"] == 1);
+  CHECK(count["module started"] == 1);
+  CHECK(lines.size() == 3);
+}
+
 TEST_CASE("log shape: reasons in words with the raw code apart, child streams, 409 at debug") {
   captured_log cap;
   json_logger log(log_level::info, "a", "default/x", cap.file);
