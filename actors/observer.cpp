@@ -172,8 +172,9 @@ exit_description describe_exit(const caf::error& e, caf::actor_system& sys) {
   exit_description d{{}, sys.render(e)};
   if (e.category() == caf::atom("exit")) {
     switch (static_cast<caf::exit_reason>(e.code())) {
-      case caf::exit_reason::normal: d.words = "exited normally"; break;
-      case caf::exit_reason::user_shutdown: d.words = "stopped on request"; break;
+      // An ending that was asked for has nothing more to say: no code.
+      case caf::exit_reason::normal: return {"exited normally", {}};
+      case caf::exit_reason::user_shutdown: return {"stopped on request", {}};
       case caf::exit_reason::kill: d.words = "killed"; break;
       case caf::exit_reason::unhandled_exception: d.words = "threw an exception"; break;
       case caf::exit_reason::unknown: d.words = "ended for an unknown reason"; break;
