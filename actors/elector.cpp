@@ -335,8 +335,10 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   // in between (say an operator's delete of another replica's fresh key)
   // is held for. Other keys' writes in between do not matter.
   bool ask_history = create_new && opt_.backend->server_expiry && !hold;
-  if (ask_history)
+  if (ask_history) {
     l.absent_at_revision = mem_.vanish_revision;
+    l.seen_at_revision = mem_.vanish_seen_revision;
+  }
   auto started = clock().now();
   call(started, "POST", create_lease_atom::value, std::move(l),
        [=](lease_reply& r) {

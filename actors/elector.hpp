@@ -93,7 +93,7 @@ struct elector_options {
   std::string seen_version;
   /// Where each accepted write of a term stores the fence's validity (actor
   /// clock ns), never voided: the runner reads its last renew from here,
-  /// with no message per renew (issue 19). Null: not kept.
+  /// with no message per renew (a message each was CPU per lease). Null: not kept.
   std::shared_ptr<std::atomic<std::int64_t>> renewed_until;
   /// Follow the lease through the transport's watch: a follower acts on a
   /// release or delete as soon as it is streamed, and between changes it

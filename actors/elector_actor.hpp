@@ -140,7 +140,7 @@ private:
   void report_memory() { send(opt_.runner, lease_observed{mem_}); }
   /// `rec` renews the term held, its preferredHolder unchanged: nothing the
   /// runner uses changed (it reads the renew from renewed_until), so no
-  /// report (issue 19); the memory catches up when the term ends (set_state).
+  /// report (it saves CPU per lease); the memory catches up when the term ends (set_state).
   bool own_renewal(const lease& rec) const;
   /// A read's `answer` is older than the record in memory: the stream
   /// showed a later version while the read was out (a release streamed

@@ -164,6 +164,7 @@ void elector_actor::observe(const lease& rec, bool report) {
   mem_.observed_at = clock().now();
   mem_.ttl_read_at.reset();   // another record: another key or lease
   mem_.ttl_zero_since.reset();
+  mem_.ttl_zero_revision = 0;
   mem_.outside_wait_until.reset();
   mem_.hold_next_create = false;
   mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
@@ -281,6 +282,7 @@ void elector_actor::note_ttl(const lease& rec, time_point sent) {
     mem_.ttl_zero_since.reset();
   else if (!mem_.ttl_zero_since || mem_.ttl_left != 0)
     mem_.ttl_zero_since = clock().now();   // the reply of the first read of 0
+  mem_.ttl_zero_revision = left == 0 ? rec.read_revision : 0;
   mem_.ttl_read_at = sent - std::chrono::duration_cast<caf::timespan>(rec.ttl_age);
   mem_.ttl_left = left;
 }
@@ -331,6 +333,7 @@ bool elector_actor::follow_shared_reading() {
     mem_.ttl_read_at = sent;
     mem_.ttl_left = s.latest->ttl_seconds;
     mem_.ttl_zero_since.reset();
+    mem_.ttl_zero_revision = 0;
     if (next_delay() > caf::timespan{0}) {
       mem_.confirmed_at = std::max(mem_.confirmed_at, sent);   // its etcd lease lives: the holder is current
       report_memory();
@@ -356,6 +359,7 @@ void elector_actor::forget_ttl() {
     return;
   mem_.ttl_read_at.reset();
   mem_.ttl_zero_since.reset();
+  mem_.ttl_zero_revision = 0;
   report_memory();
 }
 
@@ -385,8 +389,10 @@ bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_
     mem_.outside_wait_until = v.create_at;
     mem_.hold_next_create = v.hold;
     mem_.vanish_revision = store_revision;
+    mem_.vanish_seen_revision = v.history_from;
     mem_.ttl_read_at.reset();   // the key is gone: nothing left to read a TTL of
     mem_.ttl_zero_since.reset();
+    mem_.ttl_zero_revision = 0;
     report_memory();
     // A key created unheld (no holder, no release) is taken by a delete
     // and a create: its vanishing is the protocol's, said by no warning.
@@ -398,9 +404,10 @@ bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_
         ev.reason = "the key (last seen: " + (spec.holder_identity.empty() ? std::string("released")
                                                                : "held by " + spec.holder_identity)
                     + ", term " + std::to_string(spec.lease_transitions)
-                    + ") vanished and nothing seen says its etcd lease ran out (a delete or revoke "
-                      "from outside?): a key created now starts its term "
-                    + std::to_string(to_ms(opt_.timings.lease_duration)) + "ms later";
+                    + ") vanished, and no fresh reading of its etcd lease at 0 s shows it ran "
+                      "out: a key created now starts its term "
+                    + std::to_string(to_ms(opt_.timings.lease_duration))
+                    + "ms later, in case its holder still works";
       });
   }
   return clock().now() < *mem_.outside_wait_until;

@@ -34,7 +34,7 @@ bool legal_transition(elector_state from, elector_state to) {
 
 int duration_seconds(caf::timespan lease_duration) {
   auto secs = std::chrono::duration<double>(lease_duration).count();
-  return std::max(1, static_cast<int>(std::ceil(secs)));
+  return std::max(2, static_cast<int>(std::ceil(secs)));
 }
 
 lease_spec acquired_spec(const lease_spec& old, const std::string& identity,

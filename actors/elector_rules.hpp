@@ -47,7 +47,10 @@ lease_spec released_spec(const lease_spec& held, wall_time now);
 /// leaves nothing).
 caf::timespan renew_ride_limit(const election_timings& t);
 
-/// leaseDurationSeconds for `lease_duration`: whole seconds, rounded up, >= 1.
+/// leaseDurationSeconds of every record but a release: whole seconds,
+/// rounded up, and at least 2, because 1 marks a release (released_record).
+/// A lease of 1 s or less is written as 2 s: followers and foreign readers
+/// wait longer, never shorter (docs/safety.md, "How a release is told").
 int duration_seconds(caf::timespan lease_duration);
 
 /// After an error of kind `k` a write may still stand in the store: no

@@ -1,4 +1,4 @@
-// Voluntary handovers (issue 20): a leader yields on request (yield_atom,
+// Voluntary handovers: a leader yields on request (yield_atom,
 // `leasehold yield`) or because the Lease's preferredHolder names another
 // replica. The handover is the one step-down path (leader-only modules
 // confirmed down, then the release) with two additions: the released record

@@ -59,7 +59,7 @@ public:
   /// re-typed modules, sends changed settings to running ones. Starts nothing.
   void configure(const module_config& cfg);
   /// Whether `cfg` is the configuration it runs, module by module in order
-  /// (the runner keeps no copy of its own: one per lease, issue 19).
+  /// (the runner keeps no copy of its own: it would be one per lease).
   bool configured_as(const module_config& cfg) const;
   /// Some leader-only module is enabled: the replica has to be elected.
   bool any_leader_only_enabled() const;

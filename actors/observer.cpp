@@ -50,7 +50,7 @@ constexpr event_words table[] = {
   {et::identity_conflict, "identity_conflict", "",
    "another process writes the lease under this replica's identity: stepping down", error, true},
   {et::outside_write, "outside_write", "",
-   "lease written from outside the protocol: waiting out the last holder", warning, true},
+   "lease gone or emptied without a release: waiting out the last holder", warning, true},
   {et::creation_hold, "creation_hold", "",
    "created the lease and holds it: the term starts one lease duration after the create", info,
    true},

@@ -35,8 +35,12 @@ vanish_verdict judge_vanished_key(const lease_memory& m, caf::actor_clock::time_
     return {seen_by, false};
   auto rt = t.effective_request_timeout();
   bool fresh = m.ttl_read_at && seen_by <= *m.ttl_read_at + 100ms + rt;
-  if (ttl_tells_expiry(t, ttl) && gapless && fresh && m.ttl_left == 0 && m.ttl_zero_since)
-    return {std::max(seen_by, *m.ttl_zero_since + 1s), false};
+  // A stream can be up and still late: the freeing also needs the store
+  // revision of the read of 0, so that the create's history check covers
+  // everything from that read on (a term that came and went since shows).
+  if (ttl_tells_expiry(t, ttl) && gapless && fresh && m.ttl_left == 0 && m.ttl_zero_since
+      && m.ttl_zero_revision > 0)
+    return {std::max(seen_by, *m.ttl_zero_since + 1s), false, m.ttl_zero_revision};
   return {seen_by, true};
 }
 

@@ -32,6 +32,9 @@ bool ttl_tells_expiry(const election_timings& t, caf::timespan ttl);
 struct vanish_verdict {
   caf::actor_clock::time_point create_at;   // no create before this
   bool hold = true;   // the created key starts its term only a lease duration after its create
+  /// Ran out: the revision the key was last read present at; the create's
+  /// history from there must show one vanish and nothing else (0: none).
+  std::int64_t history_from = 0;
 };
 
 /// A released record (released_record) whose removal is the very next write
@@ -42,11 +45,14 @@ struct vanish_verdict {
 /// work was down when it released: create at once, no hold.
 /// Else it ran out (create at (first read of 0) + 1 s, no hold) only when all of
 /// these hold: ttl_tells_expiry; the follower's watch has been up without a
-/// gap since its latest TTL reading (`gapless`), so no other term can have
-/// come and gone unseen; that reading was fresh (at most 100 ms +
-/// request_timeout before `seen_by`) and said 0 s were left, so the
-/// holder's last renew was sent before (first read of 0) + 1 s - TTL, past
-/// its renew deadline. Anything else (a delete or revoke by an operator,
+/// gap since its latest TTL reading (`gapless`); that reading was fresh (at
+/// most 100 ms + request_timeout before `seen_by`), said 0 s were left (so
+/// the holder's last renew was sent before (first read of 0) + 1 s - TTL,
+/// past its renew deadline) and came from a read whose store revision is
+/// known (`history_from`). A stream can be up and seconds late, so the
+/// create then asks the store for the key's history from that revision: it
+/// must show the key present, gone once, then nothing (no term came and
+/// went unseen); else the created key is held. Anything else (a delete or revoke by an operator,
 /// stale readings, a polling follower, a pause) may have cut a live term,
 /// possibly one this follower never saw: it creates at once and holds what
 /// it creates for a lease duration from the create's answer, by when any

@@ -1,5 +1,5 @@
-// Fields most actors never set, kept behind one pointer (issue 19: bytes
-// per lease): allocated when first set, read as empty while never set.
+// Fields most actors never set, kept behind one pointer (to save
+// bytes per lease): allocated when first set, read as empty while never set.
 #pragma once
 
 #include <memory>

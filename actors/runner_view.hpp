@@ -31,7 +31,7 @@ caf::timespan unconfirmed_kill_grace(const election_timings& t);
 /// before the fence's end, `valid_until_ns`); half the safety room before that.
 caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int64_t valid_until_ns);
 
-/// What a runner keeps of its electors' lease_memory (issue 19: bytes per
+/// What a runner keeps of its electors' lease_memory (kept small: bytes per
 /// lease; the whole memory, its record's strings with it, was a second
 /// ~0.8 KB per lease beside the elector's). For the next elector only what
 /// its safety needs (seed_of, docs/safety.md "What a replica knows survives

@@ -1,4 +1,4 @@
-"""bench/run's balance figures (issue 20): real `leasehold run` agents on one
+"""bench/run's balance figures: real `leasehold run` agents on one
 leasehold-apiserver, 12 leader-only ticker modules in one balance group
 (each under its own Lease; tests/faults/balance_cluster.py), agent timings lease 2 s, renew 1.5 s, retry
 0.3 s, stop 0.4 s, settle 1 s. Per run, on a fresh API server:
@@ -98,7 +98,7 @@ def balance_figures(runs, backend="kubernetes"):
     prints the table; returns the raw runs."""
     store = "API server" if backend == "kubernetes" else "3-member etcd cluster"
     t = TIMINGS[backend]
-    print(f"\nbalance groups (issue 20) on {backend}: 12 balanced ticker modules, real agents, "
+    print(f"\nbalance groups on {backend}: 12 balanced ticker modules, real agents, "
           f"lease {t.lease:g} s, renew {t.renew:g} s, retry {t.retry:g} s, settle 1 s; "
           f"{runs} runs, fresh {store} each")
     res = [one_run(backend=backend) for _ in range(runs)]
@@ -125,7 +125,7 @@ def balance_figures(runs, backend="kubernetes"):
          cell("sigkill_ms", "{:+.0f} ms", minus=2000.0), "lease duration + 1 s"),
     ]
     width = max(len(r[0]) for r in rows) + 2
-    print(f"{'':<{width}}{'measured':<32}goal (issue 20)")
+    print(f"{'':<{width}}{'measured':<32}goal")
     for label, value, goal in rows:
         print(f"{label:<{width}}{value:<32}{goal}")
     print(f"  safety: check-journal --per-lease clean in {sum(1 for r in ok if r.get('safe'))} "

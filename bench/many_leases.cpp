@@ -12,16 +12,7 @@
 //   many_leases ... --identity B --follow 5  (a second process: 3 s to settle, then
 //                                             5 s as a follower, reported; then it
 //                                             waits to lead)
-//
-// Reports, as one JSON line on stdout: leaders reached, the time until all
-// leases were led, RSS before the runners and after every lease is led, RSS
-// per election, and over the --hold seconds while holding every lease: CPU
-// seconds, terms lost, renewals, CPU per renewal, transport requests per
-// second; the process's threads at the end of the hold; the wall-clock time
-// (ms since the epoch) at which the last lease was led, to measure a
-// takeover against the moment another process was killed or stopped.
-// --follow S prints one line before: what the process sent and led while
-// following for S seconds.
+// Reports one JSON line on stdout: described at struct options below.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -45,6 +36,15 @@ using namespace std::chrono_literals;
 /// --follow: the first reads and the watch's start are not the steady state.
 constexpr auto follow_settle = 3s;
 
+// Reports, as one JSON line on stdout: leaders reached, the time until all
+// leases were led, RSS before the runners and after every lease is led, RSS
+// per election, and over the --hold seconds while holding every lease: CPU
+// seconds, terms lost, renewals, CPU per renewal, transport requests per
+// second; the process's threads at the end of the hold; the wall-clock time
+// (ms since the epoch) at which the last lease was led, to measure a
+// takeover against the moment another process was killed or stopped.
+// --follow S prints one line before: what the process sent and led while
+// following for S seconds.
 namespace {
 
 struct options {

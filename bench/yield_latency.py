@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/yield_latency.py: how fast leadership moves on request (issue 20).
+"""bench/yield_latency.py: how fast leadership moves on request.
 Not a test.
 
     bench/yield_latency.py [--runs 40]

@@ -8,14 +8,7 @@
 // keeper SIGKILLs the command's whole group. With a fence (leader-only
 // work), the keeper also kills the group when the deadline passes without
 // an extension (extend()), so the command never runs past valid_until.
-//
-// The watcher thread reads stdout, stderr and the keeper's reports and is
-// the only code that reaps the keeper: when the command exits the keeper
-// SIGKILLs what is left of its group (no orphans) and reports the wait
-// status, then the watcher reaps the keeper (no zombie), delivers the
-// remaining output, and calls on_exit once. Destroying a child_process
-// SIGKILLs the group if it still runs and joins the watcher, so no process
-// or thread outlives the object.
+// How the watcher thread reaps and reports: see class child_process below.
 #pragma once
 
 #include <atomic>
@@ -32,6 +25,13 @@
 
 namespace leasehold::modules {
 
+// The watcher thread reads stdout, stderr and the keeper's reports and is
+// the only code that reaps the keeper: when the command exits the keeper
+// SIGKILLs what is left of its group (no orphans) and reports the wait
+// status, then the watcher reaps the keeper (no zombie), delivers the
+// remaining output, and calls on_exit once. Destroying a child_process
+// SIGKILLs the group if it still runs and joins the watcher, so no process
+// or thread outlives the object.
 class child_process {
 public:
   struct command {

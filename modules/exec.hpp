@@ -7,6 +7,21 @@
 // agent rejects grace_ms >= timings.module_stop_timeout (the supervisor
 // kills the module then): no setting is ever cut short silently.
 //
+// The command runs in its own process group under a fence keeper; how it
+// is fenced, stopped and restarted is said at exec_settings below.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "leasehold/modules.hpp"
+#include "modules/settings.hpp"
+
+namespace leasehold::modules {
+
 // The command runs in its own process group under a fence keeper
 // (fence_keeper.hpp, child_process.hpp) with stdin from /dev/null; each
 // stdout/stderr line is reported as a module_output event (detail: the line,
@@ -33,19 +48,6 @@
 // the command the same way (TERM, grace, KILL, start). The actor is detached
 // (its own thread), and on every exit path -- kill included -- its state
 // SIGKILLs the group and joins the reader: no zombie, orphan or thread remains.
-#pragma once
-
-#include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "leasehold/modules.hpp"
-#include "modules/settings.hpp"
-
-namespace leasehold::modules {
-
 struct exec_settings {
   std::vector<std::string> command;
   std::map<std::string, std::string> env;

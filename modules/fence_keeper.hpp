@@ -5,17 +5,29 @@
 //
 // The keeper is not in the agent's process group (a stopped agent group does
 // not stop it) and is single-threaded, with no heap use after its start and
-// no CAF. It forks the child into a new process group, with
-// PR_SET_PDEATHSIG=SIGKILL (set in the child before exec; the race with the
-// keeper's death is closed by checking getppid() after prctl; the keeper is
-// single-threaded, so the "parent" PDEATHSIG watches is the whole keeper).
-// It SIGKILLs the child's whole group at once when
+// no CAF. It SIGKILLs the child's whole group at once when
 //   - the deadline passes without an extension (a stuck, paused or slow agent:
 //     a leader-only child never runs past its fence's valid_until),
 //   - the control socket closes (the agent died, however it died),
 //   - the keeper gets SIGTERM/SIGINT/SIGHUP,
 // and when the child exits by itself (what it left in its group). It reaps
-// the child, reports its wait status and exits.
+// the child, reports its wait status and exits. The control protocol, the
+// fence file and the command line are described at run_fence_keeper below.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace leasehold::modules {
+
+/// argv[0] under which a program linking the exec module runs as the keeper.
+constexpr const char* fence_keeper_argv0 = "leasehold-fence-keeper";
+
+// The keeper forks the child into a new process group, with
+// PR_SET_PDEATHSIG=SIGKILL (set in the child before exec; the race with the
+// keeper's death is closed by checking getppid() after prctl; the keeper is
+// single-threaded, so the "parent" PDEATHSIG watches is the whole keeper).
 //
 // Control protocol (text lines on the control socket):
 //   agent -> keeper   "D <ns>"   extend the deadline to <ns> (CLOCK_MONOTONIC);
@@ -45,16 +57,6 @@
 // Without --deadline-ns there is no deadline (every-replica children: they
 // only die with the agent). The child gets the keeper's environment, stdin,
 // stdout and stderr.
-#pragma once
-
-#include <cstdint>
-#include <optional>
-#include <string>
-
-namespace leasehold::modules {
-
-/// argv[0] under which a program linking the exec module runs as the keeper.
-constexpr const char* fence_keeper_argv0 = "leasehold-fence-keeper";
 
 /// Runs the keeper; `argv[0]` is ignored, the rest as above. Returns the
 /// process exit status: 0 after the child was reaped, 2 on bad arguments.

@@ -6,14 +6,7 @@
 // Runs on every replica by default. It subscribes to the runner and, for each
 // leadership_changed, POSTs
 //   {"identity", "leading", "holder", "term", "time" (RFC 3339), "lease" (ns/name)}
-// A sender thread does the HTTP work, so the actor never blocks: it queues at
-// most max_queue bodies (beyond that the oldest is dropped and a module_output
-// line says so). A connection error, timeout, 429 or 5xx is retried up to
-// max_retries times with exponential backoff (100 ms doubling, at most 2 s);
-// other statuses are final. A body that cannot be delivered is dropped with a
-// module_output line. On exit it unsubscribes, cancels the request in flight
-// and joins the sender. New settings replace the sender (pending bodies of the
-// old one are dropped).
+// How it sends, retries and drops bodies is said at http_url below.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +19,14 @@
 
 namespace leasehold::modules {
 
+// A sender thread does the HTTP work, so the actor never blocks: it queues at
+// most max_queue bodies (beyond that the oldest is dropped and a module_output
+// line says so). A connection error, timeout, 429 or 5xx is retried up to
+// max_retries times with exponential backoff (100 ms doubling, at most 2 s);
+// other statuses are final. A body that cannot be delivered is dropped with a
+// module_output line. On exit it unsubscribes, cancels the request in flight
+// and joins the sender. New settings replace the sender (pending bodies of the
+// old one are dropped).
 struct http_url {
   std::string scheme;   // "http" or "https"
   std::string host;     // an IPv6 literal keeps its brackets

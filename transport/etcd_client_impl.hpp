@@ -108,6 +108,7 @@ struct etcd_client::impl {
       return api_result<lease>::failure(std::move(e));
     }
     auto rec = *cur.value->record;
+    rec.read_revision = cur.value->revision;
     // The remaining TTL of the key's etcd lease: a follower judges from it
     // whether the key could have expired when it vanishes (docs/safety.md,
     // "Writes from outside the protocol"). A key without a lease (written
@@ -185,8 +186,12 @@ struct etcd_client::impl {
     if (!rec.ok())
       return api_result<lease>::failure(
         api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-    if (l.absent_at_revision > 0)
-      rec.value->unwritten_since_read = etcd_unwritten_between(caller, *session, key, l.absent_at_revision, rev);
+    if (l.seen_at_revision > 0)
+      rec.value->unwritten_since_read =
+        etcd_unwritten_between(caller, *session, key, l.seen_at_revision, rev, true);
+    else if (l.absent_at_revision > 0)
+      rec.value->unwritten_since_read =
+        etcd_unwritten_between(caller, *session, key, l.absent_at_revision, rev);
     return api_result<lease>::success(std::move(*rec.value));
   }
 
@@ -256,7 +261,11 @@ struct etcd_client::impl {
   api_result<etcd_session::kept_alive> keep_key_alive(const std::string& key, const lease& l,
                                                       const etcd_kv& kv, const lease& rec,
                                                       std::chrono::steady_clock::time_point began) {
-    session->asked(key, kv.lease_id, etcd_key_ttl(rec.spec));
+    // The reaper wrote the key after our range (or may be writing it): what
+    // we read is not what the key holds, so the renew must not win.
+    if (!session->renewing(key, kv.lease_id, etcd_key_ttl(rec.spec), kv.mod_revision))
+      return api_result<etcd_session::kept_alive>::failure(
+        conflict("/v3/kv/txn", rec, error_kind::conflict));
     return session->renewed(kv.lease_id, l.renew_max_age, began, caller);
   }
 

@@ -77,6 +77,9 @@ api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string&
     if (!stale.empty() && r.ok() && *r.value > 0)
       reap(id, stale, call);
     lk.lock();
+    if (r.ok() && *r.value == 0)
+      for (auto& k : stale)
+        forget_locked(k.key);   // the lease is gone, and its keys with it
     s.in_flight = false;
     s.done = mine;
     s.last = r.ok() ? api_result<kept_alive>::success(kept_alive{*r.value, sent})
@@ -150,6 +153,16 @@ api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const 
 void etcd_session::asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds) {
   std::lock_guard<std::mutex> g(mx_);
   bind_locked(key, id, ttl_seconds, true);
+  keys_[key].reaped = 0;   // a create: a new key, which the reaper never wrote
+}
+
+bool etcd_session::renewing(const std::string& key, const std::string& id,
+                            std::int64_t ttl_seconds, std::int64_t read_revision) {
+  std::lock_guard<std::mutex> g(mx_);
+  if (auto i = keys_.find(key); i != keys_.end() && i->second.reaped > read_revision)
+    return false;
+  bind_locked(key, id, ttl_seconds, true);
+  return true;
 }
 
 void etcd_session::bind_locked(const std::string& key, const std::string& id, std::int64_t ttl,
@@ -169,6 +182,11 @@ void etcd_session::bind_locked(const std::string& key, const std::string& id, st
   k.ttl_seconds = std::max<std::int64_t>(1, ttl);
 }
 
+void etcd_session::forget_locked(const std::string& key) {
+  if (auto i = keys_.find(key); i != keys_.end())
+    erase_locked(i);
+}
+
 void etcd_session::erase_locked(std::map<std::string, bound_key>::iterator it) {
   drop_id_locked(*it->second.lease_id);
   keys_.erase(it);
@@ -182,16 +200,23 @@ void etcd_session::drop_id_locked(const std::string& id) {
 
 std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::string& id,
                                                                     clock::time_point now) {
+  // From where the last look stopped, wrapping once: a key whose reaping
+  // keeps failing does not starve the others.
   std::vector<stale_key> out;
-  for (auto i = keys_.begin(); i != keys_.end() && out.size() < reap_per_keepalive;) {
-    auto& k = i->second;
-    if (*k.lease_id == id && now - k.asked > std::chrono::seconds(k.ttl_seconds)) {
-      out.push_back({i->first, k.ttl_seconds});
-      erase_locked(i++);
-    } else {
-      ++i;
+  auto start = keys_.upper_bound(reap_from_);
+  auto look = [&](auto from, auto to) {
+    for (auto i = from; i != to && out.size() < reap_per_keepalive; ++i) {
+      auto& k = i->second;
+      if (*k.lease_id == id && now - k.asked > std::chrono::seconds(k.ttl_seconds)) {
+        out.push_back({i->first, k.ttl_seconds});
+        reap_from_ = i->first;
+      }
     }
-  }
+  };
+  look(start, keys_.end());
+  look(keys_.begin(), start);
+  if (out.size() < reap_per_keepalive)
+    reap_from_.clear();
   return out;
 }
 
@@ -203,13 +228,30 @@ void etcd_session::reap(const std::string& id, const std::vector<stale_key>& key
   // record, so followers take it at once (docs/safety.md, "The session
   // reaper's released record"); a released one (nobody took it for a TTL)
   // is deleted, so the shared lease does not keep it forever.
+  // Nothing leaves the books on a failure: the key is looked at again at
+  // the next keepalive.
   for (auto& [key, ttl] : keys) {
     auto r = call("/v3/kv/range", {{"key", key}});
     if (!r.ok())
       continue;
     auto kv = first_kv(*r.value);
-    if (!kv.ok() || !*kv.value || (*kv.value)->lease_id != id)
+    if (!kv.ok())
       continue;
+    if (!*kv.value || (*kv.value)->lease_id != id) {
+      std::lock_guard<std::mutex> g(mx_);
+      forget_locked(key);   // gone, or taken by another lease: not ours any more
+      continue;
+    }
+    {
+      // Still stale now that the range is in: a renew that asked since
+      // keeps it; one that asks from here on is refused (renewing).
+      std::lock_guard<std::mutex> g(mx_);
+      auto i = keys_.find(key);
+      if (i == keys_.end() || *i->second.lease_id != id
+          || clock::now() - i->second.asked <= std::chrono::seconds(i->second.ttl_seconds))
+        continue;
+      i->second.reaped = reaping;
+    }
     auto released = released_value((*kv.value)->value);
     json write = released ? json{{"request_put", {{"key", key},
                                                   {"value", encode_base64(*released)},
@@ -222,14 +264,29 @@ void etcd_session::reap(const std::string& id, const std::vector<stale_key>& key
                                              {"mod_revision",
                                               std::to_string((*kv.value)->mod_revision)}}})},
                    {"success", json::array({std::move(write)})}});
-    if (!t.ok() || !t.value->value("succeeded", false))
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = keys_.find(key);
+    if (i == keys_.end())
       continue;
-    wrote(header_revision(*t.value), {key});
-    if (released) {
-      // Untaken a TTL from now: deleted then (the branch above).
-      std::lock_guard<std::mutex> g(mx_);
-      bind_locked(key, id, ttl, false);
+    if (!t.ok()) {
+      // It may have been written: renews that read before stay refused,
+      // and the key is looked at again a TTL from now.
+      i->second.asked = clock::now();
+      continue;
     }
+    if (!t.value->value("succeeded", false)) {
+      i->second.reaped = 0;   // written by somebody since the range: looked at again
+      continue;
+    }
+    auto rev = header_revision(*t.value);
+    own_revisions_locked(rev, {key});
+    if (!released) {
+      erase_locked(i);
+      continue;
+    }
+    // Untaken a TTL from now: deleted then (the branch above).
+    i->second.reaped = rev > 0 ? rev : reaping;
+    i->second.asked = clock::now();
   }
 }
 
@@ -239,6 +296,11 @@ std::uint64_t etcd_session::keepalives_sent() const {
 }
 
 void etcd_session::wrote(std::int64_t revision, const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> g(mx_);
+  own_revisions_locked(revision, keys);
+}
+
+void etcd_session::own_revisions_locked(std::int64_t revision, const std::vector<std::string>& keys) {
   if (revision <= 0)
     return;
   std::vector<std::size_t> hashes;
@@ -246,7 +308,6 @@ void etcd_session::wrote(std::int64_t revision, const std::vector<std::string>& 
   for (auto& k : keys)
     hashes.push_back(std::hash<std::string>{}(k));
   std::sort(hashes.begin(), hashes.end());
-  std::lock_guard<std::mutex> g(mx_);
   own_revisions_[revision] = std::move(hashes);
   if (own_revisions_.size() > own_revisions_kept)
     own_revisions_.erase(own_revisions_.begin());

@@ -25,9 +25,14 @@
 //     (no term of this process is live on it: a term's renews ask). Still
 //     untaken a TTL later, it is deleted: with per-key etcd leases such a
 //     key went with its TTL, and a shared lease must not keep it forever.
+//     A key leaves the books only once it is gone from the lease or its
+//     delete succeeded: a failed keepalive, range or txn leaves it for the
+//     next keepalive. A renew that read the key before the reaper wrote it
+//     is refused (renewing), so the reaper's write and a renew never both win.
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -87,17 +92,25 @@ public:
   api_result<kept_alive> renewed(const std::string& id, std::chrono::nanoseconds max_age,
                                  clock::time_point began, const call_fn& call);
 
-  /// A request asked about `key` (base64, as the gateway takes it), bound
-  /// to etcd lease `id` of TTL `ttl_seconds`, now: it lives at least a TTL
+  /// A create of `key` (base64, as the gateway takes it), bound to etcd
+  /// lease `id` of TTL `ttl_seconds`, asks now: it lives at least a TTL
   /// from now without another.
   void asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds);
+
+  /// A renew or release of `key` that read it at `read_revision` (its
+  /// mod_revision) asks now, as `asked`. False when the reaper wrote the
+  /// key after that read, or may be writing it now: the request must not
+  /// succeed on what it read (it answers a conflict, and its elector reads
+  /// again).
+  bool renewing(const std::string& key, const std::string& id, std::int64_t ttl_seconds,
+                std::int64_t read_revision);
 
   /// A txn of this transport that wrote `keys` (base64: a create, a batch
   /// of creates, the delete of a take, a release) succeeded at store
   /// revision `revision`: nothing else was written at that revision (etcd
   /// gives each write txn its own). Kept for the latest own_revisions_kept,
   /// as the keys' hashes (8 bytes a key, not a ~100-byte string: a batch of
-  /// creates keeps 10,000 of them, issue 19).
+  /// creates keeps 10,000 of them).
   void wrote(std::int64_t revision, const std::vector<std::string>& keys);
   /// Whether revision `revision` was a txn of this transport that wrote a
   /// key other than `key` (as far as the kept ones tell): a create's
@@ -127,13 +140,22 @@ private:
     const std::string* lease_id = nullptr;
     clock::time_point asked;
     std::int64_t ttl_seconds = 1;
+    /// The revision of the reaper's write of it (reaping: in flight, or
+    /// its answer was lost); 0 when the reaper has not written it.
+    std::int64_t reaped = 0;
   };
+  static constexpr std::int64_t reaping = INT64_MAX;
   struct stale_key {
     std::string key;
     std::int64_t ttl_seconds = 1;
   };
-  /// Under mx_: the keys of `id` unasked for a TTL, taken off the books.
+  /// Under mx_: the keys of `id` unasked for a TTL (they stay on the books
+  /// until reaped), from where the last look stopped.
   std::vector<stale_key> stale_keys_locked(const std::string& id, clock::time_point now);
+  /// Under mx_: wrote(), for a caller that holds the lock.
+  void own_revisions_locked(std::int64_t revision, const std::vector<std::string>& keys);
+  /// Under mx_: `key` leaves the books (gone from the lease, or deleted).
+  void forget_locked(const std::string& key);
   /// Under mx_: `key` bound to etcd lease `id` (asked now, TTL `ttl`); a
   /// key already on the books keeps its entry (`renew`: asked again, else
   /// left as it is).
@@ -150,6 +172,7 @@ private:
   std::map<std::int64_t, std::string> lease_of_ttl_;
   std::map<std::string, sending> sending_;
   std::map<std::string, bound_key> keys_;
+  std::string reap_from_;   // where stale_keys_locked looks first
   std::map<std::string, std::size_t> lease_ids_;   // the IDs keys_ names -> how many keys name each
   std::map<std::int64_t, std::vector<std::size_t>> own_revisions_;   // revision -> its keys' hashes, sorted
   std::uint64_t sent_ = 0, shared_ = 0;

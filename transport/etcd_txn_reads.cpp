@@ -25,16 +25,18 @@ constexpr std::int64_t history_revisions = 16 * etcd_txn_ops;
 } // namespace
 
 bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
-                            const std::string& key, std::int64_t read, std::int64_t created) {
-  if (created == read + 1)
+                            const std::string& key, std::int64_t read, std::int64_t created,
+                            bool seen_present) {
+  if (created == read + 1 && !seen_present)
     return true;   // the very next write of the whole store
   if (created <= read || created - read - 1 > history_revisions)
     return false;
+  bool present = seen_present;   // the key at the latest revision looked at
   // Revisions this transport's own txns wrote, to other keys only, need no
   // read (etcd_session::wrote): a killed process's 1,000 keys are 1,000
   // creates of the follower's own in a row, and each create asked for every
   // one before it (up to 8 txns of 128 ranges each: the workers' time
-  // during the takeover, issue 19).
+  // during the takeover).
   std::vector<std::int64_t> unknown;
   for (auto rev = read + 1; rev < created; ++rev)
     if (!own.wrote_other_at(rev, key))
@@ -56,11 +58,14 @@ bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_sessio
       if (range == op.end() || !range->is_object())
         return false;
       std::int64_t count = 0;   // etcd leaves a zero count out
-      if (range->contains("count") && (!int64_field(*range, "count", count) || count != 0))
+      if (range->contains("count") && !int64_field(*range, "count", count))
         return false;
+      if (count != 0 && !present)
+        return false;   // written after it was gone (or, unseen, at all)
+      present = count != 0;
     }
   }
-  return true;
+  return !present;   // gone before the create (it could not create otherwise)
 }
 
 

@@ -31,10 +31,13 @@ constexpr std::int64_t etcd_txn_ops = 128;
 /// each request. More than 2,048 revisions (16 requests) in between, a compacted
 /// revision or a failed request: false (not known; the caller holds).
 /// Revisions that `own` (the transport's session) wrote to other keys need
-/// no read (etcd_session::wrote_other_at).
+/// no read (etcd_session::wrote_other_at). `seen_present`: the read found
+/// the key present instead (a follower's last read before it judged the
+/// key ran out); its history must then be present, gone once, then absent
+/// up to the create, which a term that came and went in between breaks.
 bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
-                            const std::string& key,
-                            std::int64_t read, std::int64_t created);
+                            const std::string& key, std::int64_t read, std::int64_t created,
+                            bool seen_present = false);
 
 /// One key as a range read it.
 struct etcd_current_key {
@@ -61,7 +64,7 @@ struct etcd_ranges_read {
 };
 
 /// Txn answer `body` of `n` ranges read in place (json_cursor), without a
-/// document: what a batch of renews reads (issue 19: nlohmann's document
+/// document: what a batch of renews reads (nlohmann's document
 /// of the answer was ~15 % of a 10,000-key holder's CPU). False when the
 /// answer is not plain: not ASCII, not n range answers, a member read
 /// twice, an escape or another type where etcd sends a plain string, an

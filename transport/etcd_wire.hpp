@@ -70,14 +70,14 @@ int etcd_key_ttl(const lease_spec& s);
 
 /// A key's record kept compactly: the fields to_lease sets besides the
 /// key's name and namespace (an etcd record has no others), without a
-/// whole `lease` per key (issue 19: a map of 10,000 keys was 472 bytes a
-/// key, ~270 so).
+/// whole `lease` per key (a map of 10,000 keys was 472 bytes a key
+/// that way, ~270 so).
 struct etcd_record {
   std::string resource_version;
   std::string etcd_lease_id;
   // The spec, without what an etcd value never has (renewTime) and with
   // what it seldom has (preferredHolder, strategy) out of line: 80 bytes
-  // a key, not lease_spec's 144 (issue 19).
+  // a key, not lease_spec's 144.
   std::string holder_identity;
   std::optional<int> lease_duration_seconds;
   std::optional<wall_time> acquire_time;

@@ -1,5 +1,18 @@
 // Fault injection state of leasehold-apiserver and request counters.
 //
+// The control body (POST /_leasehold/faults) is described at fault_mode
+// below: its fields are merged into the current state.
+#pragma once
+
+#include <cstdint>
+#include <chrono>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold::apiserver {
+
 // Control body (POST /_leasehold/faults), fields merged into the current state:
 //   {"mode":"down"}                      stop listening (connections refused)
 //   {"mode":"hang"}                      accept, never answer (bounded)
@@ -31,17 +44,6 @@
 //                                        default)
 // Partitions apply to open streams as to requests (a hang partition stalls
 // them, a close one drops them); mode "hang" stalls them too.
-#pragma once
-
-#include <cstdint>
-#include <chrono>
-#include <map>
-#include <string>
-
-#include <nlohmann/json.hpp>
-
-namespace leasehold::apiserver {
-
 enum class fault_mode { none, down, hang, error };
 
 struct partition_rule {

@@ -1,5 +1,22 @@
 // Prometheus metrics (text format 0.0.4), counted from runtime events and
-// read from the runner's status at scrape time:
+// read from the runner's status at scrape time. The series are listed at
+// class metrics below.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "actors/observer.hpp"
+#include "actors/runner.hpp"
+#include "cmd/leasehold/lease_set.hpp"
+
+namespace leasehold::agent {
+
+// The series:
 //   leasehold_build_info{version,backend,caf_version} gauge (always 1)
 //   leasehold_lease_duration_seconds            gauge (the agent's lease_duration)
 //   leasehold_renew_deadline_seconds            gauge (the agent's renew_deadline)
@@ -31,21 +48,6 @@
 //   leasehold_balance_assigned{group}           gauge (leases assigned to it)
 //   leasehold_balance_moves_total{group}        counter (leases it was told to hand over)
 //   process_*                                   process_metrics.hpp
-#pragma once
-
-#include <array>
-#include <cstdint>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <string>
-
-#include "actors/observer.hpp"
-#include "actors/runner.hpp"
-#include "cmd/leasehold/lease_set.hpp"
-
-namespace leasehold::agent {
-
 class metrics {
 public:
   /// Thread-safe; counts events.

@@ -1,5 +1,17 @@
 // The standard process metrics (as Prometheus client libraries export them
-// on Linux), read from /proc at scrape time:
+// on Linux), read from /proc at scrape time, and the lease transports'
+// series; all are listed at process_sample below.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace leasehold::agent {
+
+// The series:
 //   process_cpu_seconds_total       counter  user + system CPU time
 //   process_resident_memory_bytes   gauge    resident set size
 //   process_virtual_memory_bytes    gauge    virtual memory size
@@ -14,16 +26,6 @@
 //   thread and one stream each), leasehold_transport_requests_total,
 //   leasehold_transport_expired_total (answered timeout after waiting for
 //   a worker).
-#pragma once
-
-#include <cstdint>
-#include <optional>
-#include <string>
-
-#include <nlohmann/json.hpp>
-
-namespace leasehold::agent {
-
 struct process_sample {
   double cpu_seconds = 0;
   std::int64_t resident_bytes = 0;

@@ -10,14 +10,7 @@
 // over through its step-down path: modules down, then release; the assignee
 // takes the lease through its watch. Safety is each lease's own: the
 // group only decides who competes.
-//
-//   leasehold::balance_group_options g;
-//   g.identity = "agent-1"; g.ns = "default"; g.group = "workers";
-//   g.leases = {{"workers-0", runner0}, ...};   // runners spawned with compete = false
-//   g.membership = membership; g.timings = timings;
-//   auto group = leasehold::spawn_balance_group(sys, std::move(g));
-//   ...
-//   leasehold::leave_group(sys, group);   // withdraw, then shut the runners down
+// How a program uses it is shown at balance_group_options below.
 #pragma once
 
 #include <optional>
@@ -34,6 +27,14 @@
 
 namespace leasehold {
 
+// Use:
+//   leasehold::balance_group_options g;
+//   g.identity = "agent-1"; g.ns = "default"; g.group = "workers";
+//   g.leases = {{"workers-0", runner0}, ...};   // runners spawned with compete = false
+//   g.membership = membership; g.timings = timings;
+//   auto group = leasehold::spawn_balance_group(sys, std::move(g));
+//   ...
+//   leasehold::leave_group(sys, group);   // withdraw, then shut the runners down
 struct balance_group_options {
   std::string identity;
   std::string ns;

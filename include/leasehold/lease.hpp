@@ -115,6 +115,16 @@ struct lease {
   /// write between that read and this create, i.e. no term of another
   /// replica came and went unseen in between (docs/safety.md).
   std::int64_t absent_at_revision = 0;
+  /// etcd create only (a request field): the store revision of the
+  /// follower's latest read that found the key present with a TTL of 0
+  /// (its read_revision), when it judged the key ran out. The transport
+  /// then reports in `unwritten_since_read` whether the key's history
+  /// from there shows it present, then gone once, then nothing up to this
+  /// create: no other term came and went, however late a stream is.
+  std::int64_t seen_at_revision = 0;
+  /// etcd read reply: the store revision the range that read this record
+  /// was answered at (0: a record from a stream, a write, elsewhere).
+  std::int64_t read_revision = 0;
   /// etcd create reply: true when etcd's history of the key from
   /// absent_at_revision + 1 up to this create holds no other write; false
   /// when it does, when it is unknown (compacted, a failed read, more than

@@ -1,25 +1,11 @@
 // leasehold embedding API.
 //
-// A program that has a caf::actor_system:
-//   auto reg = std::make_shared<leasehold::module_registry>();
-//   reg->add({"mywork", /*leader_only*/ true, factory, validator});
-//   leasehold::runner_options o;  o.identity = ...; o.lease = {"ns", "name"};
-//   o.backend = leasehold::spawn_http_backend(sys, conn);  o.registry = reg;
-//     (or, for etcd: leasehold::use_etcd(sys, o, etcd_cfg);)
-//   o.modules.modules = {{"mywork", "mywork"}};
-//   auto r = leasehold::spawn_runner(sys, o);      // r.errors if invalid
-//   leasehold::subscribe(sys, r.runner, my_actor);  // gets leadership_changed
-//   auto st = leasehold::status(sys, r.runner);     // runner_status
-//   leasehold::apply_config(sys, r.runner, cfg);    // config_result
-//   leasehold::yield_leadership(sys, r.runner, "b"); // hand over to b (yield_result)
-//   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
-//   caf::anon_send_exit(o.backend.transport, caf::exit_reason::user_shutdown);  // then, and
-//     only then, end the transport: the program's actor, not the runner's
-//
 // Actors talk to the runner through its typed handle, runner_actor
 // (leasehold/runner.hpp), which lists what it takes and answers.
 // Everything here and in the headers it includes is the public API; nothing
 // else under the source tree is (docs/embedding.md).
+//
+// How a program uses it, in one screen, is shown below, before bounded_by.
 #pragma once
 
 #include <chrono>
@@ -36,6 +22,22 @@
 #include "leasehold/transports.hpp"
 
 namespace leasehold {
+
+// A program that has a caf::actor_system:
+//   auto reg = std::make_shared<leasehold::module_registry>();
+//   reg->add({"mywork", /*leader_only*/ true, factory, validator});
+//   leasehold::runner_options o;  o.identity = ...; o.lease = {"ns", "name"};
+//   o.backend = leasehold::spawn_http_backend(sys, conn);  o.registry = reg;
+//     (or, for etcd: leasehold::use_etcd(sys, o, etcd_cfg);)
+//   o.modules.modules = {{"mywork", "mywork"}};
+//   auto r = leasehold::spawn_runner(sys, o);      // r.errors if invalid
+//   leasehold::subscribe(sys, r.runner, my_actor);  // gets leadership_changed
+//   auto st = leasehold::status(sys, r.runner);     // runner_status
+//   leasehold::apply_config(sys, r.runner, cfg);    // config_result
+//   leasehold::yield_leadership(sys, r.runner, "b"); // hand over to b (yield_result)
+//   leasehold::shutdown(sys, r.runner);             // stop modules, release lease
+//   caf::anon_send_exit(o.backend.transport, caf::exit_reason::user_shutdown);  // then, and
+//     only then, end the transport: the program's actor, not the runner's
 
 /// Clamps the HTTP client's connect/read/write timeouts so one blocking
 /// request ends within the elector's request timeout: a request the elector

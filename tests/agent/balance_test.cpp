@@ -1,4 +1,4 @@
-// Balance groups in `leasehold run` (issue 20, items 1 and 5): three agents
+// Balance groups in `leasehold run`: three agents
 // spread nine balanced exec modules, each under its own lease, against
 // leasehold-apiserver. The checks read what the modules' own commands wrote
 // (a "start"/"stop" line per run in the module's work file): each agent runs

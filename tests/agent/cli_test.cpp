@@ -52,7 +52,7 @@ TEST_CASE("version and --help on every command") {
   r = run_cli(dir, {"--help"});
   CHECK(r.code == 0);
   CHECK(r.out.find("validate") != std::string::npos);
-  // The defaults as they are (issue 21, item 9).
+  // The defaults as they are, not as an older help text put them.
   r = run_cli(dir, {"run", "--help"});
   CHECK(r.out.find("the hostname plus \"_\" and a 12-hex-digit per-process suffix")
         != std::string::npos);
@@ -158,7 +158,7 @@ TEST_CASE("--version, version, an unknown command, run without --config") {
 
   auto bogus = run_cli(dir, {"bogus"});
   CHECK(bogus.code == 2);
-  // Issue 21, item 9: one usage exit code (2) for every misuse (CLI11 gave
+  // One usage exit code (2) for every misuse (CLI11 gave
   // 106 for a missing subcommand, 109 for an extra argument, ...).
   for (auto args : std::vector<std::vector<std::string>>{
          {}, {"fence"}, {"run", "--no-such-flag"}, {"run", "--config"}, {"version", "extra"},
@@ -294,7 +294,7 @@ TEST_CASE("a busy port is a start-up error naming the port and the setting") {
 }
 
 TEST_CASE("the shipped manifests' settings under a read-only root: fence files go to the "
-          "emptyDir; an unwritable fence directory is a start-up error (issue 21, item 2)") {
+          "emptyDir; an unwritable fence directory is a start-up error") {
   temp_dir dir;
   auto dep = YAML::LoadFile(source_root() + "/deploy/deployment.yaml");
   auto pod = dep["spec"]["template"]["spec"];
@@ -355,7 +355,7 @@ TEST_CASE("the shipped manifests' settings under a read-only root: fence files g
   }
 }
 
-TEST_CASE("validate names every etcd endpoint, not only the first (issue 21, item 12)") {
+TEST_CASE("validate names every etcd endpoint, not only the first") {
   temp_dir dir;
   write_file(dir.file("c.json"), short_config().dump());
   auto r = run_cli(dir, {"validate", "--config", dir.file("c.json"), "--backend", "etcd",

@@ -199,7 +199,7 @@ bool has_message(api_server& api, const std::string& text) {
 } // namespace
 
 TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Events agree on the "
-          "holder and its term, and the holder says it is in its hold (issue 21, item 4)") {
+          "holder and its term, and the holder says it is in its hold") {
   // kubectl showed HOLDER agent-1 while agent-1's /leader said leading
   // false, term -1, and its peers term 1.
   temp_dir dir;

@@ -507,7 +507,7 @@ TEST_CASE("metrics render as valid Prometheus text") {
 }
 
 TEST_CASE("metrics: every failed request by kind, lost races apart, API unreachable since, "
-          "build info, process metrics (issue 21, item 3)") {
+          "build info, process metrics") {
   metrics m;
   m.set_build_info("9.8.7", "etcd");
   auto failed = [&](error_kind k, int n) {
@@ -723,7 +723,7 @@ TEST_CASE("probes: a replica that handed over for a crash-looping module is live
 }
 
 TEST_CASE("the shipped RBAC grants every verb the agent uses") {
-  // Issue 21, item 1: deploy/rbac.yaml granted get/create/update only, so
+  // Regression: deploy/rbac.yaml granted get/create/update only, so
   // every watch was forbidden and the agents polled.
   const char* root = std::getenv("LEASEHOLD_SOURCE_ROOT");
   REQUIRE(root != nullptr);
@@ -749,7 +749,7 @@ TEST_CASE("the shipped RBAC grants every verb the agent uses") {
     CHECK_MESSAGE(granted["coordination.k8s.io/leasecandidates"].count(verb) == 1, verb);
 }
 
-TEST_CASE("one run reports every error of every stage (issue 21, item 7)") {
+TEST_CASE("one run reports every error of every stage") {
   auto doc = test::short_config();
   doc["timings"]["retry_period"] = "2x";   // a timing error must not hide the modules'
   doc["modules"] = json::array();
@@ -781,7 +781,7 @@ TEST_CASE("one run reports every error of every stage (issue 21, item 7)") {
   CHECK(has(errs, "modules[0].settings.interval_ms"));
 }
 
-TEST_CASE("durations and identities: the error says why and names the bound (issue 21, item 8)") {
+TEST_CASE("durations and identities: the error says why and names the bound") {
   auto bad = [](const std::string& text) {
     auto doc = test::short_config();
     doc["timings"]["retry_period"] = text;
@@ -816,7 +816,7 @@ TEST_CASE("durations and identities: the error says why and names the bound (iss
   CHECK(has(parse(doc, cfg), "identity: must not be empty"));
 }
 
-TEST_CASE("YAML configs and LEASEHOLD_* variables: flag > env > file > default (issue 21, item 10)") {
+TEST_CASE("YAML configs and LEASEHOLD_* variables: flag > env > file > default") {
   auto mods = make_builtin_modules();
   const std::string yaml = R"(# a ConfigMap's config.yaml
 lease_name: agent-test
@@ -884,8 +884,7 @@ modules:
   CHECK(pod.identity == std::optional<std::string>("pod-name"));
 }
 
-TEST_CASE("modules' own leases and balance groups: layout, YAML, every error in one pass "
-          "(issue 20, item 1)") {
+TEST_CASE("modules' own leases and balance groups: layout, YAML, every error in one pass") {
   auto yaml = R"(
 lease_name: main
 modules:

@@ -112,7 +112,7 @@ TEST_CASE("a 6 s API outage: modules stop, no repeated log lines, a leader again
 }
 
 TEST_CASE("readiness rides out an API blip shorter than renew_deadline, reports a longer outage, and is back after it") {
-  // Issue 18, defect 5: every replica, the valid leader included, went
+  // Regression: every replica, the valid leader included, went
   // 503 within 0.5-2 s of a 3 s outage. Now a leader is ready while its
   // fence is valid, and a follower while the API has failed for no longer
   // than renew_deadline (4 s here).
@@ -196,7 +196,7 @@ struct two_agents {
 };
 
 TEST_CASE("metrics: every failed request counted by kind, lost races apart, since when the API is "
-          "unreachable, build and process info (issue 21, item 3)") {
+          "unreachable, build and process info") {
   // leasehold_api_errors_total counted an outage once per change of error
   // kind, and a lost race (409) as an error.
   two_agents both;
@@ -245,7 +245,7 @@ TEST_CASE("metrics: every failed request counted by kind, lost races apart, sinc
 }
 
 TEST_CASE("transport: /debug/state and /metrics show the transport's workers, watch streams and "
-          "threads (issue 19)") {
+          "threads") {
   two_agents both;
   auto& [dir, api, config, args, a, b] = both;
   REQUIRE(both.one_leads());

@@ -147,7 +147,7 @@ TEST_CASE("exec `false`: bounded terms, handover reported everywhere, fixed by a
   CHECK(with_msg(a, "config accepted").size() == 1);
   CHECK(http_get(port, "/readyz").status == 200);
 
-  // Issue 21, item 11: the file removed while running: one warning naming
+  // The file removed while running: one warning naming
   // it (not one a second), and the running config stays (still leading).
   const std::string missing = "config file cannot be read (removed?), the running config stays";
   std::remove(dir.file("a.json").c_str());

@@ -1,5 +1,5 @@
-// `leasehold yield` between three agents against leasehold-apiserver (issue
-// 20, item 3): the CLI's exit codes and messages, /leader, the Lease, the
+// `leasehold yield` between three agents against leasehold-apiserver:
+// the CLI's exit codes and messages, /leader, the Lease, the
 // metric, the Event, and the order of the journaled module stop and start;
 // and the POST /yield endpoint's refusals (loopback only, bad bodies).
 #include <doctest/doctest.h>

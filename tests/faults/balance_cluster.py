@@ -1,4 +1,4 @@
-"""Balance groups on real agents (issue 20), shared by bench/balance.py and
+"""Balance groups on real agents, shared by bench/balance.py and
 scripts/demo-balance: agents whose leader-only work is 12 ticker modules
 w-00..w-11 in the balance group "workers" (each under its own Lease, named
 after it) beside a "tick" module on the agents' own lease, and what the

@@ -76,7 +76,7 @@ class CheckJournal(unittest.TestCase):
         self.assertAlmostEqual(rep["overlaps"][0]["ms"], 990, delta=1)
 
     def test_a_replica_that_never_led_has_its_row(self):
-        # Issue 21, item 13: the demo's table left out the agent that never
+        # Regression: the demo's table left out the agent that never
         # led (its journal is empty).
         rc, rep = self.run_checker({"a": lead("a", 10, 14), "quiet": []})
         self.assertEqual(rc, 0)

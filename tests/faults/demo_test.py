@@ -2,9 +2,8 @@
 """The README's demo command, run as the test suite runs it (binaries from
 LEASEHOLD_BUILD_ROOT): it must pass its own checks, and its closing table
 must have a row for every agent, the one that never led too, and explain
-its columns (issue 21, item 13). Then `scripts/demo balance` (issue 20,
-item 5). With the argument `etcd`: `scripts/demo --backend etcd` alone, its
-rows labelled for etcd."""
+its columns. Then `scripts/demo balance`. With the argument `etcd`:
+`scripts/demo --backend etcd` alone, its rows labelled for etcd."""
 
 import os
 import re
@@ -43,12 +42,12 @@ def check_table(out, fault_row, other_row, fault_words):
 
 
 if ETCD:
-    # The etcd rows are labelled for etcd (issue 21, item 13).
+    # The etcd rows are labelled for etcd (an etcd run has no API outage).
     check_table(run(["--backend", "etcd"], 110), "etcd-quorum-lost-5s", "api-down-5s",
                 "etcd quorum loss")
 else:
     check_table(run([], 110), "api-down-5s", "etcd-quorum-lost-5s", "API outage")
-    # scripts/demo balance (issue 20, item 5): its own checks, and a `kubectl
+    # scripts/demo balance: its own checks, and a `kubectl
     # get leases` table after every step.
     balance_out = run(["balance"], 60)
     if balance_out.count("$ kubectl get leases -n default") != 6:

@@ -1,6 +1,6 @@
 // leasehold-apiserver answers pipelined requests (several written on one
 // keep-alive connection before the first answer is read) in order, on plain
-// HTTP and on TLS (issue 19, h-pipesrv item 1). The client here is a raw
+// HTTP and on TLS. The client here is a raw
 // socket (and OpenSSL for TLS): it writes exactly the bytes each case says,
 // in the writes it says, and reads the answers with a bounded wait.
 #include <doctest/doctest.h>

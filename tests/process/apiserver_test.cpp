@@ -1365,7 +1365,7 @@ TEST_CASE("Table responses for kubectl get; OpenAPI v3 documents") {
   expect_status(c->Get("/openapi/v3/apis/example.com/v1"), 404, "NotFound");
 }
 
-TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Events) (issue 21, item 6)") {
+TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Events)") {
   fixture_server s;
   auto c = s.client();
   const std::string events = "/api/v1/namespaces/ns1/events";
@@ -1401,7 +1401,7 @@ TEST_CASE("events: the field selectors kubectl uses (describe lease lists its Ev
   CHECK(bad["message"].get<std::string>().find("involvedObject.name") != std::string::npos);
 }
 
-TEST_CASE("every leasehold-apiserver log line carries time and level (issue 21, item 13)") {
+TEST_CASE("every leasehold-apiserver log line carries time and level") {
   char err_path[] = "/tmp/leasehold-apiserver-log-XXXXXX";
   int err_fd = mkstemp(err_path);
   REQUIRE(err_fd >= 0);

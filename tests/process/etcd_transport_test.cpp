@@ -225,6 +225,69 @@ runner_options one_module_runner(const std::string& identity, const std::string&
   return o;
 }
 
+/// A loopback HTTP proxy in front of one etcd member that fails the
+/// gateway calls a test arms (503, nothing forwarded): the reaper's
+/// keepalive or its range of one key, while every other call goes through.
+class failing_proxy {
+public:
+  explicit failing_proxy(const std::string& upstream) : upstream_(upstream) {
+    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      if (fails(req.path, req.body)) {
+        res.status = 503;
+        res.set_content("{\"error\":\"armed by the test\"}", "application/json");
+        return;
+      }
+      httplib::Client c(upstream_);
+      c.set_read_timeout(std::chrono::seconds(2));
+      auto r = c.Post(req.path, req.body, "application/json");
+      if (!r) {
+        res.status = 502;
+        return;
+      }
+      res.status = r->status;
+      res.set_content(r->body, "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~failing_proxy() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  /// Fails every call to `path` whose body contains `needle` until disarm().
+  void arm(const std::string& path, const std::string& needle) {
+    std::lock_guard<std::mutex> g(mx_);
+    path_ = path;
+    needle_ = needle;
+    failed_ = 0;
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> g(mx_);
+    path_.clear();
+  }
+  int failed() const {
+    std::lock_guard<std::mutex> g(mx_);
+    return failed_;
+  }
+
+private:
+  bool fails(const std::string& path, const std::string& body) {
+    std::lock_guard<std::mutex> g(mx_);
+    if (path_.empty() || path != path_ || body.find(needle_) == std::string::npos)
+      return false;
+    ++failed_;
+    return true;
+  }
+  std::string upstream_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mx_;
+  std::string path_, needle_;
+  int failed_ = 0;
+};
+
 /// Runs `cmd` (etcdctl) and returns its exit status.
 int run(const std::string& cmd) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
@@ -484,7 +547,7 @@ long etcd_handled(const std::string& endpoint, const std::string& method) {
 }
 
 TEST_CASE("etcd transport: a create's history check reads no revision its own transport wrote "
-          "to another key (issue 19: a killed process's 1,000 keys)") {
+          "to another key (a killed process's 1,000 keys)") {
   // Regression: a follower taking over a killed process's keys creates them
   // one after another; each create's history check read the key at every
   // revision since its vanish read, i.e. at every create of its own before
@@ -565,6 +628,63 @@ TEST_CASE("etcd transport: a key nobody asked about for a TTL (a create whose an
   REQUIRE_MESSAGE(next.ok(), next.error.describe());
   CHECK(next.value->spec.holder_identity == "B");
   CHECK(next.value->spec.lease_transitions > lost.value->spec.lease_transitions);
+}
+
+TEST_CASE("etcd session reaper: a stale key whose keepalive or range failed is still released "
+          "within a TTL of going stale") {
+  // Regression: the reaper took a stale key off its books before its
+  // keepalive was sent, so one failed keepalive (or range, or txn) of it
+  // left the key naming its old holder for as long as the process kept
+  // any other key of the session alive: nobody ever took it.
+  for (const char* failing : {"/v3/lease/keepalive", "/v3/kv/range"}) {
+    CAPTURE(failing);
+    etcd_member etcd;
+    REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
+    failing_proxy proxy(etcd.endpoint());
+    etcd_client a(config({proxy.endpoint()}));
+    etcd_client b(config({etcd.endpoint()}));
+    auto start = std::chrono::steady_clock::now();
+    // "lost": a create whose answer was lost (its elector never asks again);
+    // "keeper" keeps the session lease alive with a keepalive per renew.
+    auto lost = a.create_lease(record("lost", "A", 2));
+    REQUIRE_MESSAGE(lost.ok(), lost.error.describe());
+    auto keeper = a.create_lease(record("keeper", "A", 2));
+    REQUIRE_MESSAGE(keeper.ok(), keeper.error.describe());
+    auto stale_at = start + 2s;   // a TTL unasked
+    std::string needle = std::string(failing) == "/v3/kv/range"
+                           ? encode_base64("/lh-test/ns1/lost") : std::string("\"ID\"");
+    bool armed = false;
+    std::optional<lease> seen;
+    for (auto deadline = start + 7s; !seen && std::chrono::steady_clock::now() < deadline;) {
+      auto now = std::chrono::steady_clock::now();
+      // Every reaper attempt from just before the key goes stale to 0.6 s
+      // after fails; the keeper's term lives on (its TTL is 2 s).
+      if (!armed && now >= stale_at - 100ms) {
+        proxy.arm(failing, needle);
+        armed = true;
+      }
+      if (armed && now >= stale_at + 600ms)
+        proxy.disarm();
+      (void)a.update_lease(*keeper.value);   // a keepalive each (renew_max_age 0)
+      auto g = b.get_lease({"ns1", "lost"});
+      if (g.ok() && g.value->spec.holder_identity.empty())
+        seen = *g.value;
+      std::this_thread::sleep_for(100ms);
+    }
+    CHECK(proxy.failed() > 0);
+    REQUIRE_MESSAGE(seen, "the stale key still names its holder 5 s after it went stale");
+    CHECK(std::chrono::steady_clock::now() < stale_at + 2s + 1s);   // within a TTL, with margin
+    CHECK(seen->spec.lease_transitions == lost.value->spec.lease_transitions);
+    // Its TTL is not kept alive for ever: deleted a TTL later, untaken.
+    bool gone = false;
+    for (auto deadline = std::chrono::steady_clock::now() + 5s;
+         !gone && std::chrono::steady_clock::now() < deadline;) {
+      (void)a.update_lease(*keeper.value);
+      gone = b.get_lease({"ns1", "lost"}).kind() == error_kind::not_found;
+      std::this_thread::sleep_for(100ms);
+    }
+    CHECK(gone);
+  }
 }
 
 TEST_CASE("etcd transport: keys bound to one etcd lease cost one TTL read per transport, "
@@ -741,7 +861,7 @@ TEST_CASE("etcd transport: queued creates cost one txn per batch (each alone whe
 }
 
 TEST_CASE("etcd client: a batch of releases is one txn of puts, a batch of new terms one txn of "
-          "deletes and one of creates; a compare that fails sends each alone (issue 19: SIGTERM)") {
+          "deletes and one of creates; a compare that fails sends each alone (SIGTERM)") {
   // Regression: releases and new terms went one by one (a range, a
   // keepalive and a txn per release; a range, a delete, a keepalive and a
   // create per new term): a SIGTERM of 10,000 leases took ~20 s to hand over.
@@ -960,7 +1080,7 @@ void shut_down(caf::scoped_actor& self, const std::vector<runner_actor>& runners
 
 TEST_CASE("3 replicas x 20 leases in one process on a real etcd: one watch stream, one leader per lease, "
           "releases taken over through it") {
-  // Issue 19: each watching runner opened its own watch (a thread and a
+  // Before, each watching runner opened its own watch (a thread and a
   // connection per lease); now the transport opens one stream for the
   // namespace, whatever the number of runners and leases.
   etcd_member etcd;
@@ -1141,7 +1261,7 @@ TEST_CASE("one process, 8 leases on a real etcd: every key on one session lease,
   shut_down(self, runners, {backend.transport});
 }
 
-TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no range (issue 19): "
+TEST_CASE("a second process following 10 etcd keys of a live holder sends ~no range: "
           "its followers share the holder's TTL reading") {
   // Two transports (two processes' worth): A leads 10 keys, B only follows
   // them. etcd's own Range count over a window, less A's renews (one range
@@ -1255,7 +1375,7 @@ TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd l
   CHECK(late.front().identity == "agent-c");
 }
 
-TEST_CASE("an etcd request that fails on every endpoint names the endpoint in its error (issue 21, item 12)") {
+TEST_CASE("an etcd request that fails on every endpoint names the endpoint in its error") {
   // The error is what the log, /readyz ("lease API failing for Nms ...: <the
   // failure>") and the metrics' kind show: the operator sees which member.
   etcd_client c(config({"http://127.0.0.1:1", "http://127.0.0.1:2"}));

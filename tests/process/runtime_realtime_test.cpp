@@ -271,7 +271,7 @@ TEST_CASE("many leases in one process: watches the server refuses do not starve 
   // Each created lease is led a lease duration after its create.
   CHECK(eventually([&] { return iv.running() == 20; }, 8s));   // 4 lease durations
   MESSAGE(iv.running() << " of 20 leases led");
-  // One watch stream for the 20 leases of the namespace (issue 19): the
+  // One watch stream for the 20 leases of the namespace: the
   // server saw one watch request, not one per lease (or per elector).
   httplib::Client control("127.0.0.1", server.control_port());
   auto stats = control.Get("/_leasehold/stats");

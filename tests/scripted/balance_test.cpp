@@ -275,7 +275,7 @@ world_options fresh_store(std::size_t replicas, bool etcd) {
 
 } // namespace
 
-// Issue 20's fresh-store figure: each Lease used to be created by its
+// The fresh-store figure of balance groups: each Lease used to be created by its
 // assignee once the assignment was known (after the settle time and two
 // rounds), then held a lease duration: settle + 2 rounds + lease duration.
 // Now the first standby that finds a Lease absent creates it unheld (no

@@ -91,7 +91,7 @@ TEST_CASE("standbys never acquire a free lease; told to compete, one takes it at
   }
 }
 
-// Issue 20's fresh-store figure (docs/safety.md, "A Lease created unheld
+// Balance groups' fresh-store figure (docs/safety.md, "A Lease created unheld
 // ..."): a standby that never saw its lease and finds none creates it with
 // no holder. Nobody acquires it before a lease duration from the create,
 // also a replica told to compete halfway through; standbys never do. After

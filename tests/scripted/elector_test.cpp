@@ -274,7 +274,7 @@ void release_during_identity_conflict(bool leading) {
 } // namespace
 
 TEST_CASE("a release asked while a read out shows an identity conflict on a created hold is "
-          "answered at once: released=false, nothing written, the reason named (issue 22, item 3)") {
+          "answered at once: released=false, nothing written, the reason named") {
   // Before, the read's identity conflict rescheduled a tick that a release
   // never runs: the release went unanswered and the runner waited out its
   // release bound (release_timeout + request timeout) to kill the elector.
@@ -282,7 +282,7 @@ TEST_CASE("a release asked while a read out shows an identity conflict on a crea
 }
 
 TEST_CASE("a release asked while a read out shows an identity conflict on a running term is "
-          "answered at once: released=false, nothing written, the reason named (issue 22, item 3)") {
+          "answered at once: released=false, nothing written, the reason named") {
   // Before, the term ended (lose) without answering the release: the runner
   // had let that elector go and waited out its release bound the same way.
   release_during_identity_conflict(true);
@@ -330,7 +330,7 @@ TEST_CASE("a lost race (409 on create or update) is an answer, not an outage: re
   CHECK(w.leader() == static_cast<int>(l));
 }
 
-// Issue 19 (CPU per renewal): a request's deadline is the elector's own
+// CPU per renewal: a request's deadline is the elector's own
 // tick, not a CAF request timeout (a timer set on CAF's clock thread and
 // cancelled at the reply, per request); a renew's next attempt shares it.
 
@@ -539,7 +539,7 @@ TEST_CASE("an acquisition whose answer is lost is renewed when the watch shows i
 }
 
 TEST_CASE("a created lease's term starts when its creation hold ends, not a retry period later, "
-          "on both stores (issue 19)") {
+          "on both stores") {
   // The renew that ends the hold went on the renew schedule (every retry
   // period from the create), and on etcd it could ride a keepalive sent
   // inside the hold, which left it in the hold for another period: 10,000

@@ -130,7 +130,7 @@ TEST_CASE("two replicas, one with a broken module: the healthy one keeps the lea
 }
 
 TEST_CASE("a new term gives a leader-only module a fresh restart window, also one that had not failed") {
-  // Issue 21, item 5: a module that used its restarts in one term, but had
+  // Regression: a module that used its restarts in one term, but had
   // not failed when the term ended, was failed ("over its restart intensity") on
   // its first crash of the next term, though the docs promise a fresh
   // window per term. Within one term the limit holds (the case above).

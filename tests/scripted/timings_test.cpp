@@ -88,7 +88,7 @@ std::pair<std::int64_t, std::int64_t> terms_under_latency(const election_timings
 
 } // namespace
 
-// Issue 18, defect 2: acquiring counted the read before the write against
+// Regression: acquiring counted the read before the write against
 // renew_deadline (GET, PUT and the first renew all from the GET's send), so
 // accepted timings lost every term at a latency the renews alone survive.
 
@@ -149,7 +149,7 @@ std::vector<leasehold::election_timings> accepted_timings(std::size_t n) {
 } // namespace
 
 TEST_CASE("every accepted timing set keeps a term for 10 minutes at 90 % of its request timeout, on either backend") {
-  // Issue 18, defect 2, as a property: accepted timings over the whole
+  // The regression below as a property: accepted timings over the whole
   // accepted range of request_timeout, with a constant latency of 90 % of
   // the effective request timeout on every answer from the first request
   // on: one term, never lost. (Before the fix 15/10/2 s with 4 s lost a

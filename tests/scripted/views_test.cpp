@@ -41,7 +41,7 @@ world_options three_on(bool etcd) {
 } // namespace
 
 TEST_CASE("etcd: every replica names the holder while its etcd lease lives, long after the "
-          "election (issue 18, defect 4)") {
+          "election") {
   // A keepalive changes no key, so the record never shows a new version:
   // every replica, the leader included, said "unknown" one lease duration
   // after the election. The view counts from the leader's own renew, and a
@@ -71,7 +71,7 @@ TEST_CASE("etcd: every replica names the holder while its etcd lease lives, long
 }
 
 TEST_CASE("readiness through API outages: the leader on its valid fence, followers through a "
-          "blip shorter than renew_deadline (issue 18, defect 5)") {
+          "blip shorter than renew_deadline") {
   // Every replica, the valid leader included, went NotReady within 0.5-2 s
   // of a 3 s outage. The rule (docs/operations.md): a leader is ready while
   // its fence is valid; a follower until the API has failed for longer than
@@ -133,7 +133,7 @@ TEST_CASE("readiness through API outages: the leader on its valid fence, followe
 }
 
 TEST_CASE("a new lease's creation hold: every replica names its creator and the term it holds; "
-          "the creator says it holds and when the term starts (issue 21, item 4)") {
+          "the creator says it holds and when the term starts") {
   // The record named the creator (kubectl's HOLDER) while the creator said
   // term -1 and its peers said term 1.
   for (bool etcd : {false, true}) {
@@ -191,8 +191,7 @@ TEST_CASE("a new lease's creation hold: every replica names its creator and the 
   }
 }
 
-TEST_CASE("the leader's last renew in its status, with no message per renew to the runner "
-          "(issue 19, h-mem3)") {
+TEST_CASE("the leader's last renew in its status, with no message per renew to the runner") {
   // The elector no longer sends its runner lease_renewed and its lease
   // memory at each renew; the runner reads the renew from the validity the
   // elector stores (elector_options::renewed_until). What /debug/state and

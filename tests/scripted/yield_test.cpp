@@ -1,4 +1,4 @@
-// Voluntary handovers on simulated time (issue 20, items 2 and 3): a yield
+// Voluntary handovers on simulated time: a yield
 // with and without a target, to a target that never takes the lease, while
 // not leading, and a preferredHolder written from outside. Each case checks
 // who leads afterwards and that the yielder's leader-only module was down

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sim_cluster.hpp"
+#include "actors/elector_rules.hpp"
 #include "transport/common/backoff.hpp"
 
 namespace leasehold::sim {
@@ -113,14 +114,37 @@ caf::timespan poll_gap(const election_timings& t) {
          + 2 * t.effective_request_timeout();
 }
 
-/// How long the store keeps a lease: etcd's TTL is the lease duration
-/// rounded up to whole seconds (at least 1).
-caf::timespan store_lease(const election_timings& t, backend_kind backend) {
-  if (backend != backend_kind::etcd)
-    return t.lease_duration;
-  auto secs = std::chrono::duration<double>(t.lease_duration).count();
-  caf::timespan ttl = std::chrono::seconds(std::max(1, static_cast<int>(std::ceil(secs))));
-  return std::max(t.lease_duration, ttl);
+/// How long a lease outlives its last renew for the others: the record's
+/// leaseDurationSeconds (whole seconds, rounded up, at least 2: 1 marks a
+/// release), which Kubernetes followers wait out and etcd keeps as the TTL.
+caf::timespan store_lease(const election_timings& t, backend_kind) {
+  caf::timespan written = std::chrono::seconds(duration_seconds(t.lease_duration));
+  return std::max(t.lease_duration, written);
+}
+
+/// One seed in five runs its timings scaled down to a lease of 500 ms to
+/// 1 s: below the record's whole seconds, where a release must still be
+/// told from an emptied holder or an unheld create. Drawn from a stream of
+/// its own, so every other seed keeps its scenario (its constant is one no
+/// kept regression seed draws, so each still replays what it was kept for).
+bool maybe_brief(election_timings& t, draw& brief) {
+  if (brief.unit() >= 0.2)
+    return false;
+  auto target = brief.span(500ms, 1s);
+  double f = static_cast<double>(target.count()) / static_cast<double>(t.lease_duration.count());
+  if (f >= 1)
+    return false;
+  auto scale = [f](caf::timespan& x) {
+    x = caf::timespan{static_cast<caf::timespan::rep>(static_cast<double>(x.count()) * f)};
+  };
+  auto s = t;
+  for (auto* x : {&s.lease_duration, &s.renew_deadline, &s.retry_period, &s.module_stop_timeout,
+                  &s.request_timeout})
+    scale(*x);
+  if (!validate(s).empty())
+    return false;
+  t = s;
+  return true;
 }
 
 } // namespace
@@ -166,9 +190,14 @@ scenario generate(std::uint64_t seed, const world& w) {
   // The multi-lease world's own choices (which lease an operation hits,
   // the shared stream's faults): a single-lease seed draws none of them.
   draw many{std::mt19937_64{seed * 0xBF58476D1CE4E5B9ULL + 11}};
-  draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // issue 20: its own stream
+  draw yields{std::mt19937_64{seed * 0xD1B54A32D192ED03ULL + 11}};   // yields: their own stream
   draw grp{std::mt19937_64{seed * 0x94D049BB133111EBULL + 13}};      // balance groups: their own
   draw flaps{std::mt19937_64{seed * 0x94D049BB133111EBULL + 17}};    // quiet windows' flappers
+  draw brief{std::mt19937_64{seed * 0x2545F4914F6CDD1DULL + 39}};    // leases of 1 s and below
+  // One seed in four: late streams and a fresh take deleted by an operator
+  // in every chaos window (no kept seed draws it: its constant is chosen so).
+  draw lag{std::mt19937_64{seed * 0x9FB21C651E98DF25ULL + 878}};
+  bool lagging = lag.unit() < 0.25;
   scenario sc;
   sc.seed = seed;
   sc.replicas = draw_replicas(d);
@@ -177,6 +206,7 @@ scenario generate(std::uint64_t seed, const world& w) {
   sc.leases = std::max<std::size_t>(1, w.leases);
   sc.shared_watch = w.many();
   sc.timings = draw_timings(d);
+  bool brief_leases = maybe_brief(sc.timings, brief);
   sc.supervision.intensity = d.range(1, 4);
   sc.supervision.period = d.span(5s, 30s);
   sc.supervision.restart_backoff_min = d.span(50ms, 500ms);
@@ -188,7 +218,10 @@ scenario generate(std::uint64_t seed, const world& w) {
   // stays what it was before the watch existed. Three seeds in four watch.
   sc.watch = ((seed * 0x9E3779B97F4A7C15ULL) >> 62) != 0;
   auto ld = sc.timings.lease_duration;
-  auto bound = liveness_bound(sc.timings);
+  // A brief lease is written as 2 s, which followers wait out: its quiet
+  // windows count that (every other seed keeps its windows).
+  auto bound = brief_leases ? liveness_bound(sc.timings, backend_kind::kubernetes)
+                            : liveness_bound(sc.timings);
   // Balance groups: the settle time, who is out of the group at the start,
   // and in each quiet window 1-3 membership changes (a join, a clean leave,
   // a kill), each a group bound and a lease duration after the last, so the
@@ -324,6 +357,44 @@ scenario generate(std::uint64_t seed, const world& w) {
       if (w.many())
         ow.lease = many.unit() < 0.25 ? -1 : many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(ow);
+    }
+    // Late streams: a follower's stream seconds late while a leader is
+    // paused (its key runs out), and the next take deleted by an operator
+    // at once; a follower that frees the key on its late view must not
+    // start a term beside the fresh take's stopping work.
+    if (lagging) {
+      auto at = chaos_begin + lag.span(0ms, chaos_len);
+      op late;
+      late.kind = op_kind::stream_delay;
+      late.at = at;
+      late.replica = static_cast<std::size_t>(lag.range(0, 6));
+      late.duration = lag.span(2 * ld, 6 * ld);
+      late.param = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      lag.span(ld / 2, 3 * ld)).count());
+      if (w.many())
+        late.lease = -1;
+      sc.ops.push_back(late);
+      op stop;
+      stop.kind = lag.unit() < 0.5 ? op_kind::pause : op_kind::partition;
+      stop.at = at + lag.span(0ms, ld);
+      stop.replica = static_cast<std::size_t>(lag.range(0, 6));
+      stop.duration = lag.span(ld, 3 * ld);
+      sc.ops.push_back(stop);
+      op del;
+      del.kind = op_kind::outside_write;
+      del.param = 2;
+      del.at = stop.at;
+      del.duration = stop.duration + 2 * ld;
+      if (w.many())
+        del.lease = many.range(0, static_cast<int>(sc.leases) - 1);
+      sc.ops.push_back(del);
+      if (lag.unit() < 0.3) {   // etcd cancels a watch for compaction
+        op gone;
+        gone.kind = op_kind::stream_gone;
+        gone.at = at + lag.span(0ms, 2 * ld);
+        gone.replica = static_cast<std::size_t>(lag.range(0, 6));
+        sc.ops.push_back(gone);
+      }
     }
     // A yield (to anyone, to a replica, to one that does not exist), in one
     // chaos window in two.

@@ -217,12 +217,6 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
         break;
       }
   }
-  // A new object (none before, another uid, another etcd key) without a
-  // holder that is no release: a standby's unheld create.
-  if (record && record->spec.holder_identity.empty() && !released_record(record->spec)
-      && (!last_record || last_record->uid != record->uid
-          || last_record->spec.lease_transitions != record->spec.lease_transitions))
-    unheld_created_at = t;
   last_record = record;
 }
 
@@ -802,6 +796,8 @@ private:
   /// ends no rule's exemption; a lease with a stale instance, which the
   /// stale rule judges by time, is checked every step).
   void check() {
+    if (!delete_next_take_.empty())
+      fire_armed_deletes();
     if (auto v = api_->last_version(); v != seen_version_) {
       for (auto& c : api_->changes_since({leases_.front().ns, ""}, seen_version_))
         if (auto it = lease_index_.find(c.key.name); it != lease_index_.end())
@@ -810,11 +806,18 @@ private:
     }
     // Every request too: an etcd renew (a keepalive) changes no record but
     // extends the fence the stale rule reads.
+    // A create that named no holder and succeeded is a standby's unheld
+    // create: the checker learns it from the store's log of who wrote
+    // what, not from the record's encoding, which the code under test reads.
     if (auto n = api_->request_count(); n != seen_requests_) {
       for (auto& r : api_->requests_since(seen_requests_))
         if (auto slash = r.lease.find('/'); slash != std::string::npos)
-          if (auto it = lease_index_.find(r.lease.substr(slash + 1)); it != lease_index_.end())
+          if (auto it = lease_index_.find(r.lease.substr(slash + 1)); it != lease_index_.end()) {
             chk_[it->second].dirty = true;
+            if (r.verb == "POST" && r.result == error_kind::none && r.holder.empty()
+                && r.client != "operator")
+              chk_[it->second].unheld_created_at = now_;
+          }
       seen_requests_ = n;
     }
     auto paused = [this](std::size_t r) { return procs_[r].paused; };
@@ -1102,38 +1105,18 @@ private:
         }
         break;
       }
-      case op_kind::outside_write: {
-        // etcd: revoking a key's lease revokes its replica's session lease,
-        // so every key of that replica goes (sim_etcd.hpp).
-        auto hit = ks;
-        if (etcd_ && o.param == 1)
-          for (auto k : ks)
-            for (auto& other : etcd_->keys_sharing_lease(leases_[k]))
-              for (std::size_t j = 0; j < leases_.size(); ++j)
-                if (leases_[j] == other && std::find(hit.begin(), hit.end(), j) == hit.end())
-                  hit.push_back(j);
-        for (auto k : hit) {   // every term it ends, before it ends them
-          auto& chk = chk_[k];
-          chk.outside_write = true;
-          chk.dirty = true;   // the next check clears the flag
-          if (auto rec = api_->peek(leases_[k]))
-            chk.outside_ended_term = rec->spec.lease_transitions;
-        }
-        for (auto k : ks) {
-          auto& chk = chk_[k];
-          if (o.param == 1) {
-            api_->outside_revoke(leases_[k]);
-          } else {
-            api_->outside_delete(leases_[k]);
-            // A deleted Lease takes its term history with it, as a wipe does
-            // (docs/safety.md, Known limits): a replica that never saw the
-            // last term may number its own the same. Terms never overlap.
-            if (kube_)
-              chk.last_wipe = now_;
+      case op_kind::outside_write:
+        if (o.param == 2) {
+          // Armed: the next term taken on each lease within `duration` is
+          // deleted at once (an operator deleting a fresh take).
+          for (auto k : ks) {
+            auto rec = api_->peek(leases_[k]);
+            delete_next_take_[k] = {now_ + o.duration, rec ? rec->spec.lease_transitions : -1};
           }
+          break;
         }
+        outside_write(ks, o.param);
         break;
-      }
       case op_kind::stream_cut:
       case op_kind::stream_gone:
       case op_kind::stream_replay:
@@ -1149,8 +1132,65 @@ private:
     }
   }
 
+  /// A write from outside the protocol on leases `ks`: param 0 deletes the
+  /// object, 1 cancels the holder's claim (op_kind::outside_write).
+  void outside_write(const std::vector<std::size_t>& ks, int param) {
+    {
+        // etcd: revoking a key's lease revokes its replica's session lease,
+        // so every key of that replica goes (sim_etcd.hpp).
+        auto hit = ks;
+        if (etcd_ && param == 1)
+          for (auto k : ks)
+            for (auto& other : etcd_->keys_sharing_lease(leases_[k]))
+              for (std::size_t j = 0; j < leases_.size(); ++j)
+                if (leases_[j] == other && std::find(hit.begin(), hit.end(), j) == hit.end())
+                  hit.push_back(j);
+        for (auto k : hit) {   // every term it ends, before it ends them
+          auto& chk = chk_[k];
+          chk.outside_write = true;
+          chk.dirty = true;   // the next check clears the flag
+          if (auto rec = api_->peek(leases_[k]))
+            chk.outside_ended_term = rec->spec.lease_transitions;
+        }
+        for (auto k : ks) {
+          auto& chk = chk_[k];
+          if (param == 1) {
+            api_->outside_revoke(leases_[k]);
+          } else {
+            api_->outside_delete(leases_[k]);
+            // A deleted Lease takes its term history with it, as a wipe does
+            // (docs/safety.md, Known limits): a replica that never saw the
+            // last term may number its own the same. Terms never overlap.
+            if (kube_)
+              chk.last_wipe = now_;
+          }
+        }
+    }
+  }
+
+  /// An armed outside delete (outside_write param 2): a lease whose record
+  /// names a holder in a term other than the one at arming is deleted now.
+  void fire_armed_deletes() {
+    for (auto& [k, arm] : delete_next_take_) {
+      if (!arm.first)
+        continue;
+      if (now_ > *arm.first) {
+        arm.first.reset();
+        continue;
+      }
+      auto rec = api_->peek(leases_[k]);
+      if (rec && !rec->spec.holder_identity.empty() && rec->spec.lease_transitions != arm.second) {
+        arm.first.reset();
+        note("an operator deletes " + leases_[k].name + " (term "
+             + std::to_string(rec->spec.lease_transitions) + ") right after its take");
+        outside_write({k}, 0);
+      }
+    }
+  }
+
   void heal() {
     api_->clear_faults();
+    delete_next_take_.clear();
     members_->heal();
     api_->set_latency_jitter(sc_.base_latency, sc_.seed + steps_);
     hung_.clear();
@@ -1168,7 +1208,7 @@ private:
       resume(p.index);
       for (std::size_t k = 0; k < leases_.size(); ++k)
         configure(p.index, k);
-      if (sc_.shared_watch)   // (only the multi-lease world draws stream faults)
+      if (stream_faults_)   // only then: a message more would change every other seed's run
         inject_stream_fault(p.transport, sim_stream_fault::none);
     }
   }
@@ -1398,6 +1438,13 @@ private:
   group_judge judge_;                 // balance groups' invariants (quiet windows)
   std::vector<proc> procs_;
   std::vector<checker> chk_;          // per lease
+  /// The scenario has faults of watch streams (the heal ends them).
+  bool stream_faults_ = std::any_of(sc_.ops.begin(), sc_.ops.end(), [](const op& o) {
+    return o.kind == op_kind::stream_cut || o.kind == op_kind::stream_gone
+           || o.kind == op_kind::stream_replay || o.kind == op_kind::stream_delay;
+  });
+  /// Armed outside deletes: lease -> (until when, the term when armed).
+  std::map<std::size_t, std::pair<std::optional<time_point>, std::int64_t>> delete_next_take_;
   std::vector<lease_liveness> live_;  // per lease
   std::vector<std::string> errors_;   // violations the cluster itself finds
   std::map<std::string, std::size_t> lease_index_;   // by lease name

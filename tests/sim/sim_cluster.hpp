@@ -164,7 +164,7 @@ enum class op_kind {
   /// A write from outside the protocol (an operator): param 0 deletes the
   /// object (Lease / key), 1 cancels the holder's claim (Kubernetes:
   /// holderIdentity emptied; etcd: the key's etcd lease revoked).
-  outside_write,
+  outside_write,   // param 2: arms a delete of the next take within `duration`
   /// Faults of one replica's watch stream (sim_stream_fault), which a
   /// shared stream carries for every lease of the replica: cut for
   /// `duration`, 410 Gone / compaction, a replay from `param` versions

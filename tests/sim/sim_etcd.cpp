@@ -136,6 +136,7 @@ void sim_etcd::keepalive_locked(std::int64_t lease_id, bool& changed) {
     v.lease_duration_seconds = 1;
     v.preferred_holder.clear();
     keys_[k].mod_revision = ++revision_;
+    reaped_[k] = revision_;
     record_change(change{k, static_cast<std::uint64_t>(revision_), to_lease(k, keys_[k])});
     asked_[k] = ask{lease_id, now_(), ttl};   // untaken a TTL from now: deleted then
     changed = true;
@@ -217,6 +218,7 @@ lease_reply sim_etcd::get(const std::string& client, const lease_key& k) {
     } else {
       log(client, "GET", k, error_kind::none, i->second.value.holder_identity);
       auto rec = to_lease(k, i->second);
+      rec.read_revision = revision_;
       // /v3/lease/timetolive: the remaining TTL in whole seconds, truncated,
       // or the client's reading of the same etcd lease while it serves.
       auto& readings = readings_[client];
@@ -266,9 +268,16 @@ lease_reply sim_etcd::create_locked(const std::string& client, const lease& l, b
   // found it absent): no write of this key since then.
   bool unwritten = l.absent_at_revision > 0
                    && changes_since(k, static_cast<std::uint64_t>(l.absent_at_revision)).empty();
+  // Judged ran out: from the read that last found the key present, its
+  // history is one delete and nothing else (etcd_unwritten_between).
+  if (l.seen_at_revision > 0) {
+    auto since = changes_since(k, static_cast<std::uint64_t>(l.seen_at_revision));
+    unwritten = since.size() == 1 && !since.front().record;
+  }
   v.create_revision = v.mod_revision = ++revision_;
   v.lease_id = id;
   keys_[k] = v;
+  reaped_.erase(k);
   asked_locked(k, id, ttl);
   auto rec = to_lease(k, v);
   record_change(change{k, static_cast<std::uint64_t>(revision_), rec});
@@ -289,6 +298,31 @@ lease_reply sim_etcd::create(const std::string& client, lease l) {
   if (changed)
     poke_watchers();
   return out;
+}
+
+std::function<lease_reply()> sim_etcd::update_begin(const std::string& client, const lease& l) {
+  std::int64_t read = 0;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = keys_.find(l.key());
+    if (l.spec.holder_identity.empty() || i == keys_.end()
+        || i->second.value.holder_identity != l.spec.holder_identity
+        || i->second.create_revision != l.spec.lease_transitions)
+      return {};   // not a renew of what is there: one step
+    read = i->second.mod_revision;
+  }
+  return [this, client, l, read]() -> lease_reply {
+    {
+      std::lock_guard<std::mutex> g(mx_);
+      auto r = reaped_.find(l.key());
+      auto k = keys_.find(l.key());
+      if (r != reaped_.end() && r->second > read && k != keys_.end()) {
+        log(client, "PUT", l.key(), error_kind::conflict, l.spec.holder_identity);
+        return lease_reply::failure(held_error("/v3/kv/txn", k->second, error_kind::conflict));
+      }
+    }
+    return update(client, l);
+  };
 }
 
 lease_reply sim_etcd::update(const std::string& client, lease l) {

@@ -37,7 +37,8 @@
 //     lease: its replica's session lease, so every key of that replica).
 // Each transport call is one atomic step here (the real client makes two or
 // three HTTP calls; etcd itself makes the decisive one, the txn or the
-// keepalive, atomic).
+// keepalive, atomic), but for a renew: its range and its keepalive are two
+// steps, between which the reaper may write the key (update_begin).
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,12 @@ public:
   lease_reply get(const std::string& client, const lease_key& k) override;
   lease_reply create(const std::string& client, lease l) override;
   lease_reply update(const std::string& client, lease l) override;
+  /// A renew is two steps, as the transport makes it: its range when it
+  /// arrives, its keepalive a leg later, so the reaper (another key's
+  /// keepalive) can write the key in between. The second step refuses a
+  /// renew that read the key before the reaper wrote it, as
+  /// etcd_session::renewing does.
+  std::function<lease_reply()> update_begin(const std::string& client, const lease& l) override;
   std::string path_of(const std::string& verb, const lease_key& k) const override;
   void outside_delete(const lease_key& k) override;   // etcdctl del
   void outside_revoke(const lease_key& k) override;   // etcdctl lease revoke
@@ -130,6 +137,7 @@ private:
     std::int64_t ttl_seconds = 1;
   };
   std::map<lease_key, ask> asked_;
+  std::map<lease_key, std::int64_t> reaped_;   // the reaper's write of a key: its revision
   void asked_locked(const lease_key& k, std::int64_t lease_id, std::int64_t ttl_seconds);
   void keepalive_locked(std::int64_t lease_id, bool& changed);
   /// A renew's keepalive (etcd_session::renewed): the latest one if sent

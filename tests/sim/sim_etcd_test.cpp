@@ -228,6 +228,34 @@ TEST_CASE("sim_etcd: the transport's reaper puts the released record on a key un
   CHECK(f.store.peek(k2));
 }
 
+TEST_CASE("sim_etcd: a renew whose range came before the reaper's write is refused at its keepalive") {
+  // The renew's range and keepalive are two steps (update_begin), so the
+  // simulator can put another key's keepalive, and the reaper's released
+  // record, in between: that renew must not win (etcd_session::renewing).
+  fixture f;
+  auto a = f.store.create("a", f.record("a", 0, 3));
+  REQUIRE(a.ok());
+  lease_key k2{"default", "busy"};
+  auto l2 = f.record("a", 0, 3);
+  l2.name = k2.name;
+  f.now += 2s;
+  auto b = f.store.create("a", l2);
+  REQUIRE(b.ok());
+  f.now += 1500ms;   // the first key unasked for its TTL
+  auto rest = f.store.update_begin("a", *a.value);   // its range: held, in its term
+  REQUIRE(rest);
+  REQUIRE(f.store.update("a", *b.value).ok());   // another renew's keepalive reaps it
+  REQUIRE(f.store.peek(f.key));
+  CHECK(f.store.peek(f.key)->spec.holder_identity.empty());
+  CHECK(rest().kind() == error_kind::conflict);
+  // A renew that read after the write meets the released record (one step).
+  CHECK_FALSE(f.store.update_begin("a", *a.value));
+  // A release and a take are one step each.
+  auto rel = *b.value;
+  rel.spec.holder_identity.clear();
+  CHECK_FALSE(f.store.update_begin("a", rel));
+}
+
 TEST_CASE("sim_etcd: a client's keys share its session lease: a keepalive renews all, a revoke "
           "deletes all, a delete one; a re-created key binds to the live lease; TTL readings are shared") {
   fixture f;

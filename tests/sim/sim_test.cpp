@@ -309,7 +309,7 @@ std::string joined(const run_result& r) {
 } // namespace
 
 TEST_CASE("two leaders after a partial disable of a hung module: the term ends, every leader-only module stops, the replica competes again") {
-  // Issue 18, defect 1. The leader runs "work" and "side"; only "side" is
+  // Regression. The leader runs "work" and "side"; only "side" is
   // disabled, and it blocks in its exit handler for 7 s: longer than its
   // kill at module_stop_timeout (4 s), shorter than the fatal deadline.
   // Before the fix the fatal check's first phase killed the elector without
@@ -361,7 +361,7 @@ static void outside_writes_keep_one_leader(backend_kind backend) {
 }
 
 TEST_CASE("writes from outside the protocol: a revoked or deleted etcd key is waited out, not taken at once") {
-  // Issue 18, defect 3. Before the fix a follower created the key as soon as
+  // Regression. Before the fix a follower created the key as soon as
   // it was gone, while the old leader's slow module still stopped (two
   // leaders for its stop time). Now a key that vanishes before its etcd
   // lease could have expired (by the TTL the follower last read) is waited
@@ -370,7 +370,7 @@ TEST_CASE("writes from outside the protocol: a revoked or deleted etcd key is wa
 }
 
 TEST_CASE("writes from outside the protocol: an emptied holderIdentity is waited out, a deleted Lease too") {
-  // Issue 18, defect 3 on Kubernetes: `kubectl patch` emptying the holder
+  // The same on Kubernetes: `kubectl patch` emptying the holder
   // keeps leaseDurationSeconds (15), unlike a release (1): a follower waits
   // a lease duration from when it saw the change. A deleted Lease was
   // already waited out (its last holder's validity by the follower's clock).

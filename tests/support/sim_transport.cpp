@@ -348,6 +348,9 @@ struct sim_transport_state {
   std::map<std::uint64_t, std::pair<caf::response_promise, caf::message>> delayed;
   /// Requests on their way to the store: what they do there, then the reply leg.
   std::map<std::uint64_t, std::pair<std::function<caf::message()>, caf::timespan>> arriving;
+  /// Of those, a call the store runs in two steps (sim_store::update_begin):
+  /// its first step, whose rest arrives one more latency leg later.
+  std::map<std::uint64_t, std::function<std::function<caf::message()>()>> beginning;
   std::uint64_t next_id = 0;
   std::map<caf::actor_addr, sim_watch> watches;   // per subscriber
   std::map<std::string, sim_watch> shared;        // per namespace
@@ -365,7 +368,8 @@ using sim_self = caf::stateful_actor<sim_transport_state>*;
 /// overtaken by a later one from elsewhere; the answer travels the second.
 template <class Reply>
 caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_key& k,
-                          std::function<Reply()> compute) {
+                          std::function<Reply()> compute,
+                          std::function<std::function<Reply()>()> begin = {}) {
   auto& st = self->state;
   int status = 503;
   auto f = st.api->fault_for(st.client, status);
@@ -378,6 +382,7 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
   if (f != sim_fault::none) {
     auto err = st.api->failure(st.client, verb, k, f, status).error;
     compute = [err] { return Reply::failure(err); };
+    begin = {};
   }
   auto there = st.api->draw_latency() / 2;
   auto back = st.api->draw_latency() / 2;
@@ -386,6 +391,13 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
   auto id = ++st.next_id;
   st.delayed.emplace(id, std::make_pair(self->make_response_promise(), caf::message{}));
   st.arriving.emplace(id, std::make_pair([compute] { return caf::make_message(compute()); }, back));
+  if (begin)
+    st.beginning.emplace(id, [begin]() -> std::function<caf::message()> {
+      auto rest = begin();
+      if (!rest)
+        return {};
+      return [rest] { return caf::make_message(rest()); };
+    });
   self->delayed_send(self, there, arrive_atom::value, id);
   return caf::delegated<Reply>{};
 }
@@ -638,12 +650,28 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
       [=](update_lease_atom, lease& l) {
         auto api = self->state.api;
         auto client = self->state.client;
-        return answer<lease_reply>(self, "PUT", l.key(), [=] { return api->update(client, l); });
+        return answer<lease_reply>(self, "PUT", l.key(), [=] { return api->update(client, l); },
+                                   [=] { return api->update_begin(client, l); });
       },
       [=](arrive_atom, std::uint64_t id) {
         auto i = self->state.arriving.find(id);
         if (i == self->state.arriving.end())
           return;
+        // A two-step call: its first step now, its rest a leg later (other
+        // requests, and their store steps, may land in between).
+        if (auto b = self->state.beginning.find(id); b != self->state.beginning.end()) {
+          auto rest = b->second();
+          self->state.beginning.erase(b);
+          if (rest) {
+            // Half the reply leg goes between the steps: the call takes no
+            // longer than a one-step one.
+            auto mid = i->second.second / 2;
+            i->second.first = std::move(rest);
+            i->second.second -= mid;
+            self->delayed_send(self, mid, arrive_atom::value, id);
+            return;
+          }
+        }
         auto reply = i->second.first();
         auto back = i->second.second;
         self->state.arriving.erase(i);

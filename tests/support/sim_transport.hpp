@@ -117,6 +117,15 @@ public:
   virtual lease_reply get(const std::string& client, const lease_key& k) = 0;
   virtual lease_reply create(const std::string& client, lease l) = 0;
   virtual lease_reply update(const std::string& client, lease l) = 0;
+  /// A store whose update is two steps for the transport (etcd: a renew's
+  /// range, then its keepalive) does the first here, when the request
+  /// arrives, and returns the rest, which runs one latency leg later; an
+  /// empty function: the whole update runs at once (update).
+  virtual std::function<lease_reply()> update_begin(const std::string& client, const lease& l) {
+    (void)client;
+    (void)l;
+    return {};
+  }
   /// The error a request `verb` on `k` meets under fault `f` (logged).
   lease_reply failure(const std::string& client, const std::string& verb, const lease_key& k,
                       sim_fault f, int status);

@@ -283,7 +283,7 @@ TEST_CASE("etcd watch messages: PUT (type omitted), DELETE, progress, cancel, er
 }
 
 TEST_CASE("an etcd watch's kept record gives back every field to_lease read, preferredHolder and strategy too, in 80 bytes of spec") {
-  // Issue 19: the watch keeps one record per key of the namespace; it kept
+  // Bytes per key: the watch keeps one record per key of the namespace; it kept
   // a whole lease_spec (144 bytes, with a renewTime an etcd value never has).
   etcd_kv k{"/lh/ns1/lock", 7, 9, "694d9a0e1c2b3d4f", ""};
   k.value = R"({"holderIdentity":"A","leaseDurationSeconds":15,"acquireTime":"2026-12-05T08:00:00.000000Z","preferredHolder":"B","strategy":"OldestEmulationVersion"})";
@@ -334,7 +334,7 @@ leasehold::parse_result<leasehold::lease_spec> document_spec(const std::string& 
 } // namespace
 
 TEST_CASE("an etcd record's value read in place is what nlohmann's document reads, value or error, over 40 values") {
-  // Issue 19: to_lease reads a plain value with json_cursor; anything it
+  // CPU per key: to_lease reads a plain value with json_cursor; anything it
   // does not handle (an escape, a byte >= 0x80, a mistyped or repeated
   // member, invalid JSON) goes to the document, whose answer stands.
   const std::vector<std::string> values = {
@@ -400,7 +400,7 @@ TEST_CASE("an etcd record's value read in place is what nlohmann's document read
 
 TEST_CASE("a txn answer of ranges read in place is what nlohmann's document reads, per key, "
           "value or error, over 48 answers") {
-  // Issue 19: a batch of renews reads its txn answer with json_cursor;
+  // CPU per renewal: a batch of renews reads its txn answer with json_cursor;
   // what the cursor does not take (a repeated member, an escape, another
   // type, a count that is not the batch's, invalid JSON) goes to the
   // document, whose answer stands. The first answer is etcd 3.4's own.
@@ -707,7 +707,7 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
   CHECK(seen[9].find("watch error: etcdserver: no leader") != std::string::npos);
   CHECK(seen[10] == "up");                                 // 5
   // A member lost under a half-written line is a disconnected member, named
-  // (issue 21, item 12), not a malformed body.
+  // (the operator sees which member), not a malformed body.
   CHECK(seen[11].find("disconnected: the server closed the watch stream inside an event line "
                       "(endpoint http://127.0.0.1:")
         != std::string::npos);
@@ -731,7 +731,7 @@ TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and sur
 }
 
 TEST_CASE("a quiet etcd watch checks what it missed without reading values; a write or a delete it missed is read again") {
-  // Issue 19 (memory at 10,000 keys): a quiet stream (renews on etcd write
+  // Memory at 10,000 keys: a quiet stream (renews on etcd write
   // nothing) read the whole namespace again every idle timeout, 10,000
   // records beside its own each time, which malloc kept (~0.4 KiB a key).
   fake_gateway gw;
@@ -776,7 +776,7 @@ TEST_CASE("a quiet etcd watch checks what it missed without reading values; a wr
 }
 
 TEST_CASE("one etcd watch stream per namespace serves every lease in it; a late subscriber is told its key's state") {
-  // Issue 19: a watch thread and connection per watching runner made one
+  // Before, a watch thread and connection per watching runner made one
   // process unable to hold more than a few hundred leases.
   constexpr int n = 12;
   fake_gateway gw;
@@ -861,7 +861,7 @@ TEST_CASE("compaction and a cut stream reach every subscriber of the shared etcd
 }
 
 TEST_CASE("a subscriber joining the running etcd watch gets its key's record as the stream had it, "
-          "every field (issue 19: the watch keeps a compact copy per key)") {
+          "every field (the watch keeps a compact copy per key)") {
   fake_gateway gw;
   auto value = json{{"holderIdentity", "h"}, {"leaseDurationSeconds", 7},
                     {"acquireTime", "2026-12-04T22:00:00.000000Z"},

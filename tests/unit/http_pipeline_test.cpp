@@ -443,10 +443,10 @@ TEST_CASE("a pipelined batch over TLS: CA, client certificate, skip-verify") {
 TEST_CASE("a batch deeper than one round: a stalled answer fails the rest of its round only") {
   // 40 requests: the first round carries 32 (max_pipeline_depth,
   // transport/http_pipeline.cpp) and its second answer stalls; the last 8
-  // go on a new connection. Regression (issue 19, h-pipecli): with all 128
+  // go on a new connection. Regression: with all 128
   // of a batch in one round, one answer late under load failed the rest of
   // the batch, and rounds that deep made the pool's queue expire thousands
-  // of requests at load 13-16 (bench/README.md).
+  // of requests at load 13-16 (seen in the bench).
   int round_starts = 0;   // the server's thread only
   pipelining_server server(32, [&](std::size_t i, const std::string& req) {
     if (i == 0)

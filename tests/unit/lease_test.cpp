@@ -303,7 +303,7 @@ TEST_CASE("a LeaderElection event is a core/v1 Event about the Lease") {
 }
 
 // --- the Lease's JSON text read and written in place (transport/lease_json.hpp)
-// Issue 19 (CPU per renewal): each renew built, printed and parsed
+// CPU per renewal: each renew built, printed and parsed
 // nlohmann documents. The in-place reader and writer must give exactly what
 // the document path gives: the same lease or the same error, the same bytes.
 

@@ -204,7 +204,7 @@ TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and surv
   CHECK(seen[9].find("ERROR event: 500 etcdserver: leader changed") != std::string::npos);
   CHECK(seen[10] == "up");                    // 6
   CHECK(seen[11] == "record 12 pod-c");
-  // Cut under a half-written line: the server went away (issue 21, item 12).
+  // Cut under a half-written line: the server went away, and says so.
   CHECK(seen[12].find("disconnected: the server closed the watch stream inside an event line")
         != std::string::npos);
   CHECK(seen[12].find("malformed") == std::string::npos);
@@ -283,7 +283,7 @@ TEST_CASE("stopping a watch that reopens its stream in a tight loop takes well u
 }
 
 TEST_CASE("one watch stream per namespace, shared by every lease in it, demultiplexed by name") {
-  // Issue 19: a watch thread and connection per watching runner made one
+  // Before, a watch thread and connection per watching runner made one
   // process unable to hold more than a few hundred leases.
   watch_server ws;
   {
@@ -309,7 +309,7 @@ TEST_CASE("one watch stream per namespace, shared by every lease in it, demultip
 }
 
 TEST_CASE("a subscriber that sends its release leaves the shared stream; the stream ends when the last one did") {
-  // Issue 19 (SIGTERM of 10,000 leases): a process releasing all its
+  // SIGTERM of 10,000 leases: a process releasing all its
   // leases kept its stream open until its last elector ended, and so was
   // streamed every release and every take of its successor, which cost it,
   // and the server, more CPU than the releases themselves.
@@ -360,7 +360,7 @@ TEST_CASE("a subscriber that sends its release leaves the shared stream; the str
 }
 
 TEST_CASE("a watch the API forbids is reported down once, naming the refusal") {
-  // Issue 21, item 1: with RBAC as once shipped (no "watch" verb) every watch
+  // Regression: with RBAC as once shipped (no "watch" verb) every watch
   // was refused 403; a stream that never opened was never reported, so the
   // agents polled and logged nothing.
   test::loopback_server<> server;
@@ -391,7 +391,7 @@ TEST_CASE("a watch the API forbids is reported down once, naming the refusal") {
 }
 
 TEST_CASE("watch_fanout: a subscriber's removal looks at its own subscriptions, not at every lease's") {
-  // Regression (h-cost, issue 19): remove() scanned every lease's
+  // Regression: remove() scanned every lease's
   // subscribers, so 10,000 electors ending at once (a SIGTERM of 10,000
   // leases) cost the transport's dispatcher 10^8 comparisons while their
   // releases waited in its queue (3,147 of 10,000 released in time).
@@ -466,7 +466,7 @@ TEST_CASE("watch_echoes::object_name reads metadata.name alone, whatever comes b
 TEST_CASE("watch_echoes: an echo that comes before its answer is still dropped; a line of a "
           "Lease with no renew in flight never waits; a flight that does not land is waited "
           "out at most max_wait") {
-  // Issue 19: more than half of a 10,000-Lease holder's echoes reached the
+  // Before, more than half of a 10,000-Lease holder's echoes reached the
   // stream before the pipelined batch's answers were noted, and were parsed
   // and delivered.
   auto line = [](const std::string& name, const std::string& rv, const std::string& holder) {
@@ -527,7 +527,7 @@ TEST_CASE("watch_echoes: an echo that comes before its answer is still dropped; 
 
 TEST_CASE("a renew's own event on the shared stream is not delivered to its writer; "
           "another writer's is, and a Lease two subscribers follow gets both") {
-  // Issue 19 (CPU per renewal): a holder of 10,000 Leases parsed its own
+  // CPU per renewal: a holder of 10,000 Leases parsed its own
   // 5,000 renewals a second on its stream, for electors that dropped them.
   // `event_first`: the server streams the renew's event, then answers the
   // PUT (50 ms later), as an API may when its answer is slower than its

@@ -267,7 +267,7 @@ TEST_CASE("a request that waited longer than max_wait for a worker is answered t
 }
 
 TEST_CASE("a PUT or POST that waited longer than max_wait names its lease in the timeout") {
-  // Regression (h-cost): the dispatcher built the lease's key from a lease
+  // Regression: the dispatcher built the lease's key from a lease
   // it had already moved into the request (arguments evaluated right to
   // left), so an expired write named ".../namespaces//leases/".
   caf::actor_system_config cfg;
@@ -331,7 +331,7 @@ TEST_CASE("a transport ended with requests in flight and queued lets its actor s
 }
 
 TEST_CASE("a worker answers the requester itself and takes the queued requests after its own") {
-  // Issue 19 (CPU per renewal): the reply used to go worker -> dispatcher
+  // CPU per renewal: the reply used to go worker -> dispatcher
   // -> requester, and each queued request dispatcher -> worker: a hop and a
   // wake-up of the dispatcher each way per request.
   auto calls = std::make_shared<std::atomic<int>>(0);
@@ -573,7 +573,7 @@ TEST_CASE("queued reads, creates and renews go in batches of one kind, each requ
 
 TEST_CASE("queued releases and new terms go in batches of writes where the client sends them as "
           "one (etcd: batch_writes), never with renews; each requester answered with its own reply") {
-  // Regression (issue 19, SIGTERM of 10,000 leases on etcd): a process's
+  // Regression (SIGTERM of 10,000 leases on etcd): a process's
   // releases at shutdown and a follower's takeover of them went one by one,
   // three or four requests per key.
   auto lg = std::make_shared<recording_client::log>();
@@ -750,7 +750,7 @@ std::vector<std::string> end_with_releases_queued(std::chrono::milliseconds afte
 } // namespace
 
 TEST_CASE("a transport ended with releases queued still sends them, however long they waited; its other requests are dropped") {
-  // Regression (issue 19, SIGTERM of 10,000 leases): releases queued at
+  // Regression (SIGTERM of 10,000 leases): releases queued at
   // once waited longer than max_wait for the 4 workers and were answered
   // `timeout` unsent, or dropped when the process then stopped its
   // transport: thousands of leases were left held by nobody until they
