@@ -448,14 +448,20 @@ void elector_actor::create_unheld() {
 
 /// Every failed request is reported (api_request_failed: the metrics);
 /// api_error (the log) reports a lost race (another replica wrote first:
-/// an answer, no outage) every time, an outage once per change of kind.
+/// an answer, no outage) every time, an outage once per change of kind, a
+/// refusal (the request itself is wrong: an answer, no outage) once while
+/// the same request is refused.
 void elector_actor::note_error(const api_error& err) {
   emit(event_type::api_request_failed, [&](runtime_event& ev) { ev.error = err; });
   bool lost_race = is_lost_race(err.kind);
-  if (lost_race || !mem_.api_error_outstanding || err.kind != rare_.seen().last_error.kind)
+  bool refused = is_refusal(err.kind);
+  const auto& last = rare_.seen().last_error;
+  bool repeated = refused ? last.kind == err.kind && last.verb == err.verb && last.path == err.path
+                          : mem_.api_error_outstanding && err.kind == last.kind;
+  if (lost_race || !repeated)
     emit(event_type::api_error, [&](runtime_event& ev) { ev.error = err; });
   rare_.set().last_error = err;
-  if (lost_race) {
+  if (lost_race || refused) {
     answered();
   } else if (!mem_.api_error_outstanding) {
     mem_.api_error_outstanding = true;

@@ -61,6 +61,11 @@ constexpr event_words table[] = {
   // Variants.
   // A 409 is how a normal race (two replicas writing one record) ends.
   {et::api_error, "", "lost_race", "API request failed", debug, false},
+  // A 422/400: said once while the same request is refused, not as an outage.
+  {et::api_error, "", "refused",
+   "API refused the request as invalid: it is retried, but will fail the same way until what it "
+   "sends changes",
+   error, true},
   {et::watch_changed, "", "up", "lease watch open", info, false},
   {et::watch_changed, "", "forbidden",
    "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
@@ -89,7 +94,7 @@ static_assert(rows_in_type_order(),
 const char* variant_of(const runtime_event& ev) {
   switch (ev.type) {
     case event_type::api_error:
-      return is_lost_race(ev.error.kind) ? "lost_race" : "";
+      return is_lost_race(ev.error.kind) ? "lost_race" : is_refusal(ev.error.kind) ? "refused" : "";
     case event_type::watch_changed:
       if (ev.detail == "up")
         return "up";
@@ -167,8 +172,9 @@ exit_description describe_exit(const caf::error& e, caf::actor_system& sys) {
   exit_description d{{}, sys.render(e)};
   if (e.category() == caf::atom("exit")) {
     switch (static_cast<caf::exit_reason>(e.code())) {
-      case caf::exit_reason::normal: d.words = "exited normally"; break;
-      case caf::exit_reason::user_shutdown: d.words = "stopped on request"; break;
+      // An ending that was asked for has nothing more to say: no code.
+      case caf::exit_reason::normal: return {"exited normally", {}};
+      case caf::exit_reason::user_shutdown: return {"stopped on request", {}};
       case caf::exit_reason::kill: d.words = "killed"; break;
       case caf::exit_reason::unhandled_exception: d.words = "threw an exception"; break;
       case caf::exit_reason::unknown: d.words = "ended for an unknown reason"; break;

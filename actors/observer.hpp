@@ -79,7 +79,8 @@ private:
 };
 
 /// How an actor ended: `words` for a `reason` field (no CAF names), `code`
-/// the raw CAF error as CAF renders it (its own field).
+/// the raw CAF error as CAF renders it (its own field; "" when it ended as
+/// asked, normally or on a shutdown request).
 struct exit_description {
   std::string words;
   std::string code;

@@ -213,7 +213,10 @@ void runner_impl::note_hold(const lease_memory& m) {
     return;
   term_ = hold->term;
   holder_ = opt_.identity;
-  emit(event_type::creation_hold, [&](runtime_event& ev) { describe_hold(ev, *hold); });
+  emit(event_type::creation_hold, [&](runtime_event& ev) {
+    describe_hold(ev, *hold);
+    ev.lease_uid = m.record ? m.record->uid : "";
+  });
   notify(leadership_changed{false, holder_, term_, hold_words(*hold), {}});
 }
 
@@ -231,6 +234,7 @@ void runner_impl::on_acquired(fencing_token fence) {
   emit(event_type::term_acquired, [&](runtime_event& ev) {
     ev.term = term_;
     ev.holder = holder_;
+    ev.lease_uid = memory_.uid;
     ev.valid_until_ns = fence.valid_until->load();
   });
   notify(current_leadership());

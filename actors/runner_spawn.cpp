@@ -18,10 +18,12 @@ spawn_result spawn_runner(caf::actor_system& sys, runner_options opts) {
   r.errors = validate(opts.timings);
   if (opts.identity.empty())
     r.errors.push_back("identity: must not be empty");
-  if (opts.lease.name.empty())
-    r.errors.push_back("lease.name: must not be empty");
-  if (opts.lease.ns.empty())
-    r.errors.push_back("lease.namespace: must not be empty");
+  // The names `leasehold run` accepts (lease_name, namespace): a name the
+  // API rejects would fail every write of the runner's life.
+  if (auto e = lease_name_error(opts.lease.name); !e.empty())
+    r.errors.push_back("lease.name: " + e);
+  if (auto e = namespace_error(opts.lease.ns); !e.empty())
+    r.errors.push_back("lease.namespace: " + e);
   if (!opts.backend.transport)
     r.errors.push_back("backend.transport: no lease transport actor");
   if (!opts.registry)

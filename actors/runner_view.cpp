@@ -58,6 +58,7 @@ bool merge_memory(lease_recall& kept, const lease_memory& m, const std::string& 
     kept.created_at = m.created_at;
     kept.seen = m.record.has_value();
     kept.version = m.record ? m.record->resource_version : std::string{};
+    kept.uid = m.record ? m.record->uid : std::string{};
     kept.own_term_current = record_is_own_term(m, identity);
     kept.observed_at = m.observed_at;
     kept.holder_seen_at = std::max(m.observed_at, m.confirmed_at);

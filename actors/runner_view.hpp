@@ -57,6 +57,7 @@ struct lease_recall {
   caf::actor_clock::time_point observed_at{}; // its observed_at (the newest report wins)
   caf::actor_clock::time_point holder_seen_at{};   // its max(observed_at, confirmed_at)
   std::string version;                        // its resourceVersion (elector_options::seen_version)
+  std::string uid;                            // its metadata.uid ("" on etcd): what Events name
   std::string preferred_successor;            // of that record (preferred_successor)
 };
 

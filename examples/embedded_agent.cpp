@@ -5,16 +5,18 @@
 // It registers its own leader-only module ("greeter": prints a line per
 // second while this replica leads, with the fencing term), subscribes to
 // leadership changes, prints the runner's state, and shuts down gracefully
-// (modules stopped, lease released) after N seconds. It keeps the rules of
+// (modules stopped, lease released) on SIGTERM or SIGINT, or after N seconds
+// (0: only on a signal). It keeps the rules of
 // docs/embedding.md: the greeter checks its fence right before each side
 // effect (its line), and the program ends the transport it spawned only
 // after the runner confirmed its shutdown.
+#include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include <caf/all.hpp>
 
@@ -90,6 +92,16 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // SIGTERM (a container's stop, systemd) and SIGINT end the program as N
+  // seconds do: release the lease, then exit. Blocked before any thread
+  // starts, so that every CAF thread inherits the mask and main alone
+  // takes them, with sigtimedwait below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
 
@@ -130,7 +142,10 @@ int main(int argc, char** argv) {
   auto w = sys.spawn(watcher);
   leasehold::subscribe(sys, runner, w);
 
-  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  timespec wait{seconds > 0 ? seconds : 365 * 24 * 3600, 0};
+  int sig = sigtimedwait(&stop_signals, nullptr, &wait);
+  if (sig > 0)
+    say(sig == SIGTERM ? "SIGTERM" : "SIGINT", ": stopping");
   if (auto st = leasehold::status(sys, runner))
     say("state ", leasehold::to_string(st->state), " holder \"", st->holder, "\" term ", st->term);
 

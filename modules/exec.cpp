@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -242,8 +243,11 @@ void child_exited(exec_actor* self, int status, bool fence_killed) {
   auto& st = self->state;
   st.child.reset(); // the watcher has finished: this only joins it
   st.fence_dir.remove();
-  st.terminating = false;
-  auto what = child_process::describe(status);
+  // A child that ends of the SIGTERM sent to stop it did what it was asked.
+  bool stopped = std::exchange(st.terminating, false) && WIFSIGNALED(status)
+                 && WTERMSIG(status) == SIGTERM;
+  auto what = stopped ? std::string("stopped by the SIGTERM sent to stop it")
+                      : child_process::describe(status);
   st.out.line(what);
   if (st.quit_reason) {
     self->quit(*st.quit_reason);

@@ -432,4 +432,26 @@ nlohmann::json to_json_value(const kube_event& e) {
           {"count", 1}};
 }
 
+std::string dns1123_error(const std::string& name, std::size_t max, bool label) {
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  std::string rule = std::string("must be a lowercase RFC 1123 ") + (label ? "label" : "subdomain")
+                     + " (a-z, 0-9, '-'" + (label ? "" : ", '.'")
+                     + ", starting and ending with a letter or digit, at most "
+                     + std::to_string(max) + " characters)";
+  if (name.empty())
+    return "must not be empty; " + rule;
+  bool ok = name.size() <= max && alnum(name.front()) && alnum(name.back());
+  for (std::size_t i = 0; ok && i < name.size(); ++i) {
+    char c = name[i];
+    bool dot_ok = !label && c == '.' && name[i - 1] != '.' && name[i - 1] != '-'
+                  && alnum(name[i + 1]);
+    ok = alnum(c) || c == '-' || dot_ok;
+  }
+  return ok ? std::string{} : rule + " (is \"" + name + "\")";
+}
+
+std::string lease_name_error(const std::string& name) { return dns1123_error(name, 253); }
+
+std::string namespace_error(const std::string& ns) { return dns1123_error(ns, 63, /*label*/ true); }
+
 } // namespace leasehold

@@ -319,7 +319,9 @@ public:
       lease_{cfg_.ns, cfg_.lease_name},
       log_(*parse_log_level(cfg_.log_level), cfg_.identity, lease_.to_string()),
       sys_(tuned(sys_cfg_)) {
+    log_.set_format(*parse_log_format(cfg_.log_format));
     counters_.set_build_info(LEASEHOLD_VERSION, cfg_.backend);
+    counters_.set_timings(cfg_.timings);
   }
 
   /// Each start phase logs why it cannot go on and returns false.
@@ -503,6 +505,10 @@ int run(const run_options& opts) {
     auto& cfg = resolved.cfg;
     json_logger boot(log_level::info, cfg.identity.empty() ? default_identity(env) : cfg.identity,
                      "");
+    // The config did not parse: --log-format (or LEASEHOLD_LOG_FORMAT) still
+    // says how a person wants to read why.
+    if (auto f = parse_log_format(opts.overrides.log_format.value_or("")))
+      boot.set_format(*f);
     for (auto& e : resolved.errors)
       boot.log(log_level::error, "invalid config", {{"path", opts.config_path}, {"error", e}});
     return 1;

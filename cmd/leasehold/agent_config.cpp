@@ -12,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "cmd/leasehold/json_log.hpp"
 #include "transport/kube_config.hpp"
 #include "transport/server_url.hpp"
 
@@ -59,6 +60,7 @@ const string_field string_fields[] = {
   {"journal", &agent_config::journal, &config_overrides::journal},
   {"fence_dir", &agent_config::fence_dir, &config_overrides::fence_dir},
   {"log_level", &agent_config::log_level, &config_overrides::log_level},
+  {"log_format", &agent_config::log_format, &config_overrides::log_format},
 };
 
 void parse_timings(const json& j, const config_overrides& over, election_timings& t,
@@ -245,24 +247,6 @@ std::string format_duration(caf::timespan d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
 }
 
-std::string dns1123_error(const std::string& name, std::size_t max, bool label) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  std::string rule = std::string("must be a lowercase RFC 1123 ") + (label ? "label" : "subdomain")
-                     + " (a-z, 0-9, '-'" + (label ? "" : ", '.'")
-                     + ", starting and ending with a letter or digit, at most "
-                     + std::to_string(max) + " characters)";
-  if (name.empty())
-    return "must not be empty; " + rule;
-  bool ok = name.size() <= max && alnum(name.front()) && alnum(name.back());
-  for (std::size_t i = 0; ok && i < name.size(); ++i) {
-    char c = name[i];
-    bool dot_ok = !label && c == '.' && name[i - 1] != '.' && name[i - 1] != '-'
-                  && alnum(name[i + 1]);
-    ok = alnum(c) || c == '-' || dot_ok;
-  }
-  return ok ? std::string{} : rule + " (is \"" + name + "\")";
-}
-
 election_timings agent_default_timings() {
   election_timings t;
   t.release_timeout = default_release_timeout;
@@ -335,6 +319,7 @@ void apply_environment(config_overrides& over,
   fill(over.journal, {"LEASEHOLD_JOURNAL"});
   fill(over.fence_dir, {"LEASEHOLD_FENCE_DIR"});
   fill(over.log_level, {"LEASEHOLD_LOG_LEVEL"});
+  fill(over.log_format, {"LEASEHOLD_LOG_FORMAT"});
   fill(over.backend, {"LEASEHOLD_BACKEND"});
   fill(over.etcd_endpoints, {"LEASEHOLD_ETCD_ENDPOINTS"});
 }
@@ -414,7 +399,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
-       "health_addr", "journal", "fence_dir", "log_level", "watch", "modules", "backend", "etcd"};
+       "health_addr", "journal", "fence_dir", "log_level", "log_format", "watch", "modules",
+       "backend", "etcd"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field");
@@ -476,13 +462,15 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
                    + std::to_string(cfg.identity.size()) + " characters, above the limit of "
                    + std::to_string(max_identity_length)
                    + " (the Kubernetes object-name length; it is in every log line)");
-  if (auto e = dns1123_error(cfg.lease_name, 253); !e.empty())
+  if (auto e = lease_name_error(cfg.lease_name); !e.empty())
     errs.push_back("lease_name: " + e);
-  if (auto e = dns1123_error(cfg.ns, 63, /*label*/ true); !e.empty())
+  if (auto e = namespace_error(cfg.ns); !e.empty())
     errs.push_back("namespace: " + e);
   if (!valid_log_level(cfg.log_level))
     errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level
                    + "\")");
+  if (!parse_log_format(cfg.log_format))
+    errs.push_back("log_format: must be json or text (is \"" + cfg.log_format + "\")");
   if (!valid_host_port(cfg.health_addr))
     errs.push_back("health_addr: must be host:port (is \"" + cfg.health_addr + "\")");
   if (!cfg.server.empty())

@@ -33,10 +33,6 @@ std::string duration_error(const std::string& text);
 /// but the identity is also a log field and a label-like name; 253 is the
 /// Kubernetes object-name (DNS subdomain) limit.
 constexpr std::size_t max_identity_length = 253;
-/// Why `name` is not a name the API accepts ("" when it is): a lowercase
-/// RFC 1123 subdomain (or label: no dots), at most `max` characters. The API
-/// answers 422 to anything else, on every retry.
-std::string dns1123_error(const std::string& name, std::size_t max, bool label = false);
 /// "1500ms" style, for logs and messages.
 std::string format_duration(caf::timespan d);
 
@@ -57,6 +53,7 @@ struct agent_config {
   std::string journal;              // empty: no journal
   std::string fence_dir;            // leader-only exec fence files; empty: $TMPDIR, else /tmp
   std::string log_level = "info";
+  std::string log_format = "json";  // json (for a log pipeline) or text (for a person)
   bool watch = true;                // followers watch the Lease (false: they poll)
   module_config modules;
   lease_layout leases;              // which lease each module runs under (from modules)
@@ -73,7 +70,7 @@ struct agent_config {
 struct config_overrides {
   std::optional<std::string> identity, ns, lease_name, server, kubeconfig;
   std::optional<std::string> lease_duration, renew_deadline, retry_period, module_stop_timeout;
-  std::optional<std::string> health_addr, journal, log_level, fence_dir;
+  std::optional<std::string> health_addr, journal, log_level, log_format, fence_dir;
   std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
 };
 
@@ -81,7 +78,8 @@ struct config_overrides {
 /// LEASEHOLD_NAMESPACE, LEASEHOLD_LEASE_NAME, LEASEHOLD_SERVER,
 /// LEASEHOLD_KUBECONFIG, LEASEHOLD_LEASE_DURATION, LEASEHOLD_RENEW_DEADLINE,
 /// LEASEHOLD_RETRY_PERIOD, LEASEHOLD_MODULE_STOP_TIMEOUT, LEASEHOLD_HEALTH_ADDR,
-/// LEASEHOLD_JOURNAL, LEASEHOLD_FENCE_DIR, LEASEHOLD_LOG_LEVEL, LEASEHOLD_BACKEND,
+/// LEASEHOLD_JOURNAL, LEASEHOLD_FENCE_DIR, LEASEHOLD_LOG_LEVEL,
+/// LEASEHOLD_LOG_FORMAT, LEASEHOLD_BACKEND,
 /// LEASEHOLD_ETCD_ENDPOINTS), and $POD_NAME / $POD_NAMESPACE after
 /// LEASEHOLD_IDENTITY / LEASEHOLD_NAMESPACE: each fills an override no flag
 /// set. Empty variables are unset. Precedence: flag > env > file > default.

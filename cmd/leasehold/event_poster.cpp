@@ -3,6 +3,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "actors/blocking_request.hpp"
@@ -113,11 +114,32 @@ caf::actor spawn_event_poster(caf::actor_system& sys, event_transport_actor tran
   return sys.spawn(event_poster, std::move(transport), opts);
 }
 
+namespace {
+
+/// The Lease's uid as the events that carry it said last: the events that
+/// do not (a term's end, a handover) are about the same object.
+class known_uid {
+public:
+  std::string update(const std::string& seen) {
+    std::lock_guard<std::mutex> g(mx_);
+    if (!seen.empty())
+      uid_ = seen;
+    return uid_;
+  }
+
+private:
+  std::mutex mx_;
+  std::string uid_;
+};
+
+} // namespace
+
 event_sink event_poster_sink(caf::actor poster, lease_key lease) {
   // "stopped leading" once per term: a term ends with term_lost, or with
   // lease_released on shutdown.
   auto leading = std::make_shared<std::atomic<bool>>(false);
-  return [poster, lease, leading](const runtime_event& e) {
+  auto uid = std::make_shared<known_uid>();
+  return [poster, lease, leading, uid](const runtime_event& e) {
     std::string what;
     if (e.type == event_type::term_acquired) {
       leading->store(true);
@@ -138,6 +160,7 @@ event_sink event_poster_sink(caf::actor poster, lease_key lease) {
     }
     kube_event k;
     k.involved = lease;
+    k.involved_uid = uid->update(e.lease_uid);
     k.message = e.identity + what;
     k.reporting_instance = e.identity;
     k.time = std::chrono::time_point_cast<std::chrono::microseconds>(e.wall);

@@ -1,5 +1,7 @@
 #include "cmd/leasehold/json_log.hpp"
 
+#include <cctype>
+
 #include "leasehold/lease.hpp"
 #include "transport/log_time.hpp"
 
@@ -152,6 +154,33 @@ std::optional<log_record> describe(const runtime_event& e) {
   return r;
 }
 
+/// The JSON line for a person: `time LEVEL msg  key=value ...`, the other
+/// fields in the line's order, a string bare unless it has a space, a quote
+/// or an '=' (then JSON-quoted), so that grep still finds `term=3`.
+std::string as_text(const ojson& line) {
+  auto dump = [](const ojson& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string level = line.value("level", "");
+  for (auto& c : level)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string text = line.value("time", "") + ' ' + level
+                     + std::string(level.size() < 6 ? 6 - level.size() : 1, ' ')
+                     + line.value("msg", "") + ' ';
+  for (auto& kv : line.items()) {
+    if (kv.key() == "level" || kv.key() == "time" || kv.key() == "msg")
+      continue;
+    text += ' ' + kv.key() + '=';
+    if (!kv.value().is_string()) {
+      text += dump(kv.value());
+      continue;
+    }
+    auto v = kv.value().get<std::string>();
+    text += !v.empty() && v.find_first_of(" \"=\t\n") == std::string::npos ? v : dump(kv.value());
+  }
+  return text;
+}
+
 } // namespace
 
 const char* to_string(log_level l) {
@@ -171,6 +200,15 @@ std::optional<log_level> parse_log_level(const std::string& s) {
   return std::nullopt;
 }
 
+const char* to_string(log_format f) { return f == log_format::text ? "text" : "json"; }
+
+std::optional<log_format> parse_log_format(const std::string& s) {
+  for (auto f : {log_format::json, log_format::text})
+    if (s == to_string(f))
+      return f;
+  return std::nullopt;
+}
+
 json_logger::json_logger(log_level min, std::string identity, std::string lease, std::FILE* out,
                          std::chrono::steady_clock::duration summary_every)
   : min_(min), identity_(std::move(identity)), lease_(std::move(lease)), out_(out),
@@ -179,6 +217,11 @@ json_logger::json_logger(log_level min, std::string identity, std::string lease,
 void json_logger::set_level(log_level min) {
   std::lock_guard<std::mutex> guard(mtx_);
   min_ = min;
+}
+
+void json_logger::set_format(log_format f) {
+  std::lock_guard<std::mutex> guard(mtx_);
+  format_ = f;
 }
 
 void json_logger::log(log_level level, const std::string& msg, const ojson& fields) {
@@ -190,6 +233,11 @@ event_sink json_logger::sink() {
 }
 
 void json_logger::on_event(const runtime_event& e) {
+  // One line per fact: every lease's runner applies the config and follows
+  // the namespace's one watch stream, but the agent's own lease says it.
+  bool other_lease = !e.lease.empty() && e.lease != lease_;
+  if (other_lease && (e.type == event_type::config_applied || e.type == event_type::watch_changed))
+    return;
   if (is_state_change(e.type)) {
     std::lock_guard<std::mutex> guard(mtx_);
     for (auto& kv : seen_)
@@ -257,7 +305,9 @@ void json_logger::emit(log_level level, const std::string& msg, const ojson& fie
   if (fields.is_object())
     for (auto& kv : fields.items())
       line[kv.key()] = kv.value();
-  auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  auto text = format_ == log_format::text
+                ? as_text(line)
+                : line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text += '\n';
   std::fwrite(text.data(), 1, text.size(), out_);
   std::fflush(out_);

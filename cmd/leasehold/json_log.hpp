@@ -1,5 +1,7 @@
-// JSON logs on stderr, one object per line:
+// Logs on stderr, one line per fact: JSON objects by default (what a log
+// pipeline reads), or text for a person at a terminal (log_format: text):
 //   {"level":"info","time":"...Z","msg":"became leader","identity":"a","lease":"ns/x","term":3}
+//   2026-12-06T10:00:00.000Z INFO  became leader  identity=a lease=ns/x term=3
 // The logger is an event_sink for runtime events and takes the agent's own
 // messages. An exact repeat of (level, msg, fields) is not written again
 // until the next state change, but counted: the count is written as
@@ -26,6 +28,10 @@ enum class log_level { debug = 0, info = 1, warn = 2, error = 3 };
 const char* to_string(log_level l);
 std::optional<log_level> parse_log_level(const std::string& s);
 
+enum class log_format { json, text };
+const char* to_string(log_format f);
+std::optional<log_format> parse_log_format(const std::string& s);
+
 class json_logger {
 public:
   /// `out` is not owned (stderr by default). `identity` and `lease` are put
@@ -42,6 +48,7 @@ public:
   event_sink sink();
 
   void set_level(log_level min);
+  void set_format(log_format f);
 
 private:
   struct repeat {
@@ -59,6 +66,7 @@ private:
 
   std::mutex mtx_;
   log_level min_;
+  log_format format_ = log_format::json;
   std::string identity_;
   std::string lease_;
   std::FILE* out_;

@@ -58,7 +58,7 @@ std::vector<std::string> plan_leases(const module_config& modules, const std::st
     auto lease = m.lease.empty() ? m.name : m.lease;
     auto lease_path = path + (m.lease.empty() ? ".name" : ".lease");
     bool ok = true;
-    if (auto e = dns1123_error(lease, 253); !e.empty()) {
+    if (auto e = lease_name_error(lease); !e.empty()) {
       errs.push_back(lease_path + ": " + e
                      + (m.lease.empty() ? " (a balanced module's lease is its name unless it "
                                           "sets lease)"

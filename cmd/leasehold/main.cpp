@@ -51,6 +51,8 @@ void add_override_flags(CLI::App& cmd, run_options& o) {
       "Directory for leader-only exec children's fence files (default: $TMPDIR, else /tmp); "
       "must be writable (a memory emptyDir under a read-only root)");
   opt("--log-level", v.log_level, "debug, info, warn or error (default info)");
+  opt("--log-format", v.log_format,
+      "json (default: one JSON object a line, for a log pipeline) or text (for a person)");
   opt("--backend", v.backend, "Lease store: kubernetes (default) or etcd");
   opt("--etcd-endpoints", v.etcd_endpoints,
       "Comma-separated etcd endpoints, e.g. http://127.0.0.1:2379,http://127.0.0.1:22379");

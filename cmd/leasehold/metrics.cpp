@@ -14,6 +14,8 @@ void header(std::ostringstream& out, const char* name, const char* type, const c
   out << "# HELP " << name << ' ' << help << '\n' << "# TYPE " << name << ' ' << type << '\n';
 }
 
+double seconds(caf::timespan d) { return std::chrono::duration<double>(d).count(); }
+
 std::string number(double v) {
   std::ostringstream s;
   s.precision(9);
@@ -80,6 +82,11 @@ void metrics::set_build_info(std::string version, std::string backend) {
   backend_ = std::move(backend);
 }
 
+void metrics::set_timings(const election_timings& t) {
+  std::lock_guard<std::mutex> guard(mtx_);
+  timings_ = t;
+}
+
 std::string metrics::render(const std::optional<runner_status>& st,
                             const std::vector<lease_state>& leases,
                             const std::vector<group_state>& groups) const {
@@ -89,6 +96,15 @@ std::string metrics::render(const std::optional<runner_status>& st,
   out << "leasehold_build_info{version=\"" << escape_label(version_) << "\",backend=\""
       << escape_label(backend_) << "\",caf_version=\"" << CAF_MAJOR_VERSION << '.'
       << CAF_MINOR_VERSION << '.' << CAF_PATCH_VERSION << "\"} 1\n";
+  // The timings, so that an alert compares with them rather than with a
+  // copy (deploy/monitoring/leasehold-alerts.yaml).
+  header(out, "leasehold_lease_duration_seconds", "gauge",
+         "The lease_duration this agent runs with.");
+  out << "leasehold_lease_duration_seconds " << number(seconds(timings_.lease_duration)) << '\n';
+  header(out, "leasehold_renew_deadline_seconds", "gauge",
+         "The renew_deadline this agent runs with: a leader that cannot renew for this long stops "
+         "its leader-only work.");
+  out << "leasehold_renew_deadline_seconds " << number(seconds(timings_.renew_deadline)) << '\n';
   header(out, "leasehold_is_leader", "gauge", "1 when this replica holds the lease, else 0.");
   out << "leasehold_is_leader " << (st && st->state == runner_state::leader ? 1 : 0) << '\n';
 
@@ -123,16 +139,25 @@ std::string metrics::render(const std::optional<runner_status>& st,
   out << "leasehold_renew_latency_seconds_sum " << number(renew_sum_) << '\n';
   out << "leasehold_renew_latency_seconds_count " << renew_count_ << '\n';
 
+  // Every kind from the start, 0 before its first request: increase() and
+  // rate() miss the first failure of a series that appears with it.
+  auto per_kind = [&](const char* name, const std::map<std::string, std::uint64_t>& counts,
+                      bool lost_races) {
+    for (int i = 1; i <= static_cast<int>(error_kind::other); ++i) {
+      auto kind = static_cast<error_kind>(i);
+      if (is_lost_race(kind) != lost_races)
+        continue;
+      auto n = counts.find(to_string(kind));
+      out << name << "{kind=\"" << to_string(kind) << "\"} " << (n == counts.end() ? 0 : n->second)
+          << '\n';
+    }
+  };
   header(out, "leasehold_api_errors_total", "counter",
          "Failed lease API requests by kind, every one (lost races are apart).");
-  for (auto& kv : api_errors_)
-    out << "leasehold_api_errors_total{kind=\"" << escape_label(kv.first) << "\"} " << kv.second
-        << '\n';
+  per_kind("leasehold_api_errors_total", api_errors_, false);
   header(out, "leasehold_api_lost_races_total", "counter",
          "Writes another replica won first (conflict, already_exists): answers, not errors.");
-  for (auto& kv : lost_races_)
-    out << "leasehold_api_lost_races_total{kind=\"" << escape_label(kv.first) << "\"} "
-        << kv.second << '\n';
+  per_kind("leasehold_api_lost_races_total", lost_races_, true);
   if (st) {
     // One source with /readyz: the runner's api_unreachable_ms.
     double failing = st->api_unreachable_ms < 0 ? 0 : st->api_unreachable_ms / 1000.0;
@@ -141,11 +166,12 @@ std::string metrics::render(const std::optional<runner_status>& st,
       since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count()
               - failing;
-    header(out, "leasehold_api_unreachable_since_seconds", "gauge",
+    header(out, "leasehold_api_unreachable_since_timestamp_seconds", "gauge",
            "Since when (Unix time) every lease API request has failed; 0 while it answers.");
     std::ostringstream unix_time;   // to the millisecond (number() keeps 9 digits)
     unix_time << std::fixed << std::setprecision(3) << since;
-    out << "leasehold_api_unreachable_since_seconds " << (since == 0 ? "0" : unix_time.str()) << '\n';
+    out << "leasehold_api_unreachable_since_timestamp_seconds "
+        << (since == 0 ? "0" : unix_time.str()) << '\n';
     header(out, "leasehold_api_unreachable_seconds", "gauge",
            "How long every lease API request has failed, in seconds; 0 while it answers.");
     out << "leasehold_api_unreachable_seconds " << number(failing) << '\n';

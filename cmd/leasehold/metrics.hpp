@@ -18,6 +18,8 @@ namespace leasehold::agent {
 
 // The series:
 //   leasehold_build_info{version,backend,caf_version} gauge (always 1)
+//   leasehold_lease_duration_seconds            gauge (the agent's lease_duration)
+//   leasehold_renew_deadline_seconds            gauge (the agent's renew_deadline)
 //   leasehold_is_leader                         gauge
 //   leasehold_term                              gauge (own term leading or in a creation
 //                                               hold, else the holder's; -1 none)
@@ -29,10 +31,12 @@ namespace leasehold::agent {
 //   leasehold_lease_voluntary_handovers_total{lease,group}  counter (the same per lease)
 //   leasehold_renew_latency_seconds             histogram (event renewed, value = ms)
 //   leasehold_api_errors_total{kind}            counter (every failed lease API request,
-//                                               event api_request_failed; lost races apart)
-//   leasehold_api_lost_races_total{kind}        counter (conflict, already_exists)
-//   leasehold_api_unreachable_since_seconds     gauge (Unix time every request began to
-//                                               fail; 0 while the API answers)
+//                                               event api_request_failed; lost races apart;
+//                                               every kind, 0 before its first)
+//   leasehold_api_lost_races_total{kind}        counter (conflict, already_exists; both, 0
+//                                               before the first)
+//   leasehold_api_unreachable_since_timestamp_seconds  gauge (Unix time every request
+//                                               began to fail; 0 while the API answers)
 //   leasehold_api_unreachable_seconds           gauge (how long; 0 while it answers)
 //   leasehold_module_restarts_total{module}     counter
 //   leasehold_module_running{module}            gauge
@@ -51,6 +55,9 @@ public:
   void record(const runtime_event& e);
   /// leasehold_build_info's labels (default: this build's version, "kubernetes").
   void set_build_info(std::string version, std::string backend);
+  /// The timings the agent runs with (leasehold_lease_duration_seconds,
+  /// leasehold_renew_deadline_seconds; default: election_timings{}).
+  void set_timings(const election_timings& t);
 
   /// The exposition text. `st` is the runner's status (nullopt when the
   /// runner did not answer: the status-based series are left out).
@@ -76,6 +83,7 @@ private:
   std::map<std::string, std::uint64_t> lost_races_;
   std::string version_ = LEASEHOLD_VERSION;
   std::string backend_ = "kubernetes";
+  election_timings timings_;
   std::uint64_t fence_kills_ = 0;
   std::uint64_t voluntary_handovers_ = 0;
   std::map<std::string, std::uint64_t> lease_handovers_;   // lease name -> its voluntary handovers

@@ -34,6 +34,11 @@ inline bool is_lost_race(error_kind k) {
   return k == error_kind::conflict || k == error_kind::already_exists;
 }
 
+/// A 422 or 400: the API refused the request itself (a name or a field it
+/// does not accept). It answered, so it is reachable; the same request will
+/// be refused again until what makes it changes.
+inline bool is_refusal(error_kind k) { return k == error_kind::invalid; }
+
 struct api_error {
   error_kind kind = error_kind::none;
   int http_status = 0;       // 0 when no response was received

@@ -58,6 +58,10 @@ struct runtime_event {
   std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
   std::string identity;
   std::string lease;        // ns/name
+  /// term_acquired, creation_hold: the Lease object's metadata.uid as last
+  /// read ("" when unknown, and on etcd). A Kubernetes Event names it:
+  /// `kubectl describe lease` lists only the Events that carry it.
+  std::string lease_uid;
   std::int64_t term = -1;
   std::string holder;
   std::string module;

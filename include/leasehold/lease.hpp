@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +37,19 @@ struct lease_key {
   }
   std::string to_string() const { return ns + "/" + name; }
 };
+
+/// Why `name` is not a name the Kubernetes API accepts ("" when it is): a
+/// lowercase RFC 1123 subdomain (or label: no dots), at most `max`
+/// characters. The API answers 422 to anything else, on every retry.
+std::string dns1123_error(const std::string& name, std::size_t max, bool label = false);
+/// Why `name` cannot name a lease ("" when it can): an RFC 1123 subdomain of
+/// at most 253 characters, on both backends, so that a config moves between
+/// them unchanged. etcd keys are `<prefix>/<namespace>/<name>`: a '/' in a
+/// name would make one lease's key another namespace's.
+std::string lease_name_error(const std::string& name);
+/// Why `ns` cannot name a namespace ("" when it can): an RFC 1123 label of
+/// at most 63 characters.
+std::string namespace_error(const std::string& ns);
 
 struct lease_spec {
   std::string holder_identity;                  // empty: nobody holds it

@@ -74,6 +74,17 @@ TEST_CASE("run refuses bad input at start-up with a clear error") {
     CHECK(r.code == 1);
     CHECK(r.err.find("unknown module type") != std::string::npos);
   }
+  SUBCASE("--log-format text: the start-up errors as lines a person reads") {
+    auto args = base;
+    args.insert(args.end(), {"--lease-name", "Bad_Name", "--log-format", "text"});
+    auto r = run_cli(dir, args);
+    CHECK(r.code == 1);
+    CAPTURE(r.err);
+    CHECK(r.err.find("{") == std::string::npos);   // no JSON
+    CHECK(r.err.find(" ERROR invalid config  identity=") != std::string::npos);
+    CHECK(r.err.find(" path=\"\" error=\"lease_name: must be a lowercase RFC 1123 subdomain")
+          != std::string::npos);
+  }
   SUBCASE("bad timing relation") {
     write_file(dir.file("c.json"), short_config().dump());
     auto args = base;

@@ -95,6 +95,12 @@ const std::vector<bad_case> bad_cases = {
      return std::vector<std::string>{"--server", "http://127.0.0.1:9"};
    },
    "lease_name: must be a lowercase RFC 1123 subdomain"},
+  {"a log format that is neither json nor text",
+   [](const temp_dir&, json& c) {
+     c["log_format"] = "xml";
+     return std::vector<std::string>{"--server", "http://127.0.0.1:9"};
+   },
+   "log_format: must be json or text (is \\\"xml\\\")"},
   {"exec with a command that does not exist",
    [](const temp_dir&, json& c) {
      c["modules"].push_back(exec_module({{"command", {"leasehold-no-such-binary", "x"}}}));

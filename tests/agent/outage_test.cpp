@@ -208,7 +208,7 @@ TEST_CASE("metrics: every failed request counted by kind, lost races apart, sinc
     CHECK(body.find("leasehold_build_info{version=\"" LEASEHOLD_VERSION "\",backend=\"kubernetes\"")
           != std::string::npos);
     CHECK(metric(*x, "leasehold_api_unreachable_seconds") == 0);
-    CHECK(metric(*x, "leasehold_api_unreachable_since_seconds") == 0);
+    CHECK(metric(*x, "leasehold_api_unreachable_since_timestamp_seconds") == 0);
     CHECK(metric(*x, "process_resident_memory_bytes") > 1e6);
     CHECK(metric(*x, "process_open_fds") > 3);
     CHECK(metric(*x, "process_start_time_seconds") > 1e9);
@@ -221,13 +221,13 @@ TEST_CASE("metrics: every failed request counted by kind, lost races apart, sinc
   CHECK(wait_until([&] { return metric(a, refused) >= 4 && metric(b, refused) >= 4; }, 8s));
   for (auto* x : {&a, &b}) {
     auto failing = metric(*x, "leasehold_api_unreachable_seconds");
-    auto since = metric(*x, "leasehold_api_unreachable_since_seconds");
+    auto since = metric(*x, "leasehold_api_unreachable_since_timestamp_seconds");
     CHECK_MESSAGE(failing > 0.5, x->identity());
     CHECK(since >= std::chrono::duration<double>(down.time_since_epoch()).count() - 0.1);
   }
   REQUIRE(api.fault({{"mode", "recover"}}));
-  CHECK(wait_until([&] { return metric(a, "leasehold_api_unreachable_since_seconds") == 0
-                                && metric(b, "leasehold_api_unreachable_since_seconds") == 0; }, 5s));
+  CHECK(wait_until([&] { return metric(a, "leasehold_api_unreachable_since_timestamp_seconds") == 0
+                                && metric(b, "leasehold_api_unreachable_since_timestamp_seconds") == 0; }, 5s));
 
   // A 409 is a lost race: counted apart, not as an error.
   REQUIRE(api.fault({{"mode", "error"}, {"status", 409}}));

@@ -126,6 +126,17 @@ TEST_CASE_FIXTURE(fixture, "exec reports output with the fencing token and stops
   CHECK(log.count("SIGKILL") == 0);   // SIGTERM sufficed, no kill at grace_ms
 }
 
+TEST_CASE_FIXTURE(fixture, "exec: a child that ends of the stop's SIGTERM stopped, it was not killed") {
+  auto a = spawn_exec(sh("echo ready; sleep 30"));
+  auto pid = started_pid();
+  REQUIRE(log.wait_for("ready"));
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(wait_down() == caf::exit_reason::user_shutdown);
+  CHECK(group_gone(pid));
+  CHECK(log.wait_for("stopped by the SIGTERM sent to stop it"));
+  CHECK(log.count("killed by signal") == 0);
+}
+
 TEST_CASE_FIXTURE(fixture, "exec SIGKILLs a command that ignores SIGTERM after grace_ms") {
   auto a = spawn_exec(sh("trap '' TERM; echo ready; sleep 30", 300));
   auto pid = started_pid();

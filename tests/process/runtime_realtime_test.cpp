@@ -3,10 +3,17 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <caf/policy/work_sharing.hpp>
 #include <caf/scheduler/coordinator.hpp>
@@ -173,6 +180,66 @@ TEST_CASE("the embedding example runs, leads, and releases its lease on exit") {
   auto j = nlohmann::json::parse(r->body);
   CHECK(j["spec"].value("holderIdentity", "") == "");
   CHECK(j["spec"]["leaseDurationSeconds"] == 1);
+}
+
+TEST_CASE("the embedding example releases its lease on SIGTERM, then exits 0") {
+  local_api_server server;
+  REQUIRE(server.start().error.empty());
+  std::string bin;
+  if (auto b = std::getenv("LEASEHOLD_EXAMPLE_BIN"))
+    bin = b;
+  else if (auto build = std::getenv("LEASEHOLD_BUILD_ROOT"))
+    bin = std::string(build) + "/examples/embedded-agent";
+  REQUIRE(!bin.empty());
+  char out_path[] = "/tmp/leasehold-example-out-XXXXXX";
+  int out_fd = mkstemp(out_path);
+  REQUIRE(out_fd >= 0);
+  auto port = std::to_string(server.port());
+  std::vector<std::string> args{bin, "--server", "http://127.0.0.1:" + port, "--identity",
+                                "example-term", "--seconds", "0"};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out_fd);
+  auto output = [&] {
+    std::ifstream in(out_path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  int status = 0;
+  auto exited = [&] { return waitpid(pid, &status, WNOHANG) == pid; };
+  bool greeted = eventually([&] { return output().find("hello 1 from the leader") != std::string::npos; },
+                            10s);
+  kill(pid, SIGTERM);
+  bool ended = eventually(exited, 10s);   // module_stop_timeout + the release, with room
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  auto out = output();
+  unlink(out_path);
+  INFO(out);
+  REQUIRE(greeted);
+  REQUIRE(ended);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(out.find("SIGTERM: stopping") != std::string::npos);
+  CHECK(out.find("greeter stopped") != std::string::npos);
+  CHECK(out.find("released") != std::string::npos);
+  // What the API saw: the Lease is released, not left to expire.
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/apis/coordination.k8s.io/v1/namespaces/default/leases/embedded-example");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  auto j = nlohmann::json::parse(r->body);
+  CHECK(j["spec"].value("holderIdentity", "") == "");
 }
 
 TEST_CASE("many leases in one process: watches the server refuses do not starve the requests") {

@@ -2,6 +2,7 @@
 // agent's stop/restart bug, disabling and re-enabling, crashes.
 #include <doctest/doctest.h>
 
+#include "actors/observer.hpp"
 #include "sim_world.hpp"
 #include "transport/common/backoff.hpp"
 
@@ -243,4 +244,82 @@ TEST_CASE("graceful shutdown stops leader-only modules, then releases the lease"
   auto released = w.now();
   REQUIRE(w.run_until([&] { return w.leader() == static_cast<int>(other); }, 10s));
   CHECK(w.now() - released <= std::chrono::duration_cast<caf::timespan>(o.timings.retry_period * 1.2));
+}
+
+TEST_CASE("spawn_runner refuses a lease name or namespace the API would refuse, as `run` does") {
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto api = std::make_shared<sim_api>();
+  auto transport = spawn_sim_transport(sys, api, "embedder");
+  // No registry: spawn_runner then spawns nothing whatever the names, and
+  // says what is wrong with them beside "registry: ...".
+  auto lease_errors = [&](lease_key k) {
+    runner_options o;
+    o.identity = "embedder";
+    o.lease = std::move(k);
+    o.backend = sim_backend(transport, api, "embedder");
+    auto r = spawn_runner(sys, o);
+    CHECK_FALSE(static_cast<bool>(r.runner));
+    std::string all;
+    for (auto& e : r.errors)
+      if (e.rfind("lease.", 0) == 0)
+        all += e + "\n";
+    return all;
+  };
+  for (const auto& bad : std::vector<std::string>{"Bad_Name", "", "-lead", "a..b", "ends.", "a/b",
+                                                 std::string(254, 'a')}) {
+    CAPTURE(bad);
+    auto errs = lease_errors({"default", bad});
+    CHECK(errs.rfind("lease.name: must ", 0) == 0);
+    CHECK(errs.find("RFC 1123 subdomain") != std::string::npos);
+  }
+  CHECK(lease_errors({"my.ns", "fine"})
+        == "lease.namespace: must be a lowercase RFC 1123 label (a-z, 0-9, '-', starting and "
+           "ending with a letter or digit, at most 63 characters) (is \"my.ns\")\n");
+  for (const auto& good : std::vector<std::string>{"a", "lease-1", "a.b-c", std::string(253, 'a')}) {
+    CAPTURE(good);
+    CHECK(lease_errors({"default", good}).empty());
+  }
+  caf::anon_send_exit(transport, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a write the API refuses as invalid (422) is one error, not an outage that flaps") {
+  world_options o;
+  o.replicas = 2;
+  sim_world w(o);
+  REQUIRE(w.await_leader(30s) == 0);
+  auto& r = w.rep(1);
+  // replica-1's writes are refused; its reads answered. Once replica-0 has
+  // released the lease, replica-1 tries to acquire it at every retry.
+  auto from = r.events.size();
+  auto since = [&](event_type t) {
+    std::vector<runtime_event> out;
+    for (auto i = from; i < r.events.size(); ++i)
+      if (r.events[i].type == t)
+        out.push_back(r.events[i]);
+    return out;
+  };
+  w.api().set_fault(sim_fault::refuse_writes, "replica-1", 422);
+  REQUIRE(w.shutdown(0));
+  w.run_for(60s);   // some 30 attempts at the 2 s retry period
+  CHECK(since(event_type::api_request_failed).size() >= 10);
+  auto errors = since(event_type::api_error);
+  REQUIRE(errors.size() == 1);
+  CHECK(std::string(words_for(errors[0]).variant) == "refused");
+  CHECK(words_for(errors[0]).severity == event_severity::error);
+  CHECK(errors[0].error.describe().rfind(
+          "PUT /apis/coordination.k8s.io/v1/namespaces/default/leases/agent-lock: invalid (422)", 0)
+        == 0);
+  CHECK(since(event_type::api_recovered).empty());
+  // The API answered every read: the replica is not cut off from it.
+  CHECK(w.status(1).api_unreachable_ms < 0);
+  CHECK(w.leader() == -1);
+
+  // Writes accepted again: it leads, and no recovery is announced for an
+  // outage that never was.
+  w.api().clear_faults();
+  REQUIRE(w.run_until([&] { return w.leader() == 1; }, 30s));
+  CHECK(since(event_type::api_error).size() == 1);
+  CHECK(since(event_type::api_recovered).empty());
 }

@@ -126,6 +126,8 @@ lease_reply sim_store::failure(const std::string& client, const std::string& ver
   api_error e;
   if (f == sim_fault::down)
     e = api_error{error_kind::connection_refused, 0, verb, path, "connection refused"};
+  else if (f == sim_fault::refuse_writes)
+    e = api_error{error_kind::invalid, status, verb, path, "simulated refusal: the object is invalid"};
   else if (status == 429)
     e = api_error{error_kind::throttled, 429, verb, path, "too many requests"};
   else
@@ -371,6 +373,8 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
   auto& st = self->state;
   int status = 503;
   auto f = st.api->fault_for(st.client, status);
+  if (f == sim_fault::refuse_writes && verb == "GET")
+    f = sim_fault::none;
   if (f == sim_fault::hang) {
     st.hanging.push_back(self->make_response_promise());
     return caf::delegated<Reply>{};

@@ -27,6 +27,9 @@ enum class sim_fault {
   down,    // every request fails at once with connection_refused
   hang,    // requests are never answered (the caller's request timeout fires)
   error,   // requests fail with `error_status` (500/503: server_error, 429: throttled)
+  /// Writes (POST, PUT) fail with `error_status` (422, 400: invalid); reads
+  /// and watches are answered: an API that refuses what this client writes.
+  refuse_writes,
 };
 
 struct sim_request {

@@ -49,6 +49,8 @@ runtime_event event_of(const event_words& row) {
   std::string v = row.variant;
   if (v == "lost_race")
     ev.error.kind = error_kind::conflict;
+  else if (v == "refused")
+    ev.error.kind = error_kind::invalid;
   else if (v == "up")
     ev.detail = "up";
   else if (v == "forbidden")
