@@ -55,6 +55,9 @@ private:
 
   /// Why a runner told to stand by (compete_atom) hands its term over.
   static constexpr const char* standing_by = "standing by: the lease is assigned to another replica";
+  /// Why a runner that stands by reports its own name as the holder.
+  static constexpr const char* not_led
+    = "the record names this replica, which does not lead it (a term that ended)";
 
   // -- the messages (runner.cpp) ----------------------------------------------
   void from_elector(leadership_acquired& a);   // each: ignored unless from the current elector

@@ -8,7 +8,10 @@
 #include <doctest/doctest.h>
 
 #include <numeric>
+#include <optional>
 
+#include "actors/balance.hpp"
+#include "actors/messages.hpp"
 #include "sim_world.hpp"
 
 using namespace leasehold;
@@ -331,4 +334,51 @@ TEST_CASE("a fresh store with a co-starter seen late: the join's moves only, nev
     w.run_for(3 * t.lease_duration);
     CHECK(owners(w) == after);
   }
+}
+
+// Found by the seeded simulator's group world (seeds 70699, 6 leases x 2
+// replicas, and 72083, 6 x 3; tests/sim/regression_seeds_many.txt). A
+// replica lost its terms in an outage. Its new elector's watch stream then
+// replayed an older record naming the other replica before it read the
+// current one, which names this replica. The runner told its group the
+// first and kept quiet about the second (a runner's own name shows up just
+// before it acquires), so the group left the lease to the other replica,
+// whose group (which read the record) left it to this one: nobody competed
+// for it, for good. Here the elector's report of the replayed record is
+// sent as the elector (the stream's replay itself is the simulator's); the
+// current record is then read as usual.
+TEST_CASE("a member that stands by and reads its own name on a lease tells its group: a stale holder leaves no lease unowned") {
+  sim_world w(group_of(2, false));
+  auto& t = w.options().timings;
+  start_balanced(w, 2, w.options().settle + 2 * t.retry_period + 2s);
+  auto before = owners(w);
+  // The lease of replica 1 that replica 0 ranks above one of its own: in a
+  // view where replica 0 holds it too, replica 0 keeps it.
+  std::optional<std::size_t> x;
+  auto weakest = ~std::uint64_t{0};
+  for (std::size_t k = 0; k < leases; ++k)
+    if (before[k] == 0)
+      weakest = std::min(weakest, rendezvous_score(w.lease_at(k).name, "replica-0"));
+  for (std::size_t k = 0; k < leases; ++k)
+    if (before[k] == 1 && rendezvous_score(w.lease_at(k).name, "replica-0") > weakest
+        && (!x || rendezvous_score(w.lease_at(k).name, "replica-0")
+                    > rendezvous_score(w.lease_at(*x).name, "replica-0")))
+      x = k;
+  REQUIRE(x);
+  // Replica 1 loses the store past its renew deadline: its terms end, no
+  // release gets through, and a new elector of each lease follows.
+  w.store().set_fault(sim_fault::down, "replica-1");
+  w.run_for(t.renew_deadline + 2s);
+  REQUIRE(w.loads()[1] == 0);
+  auto e = w.elector(1, *x);
+  REQUIRE(e);
+  // The replayed record: replica 0's term 1 (every lease's first term here).
+  caf::send_as(caf::actor_cast<caf::actor>(e), caf::actor_cast<caf::actor>(w.rep(1).runners[*x]),
+               leader_observed{"replica-0", 1, ""});
+  w.settle();
+  w.store().clear_faults();
+  // Each lease runs again on its replica within a lease duration and a few
+  // rounds (replica 1 takes its own records back at once).
+  CHECK(w.run_until([&] { return balanced(w, {0, 1}); }, t.lease_duration + 3 * t.retry_period));
+  CHECK(owners(w) == before);
 }
