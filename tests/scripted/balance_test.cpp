@@ -7,12 +7,14 @@
 // every step that no two replicas run one lease's work.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 
 #include "actors/balance.hpp"
 #include "actors/messages.hpp"
 #include "sim_world.hpp"
+#include "tests/support/timings.hpp"
 
 using namespace leasehold;
 using namespace leasehold::test;
@@ -381,4 +383,52 @@ TEST_CASE("a member that stands by and reads its own name on a lease tells its g
   // rounds (replica 1 takes its own records back at once).
   CHECK(w.run_until([&] { return balanced(w, {0, 1}); }, t.lease_duration + 3 * t.retry_period));
   CHECK(owners(w) == before);
+}
+
+// An API outage a little longer than the renew deadline and shorter than a
+// lease (1.6-1.8 s at lease 2 s) used to move leases off live members and
+// back: every member's LeaseCandidate aged out of every view (its own too)
+// while nobody could announce or list, so each member's settle time began
+// again. The first to settle took leases it then handed back (6-16 moves of
+// 12 modules on 4 agents, measured). An outage is no evidence that a member
+// is gone: a member ages only while the reader's own rounds succeed. Every
+// leader loses its term in such an outage (its renew deadline passes); it
+// takes its own record back once the store answers, and nothing else moves.
+TEST_CASE("an outage past the renew deadline and shorter than a lease moves no balanced lease") {
+  for (auto outage : {1600ms, 1700ms, 1800ms}) {
+    CAPTURE(outage.count());
+    auto o = group_of(4, false);
+    o.timings = short_timings();   // the agent's short timings: lease 2 s, renew 1.5 s, retry 300 ms
+    sim_world w(o);
+    auto& t = w.options().timings;
+    REQUIRE(outage > t.renew_deadline);
+    REQUIRE(outage < t.lease_duration);
+    start_balanced(w, 4, w.options().settle + 3 * t.retry_period + 2s);
+    w.run_for(2 * t.lease_duration);   // settled: membership rounds and renews in their rhythm
+    auto before = owners(w);
+    auto starts_before = w.tracker().instances.size();
+    w.store().set_fault(sim_fault::down);   // the API: leases and LeaseCandidates alike
+    w.members().partition("", true);
+    w.run_for(outage);
+    w.store().clear_faults();
+    w.members().heal();
+    REQUIRE(w.run_until([&] { return balanced(w, {0, 1, 2, 3}); }, t.lease_duration + 5 * t.retry_period));
+    w.run_for(3 * t.lease_duration);   // and nothing moves later either
+    CHECK(owners(w) == before);
+    // Every start since the outage: each lease's work once, on its holder.
+    std::vector<int> starts(leases, 0);
+    for (auto i = starts_before; i < w.tracker().instances.size(); ++i) {
+      auto& inst = w.tracker().instances[i];
+      auto k = static_cast<std::size_t>(std::stoi(inst.module.substr(inst.module.find('-') + 1)));
+      CAPTURE(inst.module);
+      CHECK(inst.identity == w.rep(static_cast<std::size_t>(before[k])).identity);
+      ++starts[k];
+    }
+    for (std::size_t k = 0; k < leases; ++k)
+      CHECK(starts[k] <= 1);
+    int handovers = 0;   // a member that stands by for a lease it leads hands it over
+    for (std::size_t i = 0; i < 4; ++i)
+      handovers += w.rep(i).count(event_type::voluntary_handover);
+    CHECK(handovers == 0);
+  }
 }
