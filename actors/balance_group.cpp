@@ -11,6 +11,8 @@
 //     4. tell each runner to compete for its lease iff it is assigned here,
 //        or the lease has been free for a lease duration (no member may
 //        leave a lease unowned because views of the group differ).
+//   the runners learn the settled members (candidates_atom): a yield or a
+//   preferredHolder naming anybody else moves nothing.
 //   yield of one lease: to the named member, or the settled member other
 //   than this replica that ranks the lease highest (rendezvous runner-up);
 //   every member that sees the release name it (leadership_changed's
@@ -25,6 +27,7 @@
 
 #include "actors/balance.hpp"
 #include "actors/blocking_request.hpp"
+#include "actors/handover.hpp"
 #include "actors/messages.hpp"
 
 namespace leasehold {
@@ -73,6 +76,8 @@ public:
       leases_[name].free_since = clock().now() + opt_.settle + opt_.timings.retry_period;
       runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
       send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
+      // A yield or a preferredHolder may name only a settled member: none yet.
+      send(runner, candidates_atom::value, std::vector<std::string>{});
     }
     send(this, tick_atom::value, ++tick_seq_);
     return {
@@ -106,12 +111,18 @@ public:
         if (v == leases_.end())
           return yield_result{yield_status::not_leading, "",
                               "lease " + lease + " is not in group " + opt_.group};
+        tell_candidates(members());   // the runner judges the target by the same list
         if (to.empty())
           to = runner_up(lease);
         if (to.empty())
           return yield_result{yield_status::unknown_target, "",
                               "no other settled member of group " + opt_.group + " to take lease "
                                 + lease};
+        if (std::find(candidates_.begin(), candidates_.end(), to) == candidates_.end())
+          return yield_result{yield_status::unknown_target, "",
+                              to + " is not a settled member of group " + opt_.group + " (members: "
+                                + list_names(candidates_) + "); lease " + lease
+                                + " stays where it is"};
         return delegate(v->second.runner, yield_atom::value, std::move(to));
       },
       [=](get_status_atom) { return status(); },
@@ -282,7 +293,9 @@ private:
         pinned[p->first] = p->second.first;
         ++p;
       }
-    auto target = balance_assignment(names, members(), holders, pinned);
+    auto settled = members();
+    tell_candidates(settled);
+    auto target = balance_assignment(names, settled, holders, pinned);
     for (auto& [name, v] : leases_) {
       auto a = target.find(name);
       bool mine = a != target.end() && a->second == opt_.identity;
@@ -299,6 +312,19 @@ private:
     for (auto& [name, who] : target)
       if (who == opt_.identity)
         assigned_.push_back(name);
+  }
+
+  /// The runners learn the settled members when they change: a yield or a
+  /// preferredHolder naming anybody else moves nothing.
+  void tell_candidates(const std::vector<balance_member>& settled) {
+    std::vector<std::string> ids;
+    for (auto& m : settled)
+      ids.push_back(m.identity);
+    if (ids == candidates_)
+      return;
+    candidates_ = ids;
+    for (auto& [name, v] : leases_)
+      send(v.runner, candidates_atom::value, ids);
   }
 
   balance_status status() const {
@@ -363,6 +389,7 @@ private:
   caf::timespan sighted_{0};                 // the sighted clock at last_listed_ (or when blinded)
   bool blind_ = false;                       // a round failed since last_listed_
   std::vector<std::string> assigned_;
+  std::vector<std::string> candidates_;      // the settled members the runners were told
   std::int64_t moves_ = 0;
   std::uint64_t tick_seq_ = 0;
   bool in_flight_ = false;

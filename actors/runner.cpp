@@ -47,6 +47,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       r.modules_.on_restart(name, generation, r.fence_);
     },
     [](compete_atom, bool on) { current().set_competing(on); },
+    [](candidates_atom, std::vector<std::string>& c) { current().set_candidates(c); },
     [](respawn_atom, std::uint64_t seq) { current().on_respawn(seq); },
     [](module_config& cfg) { return current().configure(cfg); },
     [](get_status_atom) { return current().make_status(); },

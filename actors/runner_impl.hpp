@@ -99,6 +99,7 @@ private:
   void on_kill_unconfirmed(const std::string& module);
   void on_fatal_check(int phase);
   void set_competing(bool on);
+  void set_candidates(std::vector<std::string>& candidates);
   void on_leader_only_failed(const std::string& name);
   void begin_yield(std::string target, std::string why, std::optional<caf::response_promise> rp);
   /// A preferredHolder naming `to` ("": none) on our record: yield to it.
@@ -160,6 +161,9 @@ private:
     std::string handover_module;            // the crash-looping module last handed over for
     std::vector<caf::actor> subscribers;
     std::vector<caf::typed_response_promise<bool>> shutdown_rps;
+    /// Who a yield or a preferredHolder may name (candidates_atom: a balance
+    /// group's settled members); nullopt: anyone.
+    std::optional<std::vector<std::string>> candidates;
   };
   rarely_set<rare_state> rare_;
 };

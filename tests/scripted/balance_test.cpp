@@ -432,3 +432,98 @@ TEST_CASE("an outage past the renew deadline and shorter than a lease moves no b
     CHECK(handovers == 0);
   }
 }
+
+namespace {
+
+/// Asks replica i's group to yield lease k to `to` and runs the world until
+/// it answers.
+yield_result group_yield(sim_world& w, std::size_t i, std::size_t k, const std::string& to) {
+  caf::scoped_actor self{w.sys()};
+  auto h = self->request(w.rep(i).group, caf::infinite, yield_atom::value, w.lease_at(k).name, to);
+  REQUIRE(w.run_until([&] { return self->mailbox().size() > 0; }, 60s));
+  yield_result out;
+  h.receive([&](yield_result& r) { out = std::move(r); },
+            [&](caf::error& e) { FAIL("yield: " << w.sys().render(e)); });
+  return out;
+}
+
+/// Writes preferredHolder (and a strategy, as the API requires) into lease
+/// k's record as `kubectl patch` would.
+void patch_preferred_holder(sim_world& w, std::size_t k, const std::string& who) {
+  auto l = w.store().peek(w.lease_at(k));
+  REQUIRE(l);
+  l->spec.preferred_holder = who;
+  l->spec.strategy = "OldestEmulationVersion";
+  REQUIRE(w.api().update("kubectl", *l).ok());
+}
+
+int handovers(sim_world& w) {
+  int n = 0;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    n += w.rep(i).count(event_type::voluntary_handover);
+  return n;
+}
+
+int stops(sim_world& w) {
+  int n = 0;
+  for (auto& i : w.tracker().instances)
+    n += i.leader_only && i.stopped ? 1 : 0;
+  return n;
+}
+
+} // namespace
+
+// A yield naming a replica that does not exist used to release the lease:
+// nobody took it (no member is assigned it, and the pin to a non-member
+// counts for nothing), and the holder took it back 1.35-1.40 s later (agent
+// timings). In a group a successor must be a settled member: the group and
+// the runner refuse any other before anything moves. The simulator sends
+// its yields straight to the runner; `leasehold yield` goes through the group.
+TEST_CASE("a yield naming a replica that is not a member of the group is refused: the holder keeps the lease, no module stops") {
+  sim_world w(group_of(3, false));
+  auto& t = w.options().timings;
+  start_balanced(w, 3, w.options().settle + 2 * t.retry_period + 2s);
+  auto before = owners(w);
+  auto stopped = stops(w);
+  auto i = static_cast<std::size_t>(before[0]);
+  auto r = group_yield(w, i, 0, "replica-gone");
+  CHECK(r.status == yield_status::unknown_target);
+  CHECK_MESSAGE(r.reason.find("replica-gone is not a settled member of group agent-lock") != std::string::npos, r.reason);
+  auto direct = w.yield(i, "replica-gone");   // lease 0's runner
+  CHECK(direct.status == yield_status::unknown_target);
+  CHECK_MESSAGE(direct.reason.find("replica-gone is not a member") != std::string::npos, direct.reason);
+  w.run_for(2 * t.lease_duration);
+  CHECK(owners(w) == before);
+  CHECK(stops(w) == stopped);
+  CHECK(handovers(w) == 0);
+  // A member is still a valid target: the yield hands the lease over.
+  auto to = (i + 1) % 3;
+  auto ok = group_yield(w, i, 0, w.rep(to).identity);
+  CHECK(ok.status == yield_status::handed_over);
+  CHECK(w.leader_of(0) == static_cast<int>(to));
+}
+
+// The same for a preferredHolder written from outside (kubectl patch): the
+// holder of a grouped lease yields only to a settled member; one that names
+// another is ignored until it names a member (it may join later).
+TEST_CASE("a preferredHolder naming a replica that is not a member of the group is ignored until it joins") {
+  sim_world w(group_of(4, false));
+  auto& t = w.options().timings;
+  start_balanced(w, 3, w.options().settle + 2 * t.retry_period + 2s);
+  auto before = owners(w);
+  auto stopped = stops(w);
+  patch_preferred_holder(w, 0, "replica-3");   // not started yet
+  w.run_for(2 * t.lease_duration);
+  CHECK(owners(w) == before);
+  CHECK(stops(w) == stopped);
+  CHECK(handovers(w) == 0);
+  // replica-3 joins: once settled it is a member, and the holder of lease 0
+  // yields it there (the rest is the join's rebalancing).
+  w.start_group(3);
+  CHECK(w.run_until([&] { return w.leader_of(0) == 3; },
+                    w.options().settle + 3 * t.retry_period + t.module_stop_timeout + 2s));
+  auto& holder = w.rep(static_cast<std::size_t>(before[0]));
+  CHECK(std::any_of(holder.events.begin(), holder.events.end(), [](const runtime_event& ev) {
+    return ev.type == event_type::voluntary_handover && ev.reason == "preferredHolder names replica-3";
+  }));
+}
