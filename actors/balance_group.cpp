@@ -4,11 +4,15 @@
 //     1. announce this replica and list the members (membership backend);
 //     2. count a member live while its announcement is renewed within its
 //        ttl (or the store still lists it), settled once present `settle`;
+//        the ttl runs only while this replica's own rounds succeed (an
+//        outage is no evidence that a member is gone);
 //     3. compute the assignment from the settled members and the holders
 //        the runners report (balance_assignment);
 //     4. tell each runner to compete for its lease iff it is assigned here,
 //        or the lease has been free for a lease duration (no member may
 //        leave a lease unowned because views of the group differ).
+//   the runners learn the settled members (candidates_atom): a yield or a
+//   preferredHolder naming anybody else moves nothing.
 //   yield of one lease: to the named member, or the settled member other
 //   than this replica that ranks the lease highest (rendezvous runner-up);
 //   every member that sees the release name it (leadership_changed's
@@ -23,6 +27,7 @@
 
 #include "actors/balance.hpp"
 #include "actors/blocking_request.hpp"
+#include "actors/handover.hpp"
 #include "actors/messages.hpp"
 
 namespace leasehold {
@@ -34,9 +39,9 @@ using time_point = caf::actor_clock::time_point;
 struct seen_member {
   member_record record;
   time_point present_since;
-  /// When `record.renewed` last changed, by our clock (nullopt: never seen
-  /// to change since this replica first listed it).
-  std::optional<time_point> renewed_at;
+  /// When `record.renewed` last changed, on this replica's sighted clock
+  /// (nullopt: never seen to change since this replica first listed it).
+  std::optional<caf::timespan> renewed_at;
 };
 
 struct lease_view {
@@ -71,6 +76,8 @@ public:
       leases_[name].free_since = clock().now() + opt_.settle + opt_.timings.retry_period;
       runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
       send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
+      // A yield or a preferredHolder may name only a settled member: none yet.
+      send(runner, candidates_atom::value, std::vector<std::string>{});
     }
     send(this, tick_atom::value, ++tick_seq_);
     return {
@@ -104,12 +111,18 @@ public:
         if (v == leases_.end())
           return yield_result{yield_status::not_leading, "",
                               "lease " + lease + " is not in group " + opt_.group};
+        tell_candidates(members());   // the runner judges the target by the same list
         if (to.empty())
           to = runner_up(lease);
         if (to.empty())
           return yield_result{yield_status::unknown_target, "",
                               "no other settled member of group " + opt_.group + " to take lease "
                                 + lease};
+        if (std::find(candidates_.begin(), candidates_.end(), to) == candidates_.end())
+          return yield_result{yield_status::unknown_target, "",
+                              to + " is not a settled member of group " + opt_.group + " (members: "
+                                + list_names(candidates_) + "); lease " + lease
+                                + " stays where it is"};
         return delegate(v->second.runner, yield_atom::value, std::move(to));
       },
       [=](get_status_atom) { return status(); },
@@ -142,11 +155,14 @@ private:
           in_flight_ = false;
           if (r.ok())
             observe(*r.value);
+          else
+            blind();
           decide();
           next_round();
         },
         [=](caf::error&) {
           in_flight_ = false;
+          blind();
           decide();   // what we knew stands; free leases still become everyone's
           next_round();
         });
@@ -161,10 +177,29 @@ private:
       delayed_send(this, opt_.timings.retry_period, tick_atom::value, ++tick_seq_);
   }
 
+  /// How long this replica has been able to read the membership store: time
+  /// runs while its rounds succeed and stands still from a round that fails
+  /// until the next that succeeds. A member ages only on this clock: an
+  /// outage withholds its announcements from us as it withholds ours from
+  /// it, so it is no evidence that the member is gone (docs/balance.md).
+  caf::timespan sighted(time_point now) const {
+    return sighted_ + (blind_ || !last_listed_ ? caf::timespan{0} : now - *last_listed_);
+  }
+
+  /// A round failed: the sighted clock stands still until one succeeds.
+  void blind() {
+    sighted_ = sighted(clock().now());
+    blind_ = true;
+  }
+
   void observe(const std::vector<member_record>& listed) {
     auto now = clock().now();
     if (!first_listed_)
       first_listed_ = now;
+    sighted_ = sighted(now);
+    last_listed_ = now;
+    blind_ = false;
+    auto seen_now = sighted_;
     // A member first seen while this replica is itself settling (its settle
     // time and one round, by which every replica that started with it has
     // announced itself and been listed) counts as present since this
@@ -182,7 +217,7 @@ private:
       seen_member m{rec, first_seen, std::nullopt};
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
         bool changed = old->second.record.renewed != rec.renewed;
-        m.renewed_at = changed ? now : old->second.renewed_at;
+        m.renewed_at = changed ? seen_now : old->second.renewed_at;
         // One that had stopped announcing and announces again (a killed
         // replica restarted under its name) starts its settle time over.
         m.present_since = changed && !live(old->second, now) ? now : old->second.present_since;
@@ -193,10 +228,10 @@ private:
   }
 
   /// A member whose store does not expire it counts while its announcement
-  /// changes within its ttl by our clock.
+  /// changes within its ttl on our sighted clock.
   bool live(const seen_member& m, time_point now) const {
     return m.record.renewed.empty()
-           || (m.renewed_at && now - *m.renewed_at < opt_.timings.lease_duration);
+           || (m.renewed_at && sighted(now) - *m.renewed_at < opt_.timings.lease_duration);
   }
 
   std::vector<balance_member> members() const {
@@ -258,7 +293,9 @@ private:
         pinned[p->first] = p->second.first;
         ++p;
       }
-    auto target = balance_assignment(names, members(), holders, pinned);
+    auto settled = members();
+    tell_candidates(settled);
+    auto target = balance_assignment(names, settled, holders, pinned);
     for (auto& [name, v] : leases_) {
       auto a = target.find(name);
       bool mine = a != target.end() && a->second == opt_.identity;
@@ -275,6 +312,19 @@ private:
     for (auto& [name, who] : target)
       if (who == opt_.identity)
         assigned_.push_back(name);
+  }
+
+  /// The runners learn the settled members when they change: a yield or a
+  /// preferredHolder naming anybody else moves nothing.
+  void tell_candidates(const std::vector<balance_member>& settled) {
+    std::vector<std::string> ids;
+    for (auto& m : settled)
+      ids.push_back(m.identity);
+    if (ids == candidates_)
+      return;
+    candidates_ = ids;
+    for (auto& [name, v] : leases_)
+      send(v.runner, candidates_atom::value, ids);
   }
 
   balance_status status() const {
@@ -335,7 +385,11 @@ private:
   /// lease -> (member, until): a yield's successor keeps it first (pin).
   std::map<std::string, std::pair<std::string, time_point>> pins_;
   std::optional<time_point> first_listed_;   // this replica's first member list
+  std::optional<time_point> last_listed_;    // its last (a round that succeeded)
+  caf::timespan sighted_{0};                 // the sighted clock at last_listed_ (or when blinded)
+  bool blind_ = false;                       // a round failed since last_listed_
   std::vector<std::string> assigned_;
+  std::vector<std::string> candidates_;      // the settled members the runners were told
   std::int64_t moves_ = 0;
   std::uint64_t tick_seq_ = 0;
   bool in_flight_ = false;

@@ -1,5 +1,7 @@
 #include "actors/handover.hpp"
 
+#include <algorithm>
+
 #include "actors/outside_writes.hpp"
 
 namespace leasehold {
@@ -77,9 +79,21 @@ std::string preferred_successor(const lease_memory& m, const std::string& identi
   return m.record->spec.preferred_holder;
 }
 
+bool may_name(const std::optional<std::vector<std::string>>& candidates, const std::string& target) {
+  return !candidates || std::find(candidates->begin(), candidates->end(), target) != candidates->end();
+}
+
+std::string list_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (auto& n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
 bool yield_handover::begin(bool leading, const std::string& identity, const std::string& holder,
                            std::string target, std::string why,
-                           std::optional<caf::response_promise> rp) {
+                           std::optional<caf::response_promise> rp,
+                           const std::optional<std::vector<std::string>>& candidates) {
   std::optional<yield_result> no;
   if (active_)
     no = yield_result{yield_status::already_yielding, {},
@@ -92,6 +106,10 @@ bool yield_handover::begin(bool leading, const std::string& identity, const std:
                                                                 : " (the leader is " + holder + ")")};
   else if (target == identity)
     no = yield_result{yield_status::unknown_target, {}, "the target " + target + " is this replica"};
+  else if (!target.empty() && !may_name(candidates, target))
+    no = yield_result{yield_status::unknown_target, {},
+                      "the target " + target + " is not a member of this lease's balance group "
+                        "(members: " + list_names(*candidates) + "); nothing moved"};
   if (no) {
     if (rp)
       rp->deliver(std::move(*no));

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -63,14 +64,24 @@ hold_back_until(const lease* free_record, const std::string& identity,
 /// record (`m`, as its elector saw it) when that names another replica; "" otherwise.
 std::string preferred_successor(const lease_memory& m, const std::string& identity);
 
+/// Whether `target` may be named as a successor: any name when there are
+/// no `candidates` (a runner outside a balance group cannot see its
+/// followers: they write nothing), else only one of them.
+bool may_name(const std::optional<std::vector<std::string>>& candidates, const std::string& target);
+
+/// "a, b, c" ("none" when empty): the candidates, for a refusal's words.
+std::string list_names(const std::vector<std::string>& names);
+
 /// One yield of a runner, from the request to its outcome.
 class yield_handover {
 public:
   /// Starts one (true), or answers `rp` why not (false): a yield under way,
   /// not `leading` (`holder`: the leader known), a target that is this
-  /// replica. `why` in words (the Event's reason); `rp` answers a yield_atom.
+  /// replica or not one of `candidates` (may_name). `why` in words (the
+  /// Event's reason); `rp` answers a yield_atom.
   bool begin(bool leading, const std::string& identity, const std::string& holder,
-             std::string target, std::string why, std::optional<caf::response_promise> rp);
+             std::string target, std::string why, std::optional<caf::response_promise> rp,
+             const std::optional<std::vector<std::string>>& candidates = std::nullopt);
   bool active() const { return active_; }
   bool released() const { return released_at_.has_value(); }
   const std::string& target() const { return target_; }

@@ -47,6 +47,7 @@ runner_impl::behavior_type runner_impl::make_behavior() {
       r.modules_.on_restart(name, generation, r.fence_);
     },
     [](compete_atom, bool on) { current().set_competing(on); },
+    [](candidates_atom, std::vector<std::string>& c) { current().set_candidates(c); },
     [](respawn_atom, std::uint64_t seq) { current().on_respawn(seq); },
     [](module_config& cfg) { return current().configure(cfg); },
     [](get_status_atom) { return current().make_status(); },
@@ -78,11 +79,22 @@ void runner_impl::from_elector(leader_observed& o) {
   holder_ = o.holder;
   if (rare_)
     rare_->yield.on_holder(o.holder, opt_.identity, clock().now(), opt_.timings);
-  // Our own name shows up just before leadership_acquired: announce that instead.
-  if (state_ != runner_state::leader && o.holder != opt_.identity) {
+  if (state_ == runner_state::leader)
+    return;
+  if (o.holder != opt_.identity) {
     term_ = o.term;
     notify(leadership_changed{false, holder_, term_, {}, o.holder.empty() ? o.preferred : ""});
+  } else if (!opt_.compete) {
+    // Our own name on a record while we stand by: the elector acquires
+    // nothing, so this is a term that ended (ours, or a former process's
+    // under our name) and we do not lead it. Say so: else a subscriber
+    // keeps the last other holder it was told (a balance group then
+    // leaves the lease to that replica, whose group leaves it to us).
+    term_ = o.term;
+    notify(leadership_changed{false, holder_, term_, not_led, {}});
   }
+  // Competing, our own name shows up just before leadership_acquired (or a
+  // creation hold's notice): announce that instead.
 }
 
 void runner_impl::observed(lease_observed& o) {

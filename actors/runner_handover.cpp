@@ -74,6 +74,18 @@ void runner_impl::set_competing(bool on) {
     begin_yield("", standing_by, std::nullopt);   // refused unless leading
 }
 
+/// Who a yield or a preferredHolder may name from now on (a balance group's
+/// settled members). A preferredHolder ignored so far because it named
+/// none of them is followed once it names one.
+void runner_impl::set_candidates(std::vector<std::string>& candidates) {
+  auto& r = rare_.set();
+  auto& to = memory_.preferred_successor;
+  bool ignored = !to.empty() && !may_name(r.candidates, to);
+  r.candidates = std::move(candidates);
+  if (ignored && may_name(r.candidates, to) && !r.yield.active())
+    begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
+}
+
 /// A leader-only module crashed more often than its restart policy
 /// allows: hand leadership over to a healthy replica through the one
 /// step-down path (modules down, then release) and compete again only
@@ -97,15 +109,18 @@ void runner_impl::on_leader_only_failed(const std::string& name) {
 
 void runner_impl::begin_yield(std::string target, std::string why,
                               std::optional<caf::response_promise> rp) {
-  auto& y = rare_.set().yield;
-  if (y.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
-              std::move(why), std::move(rp)))
-    begin_stepdown(y.why());
+  auto& r = rare_.set();
+  if (r.yield.begin(state_ == runner_state::leader, opt_.identity, holder_, std::move(target),
+                    std::move(why), std::move(rp), r.candidates))
+    begin_stepdown(r.yield.why());
 }
 
-/// A leader whose Lease names another preferredHolder yields to it.
+/// A leader whose Lease names another preferredHolder yields to it, unless
+/// it names none of the candidates (a replica that is not a member of the
+/// lease's balance group): then nothing moves.
 void runner_impl::note_preference(const std::string& to) {
-  if (!to.empty() && !rare_.seen().yield.active() && current_sender() == elector_.address())
+  if (!to.empty() && !rare_.seen().yield.active() && current_sender() == elector_.address()
+      && may_name(rare_.seen().candidates, to))
     begin_yield(to, "preferredHolder names " + to, std::nullopt);   // refused unless leading
 }
 

@@ -55,6 +55,9 @@ private:
 
   /// Why a runner told to stand by (compete_atom) hands its term over.
   static constexpr const char* standing_by = "standing by: the lease is assigned to another replica";
+  /// Why a runner that stands by reports its own name as the holder.
+  static constexpr const char* not_led
+    = "the record names this replica, which does not lead it (a term that ended)";
 
   // -- the messages (runner.cpp) ----------------------------------------------
   void from_elector(leadership_acquired& a);   // each: ignored unless from the current elector
@@ -96,6 +99,7 @@ private:
   void on_kill_unconfirmed(const std::string& module);
   void on_fatal_check(int phase);
   void set_competing(bool on);
+  void set_candidates(std::vector<std::string>& candidates);
   void on_leader_only_failed(const std::string& name);
   void begin_yield(std::string target, std::string why, std::optional<caf::response_promise> rp);
   /// A preferredHolder naming `to` ("": none) on our record: yield to it.
@@ -157,6 +161,9 @@ private:
     std::string handover_module;            // the crash-looping module last handed over for
     std::vector<caf::actor> subscribers;
     std::vector<caf::typed_response_promise<bool>> shutdown_rps;
+    /// Who a yield or a preferredHolder may name (candidates_atom: a balance
+    /// group's settled members); nullopt: anyone.
+    std::optional<std::vector<std::string>> candidates;
   };
   rarely_set<rare_state> rare_;
 };

@@ -120,14 +120,16 @@ struct runner_status {
 using get_status_atom = caf::atom_constant<caf::atom("lh_status")>;
 using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
 using yield_atom = caf::atom_constant<caf::atom("lh_yield")>;
+using candidates_atom = caf::atom_constant<caf::atom("lh_cands")>;
 
 /// What a yield came to (docs/operations.md, "Handing leadership over").
 enum class yield_status {
   handed_over,       // released; `successor` took the lease (the target, when one was named)
   not_leading,       // this replica does not lead (`successor`: the holder it knows, if any)
   already_yielding,  // a handover (a yield, or a preferredHolder) is under way
-  unknown_target,    // the target is this replica, or it did not take the lease within
-                     // preferred_holder_wait (then `successor` is who took it instead)
+  unknown_target,    // the target is this replica, or not one of the candidates
+                     // (candidates_atom: nothing moved), or it did not take the lease
+                     // within preferred_holder_wait (then `successor` is who took it)
   release_failed,    // the term ended, or the runner shut down, before the release
   not_taken,         // released, but nobody took the lease within the yield window: this
                      // replica competes again
@@ -159,6 +161,11 @@ struct yield_result {
 ///                      releases the lease naming `target` ("" for anyone) as
 ///                      preferredHolder, and stays out for the yield window;
 ///                      answered when a successor took the lease, or why not.
+///   candidates_atom, identities: the replicas a yield or a preferredHolder
+///                      may name (a balance group's settled members). A yield
+///                      to another is refused (unknown_target) and a
+///                      preferredHolder naming another is ignored, before
+///                      anything moves. Until it is sent, any name goes.
 /// (The runner also takes messages from its electors and its own timers;
 /// those are internal and not part of this interface.)
 using runner_actor = leadership_publisher::extend<
@@ -166,7 +173,8 @@ using runner_actor = leadership_publisher::extend<
   caf::reacts_to<compete_atom, bool>,
   caf::replies_to<get_status_atom>::with<runner_status>,
   caf::replies_to<shutdown_atom>::with<bool>,
-  caf::replies_to<yield_atom, std::string>::with<yield_result>>;
+  caf::replies_to<yield_atom, std::string>::with<yield_result>,
+  caf::reacts_to<candidates_atom, std::vector<std::string>>>;
 
 /// Validates options (timings and modules: errors name the field) and spawns
 /// the runner. Returns the errors instead of an actor when invalid.

@@ -370,9 +370,9 @@ runner_status sim_world::status(std::size_t i) {
   return out;
 }
 
-elector_handle sim_world::elector(std::size_t i) {
+elector_handle sim_world::elector(std::size_t i, std::size_t k) {
   caf::scoped_actor self{*sys_};
-  auto h = self->request(caf::actor_cast<caf::actor>(rep(i).runner), caf::infinite,
+  auto h = self->request(caf::actor_cast<caf::actor>(rep(i).runners.at(k)), caf::infinite,
                          get_elector_atom::value);
   sched_->run();
   elector_handle out;

@@ -128,8 +128,9 @@ public:
   void settle();
 
   runner_status status(std::size_t i);
-  /// The replica's current elector (null when none), asked of its runner.
-  elector_handle elector(std::size_t i);
+  /// The replica's current elector of lease `k` (null when none), asked of
+  /// its runner.
+  elector_handle elector(std::size_t i, std::size_t k = 0);
   /// Simulated time of replica i's last successful renew (or acquisition).
   sim_clock_time last_renew(std::size_t i) const;
   config_result configure(std::size_t i, module_config cfg);

@@ -1297,6 +1297,12 @@ private:
       case event_type::outside_write:
         note(who + " saw an outside write: " + ev.reason + where);
         break;
+      case event_type::voluntary_handover:
+        // A group names only its settled members as successors: a yield or
+        // a preferredHolder naming another moves nothing (docs/balance.md).
+        if (sc_.groups && ev.holder == "replica-gone")
+          violation(who + " handed" + where + " over to replica-gone, which is not a member of its group");
+        break;
       case event_type::module_killed:
         if (ev.leader_only)
           note(who + "/" + ev.module + " killed: " + ev.reason + where);
