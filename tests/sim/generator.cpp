@@ -386,7 +386,9 @@ scenario generate(std::uint64_t seed, const world& w) {
       del.kind = op_kind::outside_write;
       del.param = 2;
       del.at = stop.at;
-      del.duration = stop.duration + 2 * ld;
+      // Disarmed a lease duration before the heal: a delete that fires
+      // later ends the fresh term inside the quiet window.
+      del.duration = std::min(stop.duration + 2 * ld, chaos_begin + chaos_len + 2 * ld - del.at);
       if (w.many())
         del.lease = many.range(0, static_cast<int>(sc.leases) - 1);
       sc.ops.push_back(del);
