@@ -1,6 +1,7 @@
 #include "actors/balance.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 namespace leasehold {
@@ -36,6 +37,17 @@ bool ranks_before(const std::string& lease, const std::string& a, const std::str
 
 std::uint64_t rendezvous_score(const std::string& lease, const std::string& member) {
   return hash_bytes(lease, member);
+}
+
+std::string lease_list_fingerprint(std::vector<std::string> leases) {
+  std::sort(leases.begin(), leases.end());
+  leases.erase(std::unique(leases.begin(), leases.end()), leases.end());
+  std::uint64_t h = 0;
+  for (auto& l : leases)
+    h = hash_bytes(std::to_string(h), l);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::to_string(leases.size()) + "/" + hex;
 }
 
 std::map<std::string, std::string>

@@ -41,6 +41,12 @@ struct balance_member {
   std::int64_t joined = 0;
 };
 
+/// What a member announces of its config: the number of its group's leases
+/// and a hash of their sorted names ("12/9f3a..."). Members count each
+/// other only when theirs are equal (docs/balance.md, "Members whose
+/// configs differ").
+std::string lease_list_fingerprint(std::vector<std::string> leases);
+
 /// How strongly `member` wants `lease` (rendezvous / highest-random-weight
 /// hashing): a 64-bit score, the same on every platform and run.
 std::uint64_t rendezvous_score(const std::string& lease, const std::string& member);

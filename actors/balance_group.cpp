@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "actors/balance.hpp"
 #include "actors/blocking_request.hpp"
@@ -59,6 +60,10 @@ public:
     me_.group = opt_.group;
     me_.identity = opt_.identity;
     me_.ttl = opt_.timings.lease_duration;
+    std::vector<std::string> names;
+    for (auto& l : opt_.leases)
+      names.push_back(l.first);
+    me_.leases = lease_list_fingerprint(names);
   }
 
   const char* name() const override { return "leasehold.balance_group"; }
@@ -209,7 +214,11 @@ private:
     auto window = opt_.settle + opt_.timings.retry_period;
     auto first_seen = now - *first_listed_ <= window ? *first_listed_ : now;
     std::map<std::string, seen_member> next;
+    seen_listed_.clear();
     for (auto& rec : listed) {
+      seen_listed_.insert(rec.identity);
+      if (!counts(rec))
+        continue;
       auto old = seen_.find(rec.identity);
       // A member first seen counts only once its announcement is seen to
       // change: a killed replica's LeaseCandidate stays listed with a
@@ -225,6 +234,31 @@ private:
       next[rec.identity] = m;
     }
     seen_ = std::move(next);
+  }
+
+  /// A member that lists other leases for the group is not counted (each
+  /// would hand the other leases it takes back, for ever): the group splits
+  /// by config until the lists agree. Said once per member and list.
+  bool counts(const member_record& rec) {
+    if (rec.leases.empty() || rec.leases == me_.leases) {
+      differing_.erase(rec.identity);
+      return true;
+    }
+    if (differing_[rec.identity] != rec.leases) {
+      differing_[rec.identity] = rec.leases;
+      if (opt_.events) {
+        runtime_event ev;
+        ev.type = event_type::group_config_differs;
+        ev.identity = opt_.identity;
+        ev.lease = opt_.ns + "/" + opt_.group;
+        ev.holder = rec.identity;
+        ev.reason = rec.identity + " lists different leases for group " + opt_.group + " ("
+                    + rec.leases + "; this replica " + me_.leases
+                    + ", as count/hash): neither counts the other until the lists agree";
+        opt_.events(ev);
+      }
+    }
+    return false;
   }
 
   /// A member whose store does not expire it counts while its announcement
@@ -331,6 +365,9 @@ private:
     balance_status st;
     for (auto& m : members())
       st.members.push_back(m.identity);
+    for (auto& [id, leases] : differing_)
+      if (seen_listed_.count(id))
+        st.differing.push_back(id);
     st.assigned = assigned_;
     for (auto& [name, v] : leases_)
       if (v.competing)
@@ -382,6 +419,8 @@ private:
   std::map<std::string, lease_view> leases_;
   std::map<caf::actor_addr, std::string> runner_of_;
   std::map<std::string, seen_member> seen_;
+  std::set<std::string> seen_listed_;   // every member of the last listing
+  std::map<std::string, std::string> differing_;   // member -> the other lease list it was seen with
   /// lease -> (member, until): a yield's successor keeps it first (pin).
   std::map<std::string, std::pair<std::string, time_point>> pins_;
   std::optional<time_point> first_listed_;   // this replica's first member list

@@ -58,6 +58,9 @@ constexpr event_words table[] = {
   {et::api_request_failed, "api_request_failed", "", "API request failed", unlogged, false},
   {et::voluntary_handover, "voluntary_handover", "",
    "handed leadership over: leader-only modules down, lease released for a successor", info, true},
+  {et::group_config_differs, "group_config_differs", "",
+   "a member of the balance group lists other leases: it is not counted until the lists agree",
+   warning, true},
   // Variants.
   // A 409 is how a normal race (two replicas writing one record) ends.
   {et::api_error, "", "lost_race", "API request failed", debug, false},
@@ -78,7 +81,7 @@ constexpr event_words table[] = {
 };
 
 /// The type's own rows: the first `type_count`, in the order of the enum.
-constexpr std::size_t type_count = static_cast<std::size_t>(event_type::voluntary_handover) + 1;
+constexpr std::size_t type_count = static_cast<std::size_t>(event_type::group_config_differs) + 1;
 
 constexpr bool rows_in_type_order() {
   for (std::size_t i = 0; i < type_count; ++i)

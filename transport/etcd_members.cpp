@@ -36,7 +36,7 @@ api_error etcd_members::put_key(const candidate& c) {
   // A plain put: a key left by this replica's previous process keeps its
   // create_revision (its place in the join order) and takes the new lease.
   const std::string put = "/v3/kv/put";
-  auto p = client_.post(put, {{"key", encode_base64(key)}, {"value", encode_base64("{}")}, {"lease", id}});
+  auto p = client_.post(put, {{"key", encode_base64(key)}, {"value", encode_base64(json{{"leases", c.leases}}.dump())}, {"lease", id}});
   if (!p.ok()) {
     client_.post("/v3/lease/revoke", {{"ID", id}});
     return p.error;
@@ -79,8 +79,13 @@ members_reply etcd_members::announce(const candidate& c) {
     auto kv = parse_kv((*kvs)[i], "kvs[" + std::to_string(i) + "]");
     if (!kv.ok())
       return members_reply::failure(malformed(range, kv.error));
-    if (auto identity = scope.name_of(kv.value->key))
-      out.push_back({*identity, kv.value->create_revision, ""});
+    if (auto identity = scope.name_of(kv.value->key)) {
+      // The value names the member's lease list ("{}" from older versions).
+      auto v = json::parse(kv.value->value, nullptr, false);
+      auto leases = v.is_object() ? v.value("leases", json()) : json();
+      out.push_back({*identity, kv.value->create_revision, "",
+                     leases.is_string() ? leases.get<std::string>() : std::string()});
+    }
   }
   return members_reply::success(std::move(out));
 }

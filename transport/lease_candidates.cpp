@@ -17,6 +17,7 @@ namespace {
 
 constexpr const char* group_label = "leasehold.io/group";
 constexpr const char* identity_annotation = "leasehold.io/identity";
+constexpr const char* leases_annotation = "leasehold.io/group-leases";
 
 members_reply failed(api_error e) {
   return members_reply::failure(std::move(e));
@@ -45,7 +46,7 @@ json lease_candidate_object(const candidate& c, wall_time now) {
            {{"name", lease_candidate_name(c)},
             {"namespace", c.ns},
             {"labels", {{group_label, c.group}}},
-            {"annotations", {{identity_annotation, c.identity}}}}},
+            {"annotations", {{identity_annotation, c.identity}, {leases_annotation, c.leases}}}}},
           {"spec",
            {{"leaseName", c.group},
             {"renewTime", format_micro_time(now)},
@@ -99,7 +100,9 @@ parse_result<std::vector<member_record>> parse_lease_candidates(const std::strin
       return out;
     }
     auto since_epoch = std::chrono::duration_cast<std::chrono::seconds>(joined->time_since_epoch());
-    members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>()});
+    auto leases = annotations.value(leases_annotation, json());
+    members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>(),
+                       leases.is_string() ? leases.get<std::string>() : std::string()});
   }
   out.value = std::move(members);
   return out;

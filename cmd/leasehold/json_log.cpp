@@ -125,6 +125,10 @@ std::optional<log_record> describe(const runtime_event& e) {
       with_module();
       r.fields["delay_ms"] = e.value;
       break;
+    case event_type::group_config_differs:
+      r.fields["member"] = e.holder;
+      with_reason();
+      break;
     case event_type::voluntary_handover:
       r.fields["holder"] = e.holder;   // the target ("" anyone)
       with_term();

@@ -88,6 +88,7 @@ std::optional<balance_status> group_status(caf::actor_system& sys, const caf::ac
 /// What the group actor answers to get_status_atom.
 struct balance_status {
   std::vector<std::string> members;            // settled members, in join order
+  std::vector<std::string> differing;          // members listing other leases (not counted)
   std::vector<std::string> assigned;           // the leases assigned to this replica
   std::vector<std::string> competing;          // the leases this replica competes for
   std::int64_t moves = 0;                      // leases this replica was told to hand over

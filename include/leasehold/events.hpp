@@ -49,6 +49,9 @@ enum class event_type {
   voluntary_handover,// holder: the target ("" anyone), term, reason: why (a yield, a
                      // preferredHolder), value: ms this replica stays out: leader-only modules
                      // are down and the lease was released for a successor
+  group_config_differs, // holder: a member of this replica's balance group whose config lists
+                     // other leases; reason: both lists. Each counts only members with its
+                     // own list (docs/balance.md). Once per member and list
 };
 
 const char* to_string(event_type t);

@@ -27,6 +27,9 @@ struct candidate {
   /// TTL) or readers stop counting (a Kubernetes LeaseCandidate's renewTime)
   /// a member that has not announced itself for this long.
   caf::timespan ttl{std::chrono::seconds(15)};
+  /// The group's leases as this replica's config lists them (a count and a
+  /// hash): members whose lists differ do not count each other.
+  std::string leases;
 };
 
 /// A member as the store lists it.
@@ -39,6 +42,9 @@ struct member_record {
   /// itself): a reader counts a member live while it sees this change
   /// within the member's ttl by its own clock.
   std::string renewed;
+  /// Its candidate's `leases` ("" from a store or version that has none:
+  /// counted as equal).
+  std::string leases;
 };
 
 using members_reply = api_result<std::vector<member_record>>;

@@ -527,3 +527,55 @@ TEST_CASE("a preferredHolder naming a replica that is not a member of the group 
     return ev.type == event_type::voluntary_handover && ev.reason == "preferredHolder names replica-3";
   }));
 }
+
+// Members whose configs list different leases (a rolling update that adds
+// leases to a group, a typo) compute different assignments: each would hand
+// the other leases it then takes back, for ever. A member counts only
+// members that list the same leases; the group splits by config until the
+// configs agree (docs/balance.md, "Members whose configs differ").
+TEST_CASE("members whose lease lists differ split the group by config: every lease runs once and nothing churns") {
+  for (bool etcd : {false, true}) {
+    CAPTURE(etcd);
+    sim_world w(group_of(3, etcd));
+    auto& t = w.options().timings;
+    w.start_group(0);
+    w.start_group(1);
+    w.start_group(2, 8);   // replica 2 lists only the first 8 of the 12 leases
+    auto all_run = [&] {
+      auto o = owners(w);
+      return std::none_of(o.begin(), o.end(), [](int r) { return r < 0; });
+    };
+    REQUIRE(w.run_until(all_run, w.options().settle + 3 * t.retry_period + 2 * t.lease_duration + 2s));
+    w.run_for(2 * t.lease_duration);   // the first settling moves
+    auto settled = owners(w);
+    for (std::size_t k = 8; k < leases; ++k)
+      CHECK(settled[k] != 2);   // only a member that lists a lease runs it
+    // Nothing moves any more: sample the owners every 100 ms.
+    int moves = 0;
+    auto last = settled;
+    for (int i = 0; i < 200; ++i) {
+      w.run_for(100ms);
+      auto now = owners(w);
+      for (std::size_t k = 0; k < leases; ++k)
+        moves += now[k] != last[k];
+      last = now;
+    }
+    CHECK(moves == 0);
+    CHECK(all_run());
+    // Each replica is told once of each member that lists other leases.
+    auto differs = [&](std::size_t i) {
+      return std::count_if(w.rep(i).events.begin(), w.rep(i).events.end(), [](const runtime_event& ev) {
+        return ev.type == event_type::group_config_differs;
+      });
+    };
+    CHECK(differs(0) == 1);
+    CHECK(differs(1) == 1);
+    CHECK(differs(2) == 2);
+    // Replicas 0 and 1 list the same leases: they count each other.
+    auto m0 = w.group_members(0);
+    CHECK(std::find(m0.begin(), m0.end(), "replica-1") != m0.end());
+    CHECK(std::find(m0.begin(), m0.end(), "replica-2") == m0.end());
+    auto st = w.group_status(0);
+    CHECK(st.differing == std::vector<std::string>{"replica-2"});
+  }
+}

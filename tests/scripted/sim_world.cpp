@@ -189,18 +189,23 @@ lease_key sim_world::lease_at(std::size_t k) const {
   return {opts_.lease.ns, opts_.lease.name + "-" + std::to_string(k)};
 }
 
-void sim_world::start_group(std::size_t i) {
+void sim_world::start_group(std::size_t i, std::size_t n) {
   REQUIRE(opts_.balance);
   auto& r = rep(i);
   balance_group_options g;
   g.identity = r.identity;
   g.ns = opts_.lease.ns;
   g.group = opts_.lease.name;
-  for (std::size_t k = 0; k < opts_.leases; ++k)
+  for (std::size_t k = 0; k < (n ? std::min(n, opts_.leases) : opts_.leases); ++k)
     g.leases.emplace_back(lease_at(k).name, r.runners[k]);
   g.membership = spawn_sim_membership(*sys_, members_, r.identity);
   g.timings = opts_.timings;
   g.settle = opts_.settle;
+  auto* rp = &r;
+  g.events = [rp, this](const runtime_event& ev) {
+    rp->events.push_back(ev);
+    rp->timeline.emplace_back(now(), ev);
+  };
   r.group = spawn_balance_group(*sys_, std::move(g));
   settle();
 }
@@ -219,6 +224,10 @@ bool sim_world::leave_group(std::size_t i) {
 }
 
 std::vector<std::string> sim_world::group_members(std::size_t i) {
+  return group_status(i).members;
+}
+
+balance_status sim_world::group_status(std::size_t i) {
   auto answer = std::make_shared<balance_status>();
   auto group = rep(i).group;
   REQUIRE(group);
@@ -227,7 +236,7 @@ std::vector<std::string> sim_world::group_members(std::size_t i) {
       .then([=](balance_status& st) { *answer = std::move(st); }, [](caf::error&) {});
   });
   settle();
-  return answer->members;
+  return *answer;
 }
 
 void sim_world::kill_replica(std::size_t i) {

@@ -148,7 +148,8 @@ public:
   /// With `leases` > 1: how many leases' work each replica runs.
   std::vector<std::size_t> loads() const;
   /// With `balance`: spawns replica i's group actor (it joins the group).
-  void start_group(std::size_t i);
+  /// `n` > 0: with only the first n leases (a member whose config differs).
+  void start_group(std::size_t i, std::size_t n = 0);
   /// With `balance`: replica i leaves cleanly (leave_group: withdraw, then
   /// its runners release); true when it answered.
   bool leave_group(std::size_t i);
@@ -158,6 +159,8 @@ public:
   /// With `balance`: the members replica i's group counts now (settled, in
   /// join order), as its get_status_atom answers; time does not move.
   std::vector<std::string> group_members(std::size_t i);
+  /// Replica i's group status (REQUIREs a group).
+  balance_status group_status(std::size_t i);
   sim_members& members() { return *members_; }
   void check_safety();
   /// Lease k's key (with `leases` > 1: "<lease.name>-<k>").

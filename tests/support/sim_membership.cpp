@@ -25,9 +25,10 @@ members_reply sim_members::announce(const std::string& client, const candidate& 
   ++e.renewals;
   e.last = now;
   e.ttl = c.ttl;
+  e.leases = c.leases;
   std::vector<member_record> out;
   for (auto& [id, m] : group)
-    out.push_back({id, m.joined, store_expires_ ? std::string{} : std::to_string(m.renewals)});
+    out.push_back({id, m.joined, store_expires_ ? std::string{} : std::to_string(m.renewals), m.leases});
   return members_reply::success(std::move(out));
 }
 

@@ -40,6 +40,7 @@ private:
     std::int64_t renewals = 0;
     caf::actor_clock::time_point last{};
     caf::timespan ttl{};
+    std::string leases;
   };
   std::function<caf::actor_clock::time_point()> now_;
   bool store_expires_;
