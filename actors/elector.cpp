@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "actors/handover.hpp"
-#include "actors/outside_writes.hpp"
 
 // The decision path, one attempt (a tick), as client-go's tryAcquireOrRenew:
 //   1. attempt()          a term of ours in memory: renew it (2); else read (3)
@@ -12,11 +11,13 @@
 //   4. decide()           our term: renew (2); another's while leading: lost;
 //                         held, not competing, holding back: wait (R3);
 //                         free: acquire (PUT a new term on this version)
-//   5. absent()           a leader puts its term back (etcd: lost); a
-//                         follower waits for the last holder or creates it
-//                         (POST), its term held for a lease duration; a
-//                         standby that never saw a record creates it as
-//                         nobody's (create_unheld, elector_follow.cpp)
+//   5. absent()           a leader puts its term back (or has lost it where
+//                         the store ends terms); a follower waits while the
+//                         store's evidence says so, then creates it (POST),
+//                         held for a lease duration unless the evidence
+//                         vouches that no term ran meanwhile; a standby
+//                         that never saw a record creates it as nobody's
+//                         (create_unheld, elector_follow.cpp)
 // The replies:
 //   R1. succeeded()       a write accepted: release (R1a), void (R1b), hold
 //                         (R1c), the term starts (R1d) or goes on (R1e)
@@ -154,7 +155,7 @@ void elector_actor::on_tick() {
       arm_tick(call_deadline_, false);
     return;
   }
-  if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !opt_.backend->server_expiry) {
+  if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !evidence_.store_ends_terms()) {
     auto d = next_delay();
     if (d > caf::timespan{0}) {
       arm_tick(clock().now() + d, true);   // renewed since it was set
@@ -184,7 +185,7 @@ void elector_actor::attempt() {
   attempt_started_ = clock().now();
   if (held() && mem_.record && same_term(mem_.record->spec, *held()))
     renew(*mem_.record, /*fall back to GET*/ true);
-  else if (!follow_shared_reading())
+  else if (!answered_without_read())
     get_then_decide();
 }
 
@@ -195,7 +196,7 @@ void elector_actor::renew(const lease& rec, bool fallback) {
   l.spec = renewed_spec(*held(), opt_.timings.lease_duration, wall_now());
   l.spec.preferred_holder = rec.spec.preferred_holder;   // set (or cleared) by another writer
   l.spec.strategy = rec.spec.strategy;
-  l.renew_max_age = renew_ride_limit(opt_.timings);   // etcd: a shared keepalive (succeeded)
+  l.renew_max_age = renew_ride_limit(opt_.timings);   // a shared renew of the store (succeeded)
   if (auto hold_ends = created_hold_ends(); hold_ends && !has_term()) {
     // R1c: the renew that ends a creation hold counts from the keepalive it
     // rides on; one sent before the hold's end would leave it in the hold.
@@ -216,28 +217,26 @@ void elector_actor::renew(const lease& rec, bool fallback) {
 /// "Every timing relation the code enforces").
 void elector_actor::get_then_decide() {
   auto started = clock().now();
-  // The mark of a read in flight (follow_shared_reading), if any, lives
+  // The mark of a read in flight (answered_without_read), if any, lives
   // until this read's answer or deadline.
   call(started, "GET", get_lease_atom::value, opt_.lease,
-       [=, mark = std::move(ttl_read_mark_)](lease_reply& r) {
+       [=, mark = std::move(read_mark_)](lease_reply& r) {
     if (delete_streamed_ <= started)
       delete_streamed_ = {};   // this read tells what the stream's delete did
     if (r.ok()) {
       answered();
       mem_.confirmed_at = clock().now();
-      mem_.outside_wait_until.reset();   // the key is there (again)
-      mem_.hold_next_create = false;
-      if (!streamed_later(*r.value)) {   // else decide on the later version
+      bool later = streamed_later(*r.value);   // then decide on the later version
+      if (!later)
         observe(*r.value, /*report*/ false);
-        note_ttl(*r.value, started);
-      }
-      report_memory();   // the record, confirmed_at, the TTL reading: one report
+      evidence_.read_found(later ? nullptr : &*r.value, started, clock().now());
+      report_memory();   // the record and confirmed_at: one report
       decide(*mem_.record);
     } else if (r.kind() == error_kind::not_found) {
       answered();
       absent(started, r.error.store_revision);
     } else {
-      forget_ttl();   // what we knew of the key's TTL may be stale now
+      evidence_.read_failed();   // what the read would have refreshed may be stale now
       failed(r.error);
     }
   });
@@ -279,21 +278,28 @@ void elector_actor::decide(const lease& rec) {
 /// another replica with it, and that replica needs this long to notice and
 /// stop its work (see succeeded()).
 void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
-  if (opt_.backend->server_expiry && has_term()) {
-    // The store deleted the record: its TTL ran out (or it was revoked).
+  if (evidence_.store_ends_terms() && has_term()) {
+    // The store deleted the record: it ran out (or an operator removed it).
     // The term is over; putting it back would be a new record.
     lose("lease " + opt_.lease.to_string() + " was deleted by the store");
     return;
   }
-  if (!opt_.backend->server_expiry && !has_term() && mem_.record && held_by_other(*mem_.record)) {
-    // The last holder we saw may still be running and about to put its
-    // record back: leave it that chance until it would have expired.
-    done_attempt();
-    return;
-  }
-  if (opt_.backend->server_expiry && !has_term() && vanished_under_a_holder(seen_by, store_revision)) {
-    done_attempt();
-    return;
+  if (!has_term()) {
+    // The last holder we saw may still be running: the evidence says how
+    // long to leave it (on Kubernetes until it would have expired by our
+    // clock; etcd: docs/safety.md, "Writes from outside the protocol").
+    std::string warning;
+    bool wait = evidence_.wait_vanished(view(), seen_by, store_revision, clock().now(), warning);
+    if (!warning.empty() && mem_.record)
+      emit(event_type::outside_write, [&](runtime_event& ev) {
+        ev.holder = mem_.record->spec.holder_identity;
+        ev.term = mem_.record->spec.lease_transitions;
+        ev.reason = warning;
+      });
+    if (wait) {
+      done_attempt();
+      return;
+    }
   }
   if (!has_term() && !opt_.compete) {
     if (mem_.record)
@@ -302,8 +308,8 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
       create_unheld();   // one that never saw a record starts the hold for all
     return;
   }
-  // etcd: a released key vanishes while its preferredHolder takes it (a
-  // delete, then a create): the last record seen still holds others back.
+  // A released record may vanish while its preferredHolder takes it (on
+  // etcd a delete, then a create): the last record seen still holds others back.
   if (!has_term() && hold_back(mem_.record ? &*mem_.record : nullptr)) {
     done_attempt();
     return;
@@ -323,30 +329,18 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
                            mem_.max_term);
   }
   remember_write(l.spec);
-  // etcd needs no hold where this replica saw the key go (released,
-  // expired, or an outside write waited out); one that never saw the key
-  // (a process just started) cannot have waited out an operator's delete
-  // or revoke of a live term, so it holds what it creates, as on Kubernetes.
-  bool hold = create_new
-              && (!opt_.backend->server_expiry || !mem_.record || mem_.hold_next_create
-                  || mem_.vanish_revision == 0);
-  // etcd: the store says whether the key's history shows another write
-  // since the read that judged it gone: a term that came and went unseen
-  // in between (say an operator's delete of another replica's fresh key)
-  // is held for. Other keys' writes in between do not matter.
-  bool ask_history = create_new && opt_.backend->server_expiry && !hold;
-  if (ask_history) {
-    l.absent_at_revision = mem_.vanish_revision;
-    l.seen_at_revision = mem_.vanish_seen_revision;
-  }
+  // A new record's term starts a lease duration after its create, unless
+  // the evidence vouches that no term ran meanwhile; the store then checks
+  // that the record's history shows no other write since the read that
+  // judged it gone (a term that came and went unseen is held for).
+  bool hold = create_new && evidence_.hold_create(view(), l);
+  bool ask_history = create_new && !hold;
   auto started = clock().now();
   call(started, "POST", create_lease_atom::value, std::move(l),
        [=](lease_reply& r) {
          if (r.ok()) {
-           // etcd: counted from the answer, by when any term whose key
-           // was gone before the create had sent its last renew.
            if (hold || (ask_history && !r.value->unwritten_since_read))
-             mem_.created_at = opt_.backend->server_expiry ? clock().now() : started;
+             mem_.created_at = evidence_.hold_from_answer() ? clock().now() : started;
            succeeded(*r.value, started);
          } else {
            failed(r.error);

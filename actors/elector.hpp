@@ -100,9 +100,12 @@ struct elector_options {
   /// sends nothing until the lease could expire. While the watch is down the
   /// elector polls every retry_period, as without it.
   bool watch = true;
-  /// etcd: the store judges expiry (docs/safety.md). Shared with the
-  /// runner and every elector it starts: one copy per lease.
-  std::shared_ptr<const backend_traits> backend;
+  /// How the store names requests (lease_backend::path_of): shared with
+  /// the runner and every elector it starts.
+  std::shared_ptr<const lease_backend> backend;
+  /// What the store can say about this lease beyond its record
+  /// (lease_evidence.hpp): the runner's, kept across its electors.
+  std::shared_ptr<lease_evidence> evidence;
   /// false: follow the lease (watch, observe, report the holder) but never
   /// acquire it; changed with `compete_atom, bool`. A term already held is
   /// the runner's to end.

@@ -78,10 +78,10 @@ private:
   /// `rec` shows what that acquisition wrote: held as written (true).
   bool adopt_unanswered(const lease& rec);
   bool holds_unanswered() const { return unanswered_at_ != wall_time{}; }
-  /// `age` (etcd, lease::renewed_age): the renew was served by a keepalive
-  /// of its session lease sent that long before `started`, as good as a
-  /// renew sent then: the term counts from then (the next renew is still
-  /// due a retry period after `started`).
+  /// `age` (lease::renewed_age): the renew was served by a write the store
+  /// shares between leases (etcd: a session's keepalive) sent that long
+  /// before `started`, as good as a renew sent then: the term counts from
+  /// then (the next renew is still due a retry period after `started`).
   void succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age = {});
   bool in_created_hold(time_point sent) const;
   std::optional<time_point> created_hold_ends() const;
@@ -157,12 +157,9 @@ private:
   bool waits_on_watch() const;
   caf::timespan next_delay();
   std::optional<time_point> hold_back(const lease* rec) const;
-  void note_ttl(const lease& rec, time_point sent);
-  void forget_ttl();
-  caf::timespan ttl_of(const lease& rec) const;
-  bool shares_ttl_readings() const;
-  bool follow_shared_reading();
-  bool vanished_under_a_holder(time_point sent, std::int64_t store_revision);
+  /// What the elector knows, for the store's evidence (lease_evidence).
+  lease_evidence::view view() const;
+  bool answered_without_read();
   void create_unheld();
   void note_error(const api_error& err);
   void answered();
@@ -182,11 +179,11 @@ private:
 
   elector_options opt_;
   std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
-  float read_spread_ = -1;                // etcd: next_ttl_read's spread, drawn once (-1: not yet)
-  // The stream told of the key's delete then ({}: no delete unread): a read
-  // begun since comes before any shared reading.
+  lease_evidence& evidence_ = *opt_.evidence;
+  // The stream told of the record's delete then ({}: no delete unread): a
+  // read begun since comes before anything the evidence could answer.
   time_point delete_streamed_{};
-  std::shared_ptr<void> ttl_read_mark_;   // etcd: this read marked in flight (follow_shared_reading)
+  std::shared_ptr<void> read_mark_;   // this read marked in flight for other followers (answered_without_read)
   event_emitter emit;
   lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;

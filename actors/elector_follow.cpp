@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "actors/handover.hpp"
-#include "actors/outside_writes.hpp"
 
 // What the elector knows of the lease and the API: the watch's events, the
-// record in memory, when a follower wakes, the API's health, and the writes
-// from outside the protocol (outside_writes.hpp). The class and the
-// decision path they feed: actors/elector_actor.hpp, actors/elector.cpp.
+// record in memory, when a follower wakes, and the API's health. What the
+// store says beyond the record comes from its evidence (lease_evidence.hpp).
+// The class and the decision path they feed: actors/elector_actor.hpp,
+// actors/elector.cpp.
 
 namespace leasehold {
 
@@ -90,10 +90,10 @@ void elector_actor::on_watched(const lease& rec) {
   if (held_by_other(rec)) {
     // Waiting on the watch: wake when this renew could expire. Polling:
     // the poll already scheduled stands (a renew must not postpone it).
-    // etcd: a new key comes without its TTL; read it at once.
+    // Where the store ends terms, its evidence says when to read.
     if (waits_on_watch()) {
-      if (opt_.backend->server_expiry)
-        schedule_tick(mem_.ttl_read_at ? next_delay() : caf::timespan{0});
+      if (evidence_.store_ends_terms())
+        schedule_tick(evidence_.read_streamed_record() ? caf::timespan{0} : next_delay());
       else
         wake_at_expiry();
     }
@@ -136,7 +136,7 @@ bool elector_actor::held_by_other(const lease& rec) const {
   }
   if (holder == opt_.identity && mem_.own_term && same_term(rec.spec, *mem_.own_term))
     return false;   // a term this replica held and ended: its modules are down
-  return opt_.backend->server_expiry || !expired(rec);
+  return evidence_.store_ends_terms() || !expired(rec);
 }
 
 bool elector_actor::streamed_later(const lease& answer) const {
@@ -162,11 +162,7 @@ void elector_actor::observe(const lease& rec, bool report) {
                  && !released_record(rec.spec);
   mem_.record = rec;
   mem_.observed_at = clock().now();
-  mem_.ttl_read_at.reset();   // another record: another key or lease
-  mem_.ttl_zero_since.reset();
-  mem_.ttl_zero_revision = 0;
-  mem_.outside_wait_until.reset();
-  mem_.hold_next_create = false;
+  evidence_.record_changed();
   mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
   if (report)
     report_memory();   // else the caller reports once it has noted the rest
@@ -212,38 +208,15 @@ caf::timespan elector_actor::next_delay() {
   auto now = clock().now();
   caf::timespan d;
   if (waits_on_watch()) {
-    // The watch tells of every change; nothing to ask until it could expire.
-    // With server expiry the record never tells when: a keepalive changes
-    // neither the record nor its version, so the time since it last
-    // changed passes a lease duration while it is still held, and waking
-    // then would poll without pause. The watch streams the key's deletion
-    // (the stream's own quiet read guards the stream); the TTL readings of
-    // the holder's etcd lease (outside_writes.hpp: next_ttl_read) say when
-    // the key could be in its last second, and the followers of that
-    // lease share them (follow_shared_reading: no request while a newer
-    // reading of n >= 2 s is there). Without shared readings (timings
-    // outside ttl_tells_expiry, a key without a lease) a read every half
-    // lease duration confirms the holder (the holder view counts from it:
-    // docs/operations.md).
-    // A record without a holder (emptied, or created unheld) is waited out
-    // by our clock on etcd too: wake when it expires.
-    d = opt_.backend->server_expiry && !mem_.record->spec.holder_identity.empty()
-          ? (shares_ttl_readings() ? opt_.timings.lease_duration : opt_.timings.lease_duration / 2)
-          : std::max(caf::timespan{0}, expires_at(*mem_.record) - now);
+    // The watch tells of every change; nothing to ask until it could
+    // expire, by our clock or by what the store's evidence says.
+    d = evidence_.stream_wait(view(), now, expires_at(*mem_.record));
   } else {
     std::uniform_real_distribution<double> u(0.0, jitter_factor);
     auto base = opt_.timings.retry_period;
     d = base + caf::timespan{static_cast<caf::timespan::rep>(base.count() * u(rng_))};
   }
-  if (opt_.backend->server_expiry && mem_.record && !mem_.outside_wait_until
-      && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record))) {
-    if (shares_ttl_readings() && read_spread_ < 0)
-      read_spread_ = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
-    d = next_ttl_read(mem_, opt_.timings, now, d,
-                      shares_ttl_readings() ? static_cast<double>(read_spread_) : 0.0);
-  }
-  if (mem_.outside_wait_until && *mem_.outside_wait_until > now)
-    d = std::min(d, *mem_.outside_wait_until - now);   // wake when the wait ends
+  d = evidence_.next_wake(view(), now, d);   // a read it needs sooner, a wait's end
   if (auto until = hold_back(mem_.record ? &*mem_.record : nullptr))
     d = std::min(d, *until - now);
   return d;
@@ -268,149 +241,44 @@ std::optional<time_point> elector_actor::hold_back(const lease* rec) const {
                                     opt_.compete_after, clock().now());
 }
 
-// -- writes from outside the protocol (outside_writes.hpp) ---------------------
+// -- the store's evidence (lease_evidence.hpp) ------------------------------------
 
-/// etcd: a read sent at `sent` reported the key's remaining TTL, read
-/// rec.ttl_age before the transport began it (a reading shared by the keys
-/// of one etcd lease): it counts from sent - ttl_age, no later than its
-/// real send time.
-void elector_actor::note_ttl(const lease& rec, time_point sent) {
-  if (!opt_.backend->server_expiry || !rec.ttl_seconds)
-    return;
-  auto left = std::max<std::int64_t>(0, *rec.ttl_seconds);
-  if (left != 0)
-    mem_.ttl_zero_since.reset();
-  else if (!mem_.ttl_zero_since || mem_.ttl_left != 0)
-    mem_.ttl_zero_since = clock().now();   // the reply of the first read of 0
-  mem_.ttl_zero_revision = left == 0 ? rec.read_revision : 0;
-  mem_.ttl_read_at = sent - std::chrono::duration_cast<caf::timespan>(rec.ttl_age);
-  mem_.ttl_left = left;
+lease_evidence::view elector_actor::view() const {
+  lease_evidence::view v;
+  v.record = mem_.record ? &*mem_.record : nullptr;
+  v.observed_at = mem_.observed_at;
+  v.held_by_other = mem_.record && held_by_other(*mem_.record);
+  v.stream_up = watch_up_;
+  v.stream_up_since = watch_up_since_;
+  v.waits_on_stream = waits_on_watch();
+  return v;
 }
 
-/// etcd: whether this follower's TTL readings come from its transport's
-/// shared readings of the holder's etcd lease (follow_shared_reading):
-/// a held key bound to an etcd lease, timings under which a reading tells
-/// an expiry, a transport that shares its readings.
-bool elector_actor::shares_ttl_readings() const {
-  if (!opt_.backend->ttl_status_of || !mem_.record)
+/// A follower's attempt while its stream is up and the record held: the
+/// evidence may answer it without a request (etcd: another follower's
+/// fresh reading of the holder's session), or ask it to look again
+/// shortly; else it reads (get_then_decide), marked in flight for the
+/// others. True: answered.
+bool elector_actor::answered_without_read() {
+  if (delete_streamed_ != time_point{} || !waits_on_watch() || hold_back(&*mem_.record))
     return false;
-  auto& id = mem_.record->etcd_lease_id;
-  return !id.empty() && id != "0" && !mem_.record->spec.holder_identity.empty()
-         && ttl_tells_expiry(opt_.timings, ttl_of(*mem_.record));
-}
-
-/// etcd, a follower's attempt while its stream is up (waits_on_watch) and
-/// the key is held: the stream shows every change of the key (a PUT, the
-/// DELETE of an expiry or revoke), so a range would tell nothing new; what
-/// it needs is a fresh TTL reading (next_ttl_read). Its transport's latest
-/// reading of the key's etcd lease, taken by another follower's read after
-/// this follower's own, serves if it says n >= 2 s and its next read is
-/// still ahead: noted as its own (counted from its real send), no request.
-/// Else, while another follower's read of that lease is in flight (begun
-/// after this follower's own reading, less than a request timeout ago),
-/// it waits for that read's reading (a short wake, no request); else it is
-/// its turn: it marks its read in flight for the others and reads. Only
-/// while what it knows says n >= 2 s: a reading of 0 or 1 s never serves
-/// and is never waited for, so the ran-out judgment (judge_vanished_key)
-/// rests on this follower's own reads of the key in its last seconds,
-/// exactly as before. A wait can only make its reading older or later,
-/// which costs time, never safety (docs/safety.md). False: read
-/// (get_then_decide).
-bool elector_actor::follow_shared_reading() {
-  if (delete_streamed_ != time_point{} || !waits_on_watch() || !shares_ttl_readings()
-      || mem_.outside_wait_until || hold_back(&*mem_.record))
-    return false;
-  auto& id = mem_.record->etcd_lease_id;
-  auto s = opt_.backend->ttl_status_of(id);
-  if ((s.latest && s.latest->ttl_seconds < 2) || (mem_.ttl_read_at && mem_.ttl_left < 2))
-    return false;
-  auto now = clock().now();
-  auto since = [now](std::chrono::nanoseconds age) {
-    return now - std::chrono::duration_cast<caf::timespan>(age);
-  };
-  if (s.latest && (!mem_.ttl_read_at || since(s.latest->age) > *mem_.ttl_read_at)) {
-    auto sent = since(s.latest->age);
-    mem_.ttl_read_at = sent;
-    mem_.ttl_left = s.latest->ttl_seconds;
-    mem_.ttl_zero_since.reset();
-    mem_.ttl_zero_revision = 0;
-    if (next_delay() > caf::timespan{0}) {
-      mem_.confirmed_at = std::max(mem_.confirmed_at, sent);   // its etcd lease lives: the holder is current
+  auto s = evidence_.answer_without_read(view(), clock().now(),
+                                         [this] { return next_delay() > caf::timespan{0}; });
+  using kind = lease_evidence::shortcut::kind;
+  switch (s.what) {
+    case kind::confirmed:
+      mem_.confirmed_at = std::max(mem_.confirmed_at, s.confirmed_at);   // the holder is current
       report_memory();
       done_attempt();
       return true;
-    }
-    // too old to wait on: read, unless a read is in flight
+    case kind::look_again:
+      done_attempt(s.after);   // nothing asked: look again shortly
+      return true;
+    case kind::read:
+      read_mark_ = std::move(s.read_mark);   // until its answer (get_then_decide)
+      return false;
   }
-  auto rt = opt_.timings.effective_request_timeout();
-  if (s.read_begun && *s.read_begun < rt
-      && (!mem_.ttl_read_at || since(*s.read_begun) > *mem_.ttl_read_at)) {
-    using namespace std::chrono_literals;
-    done_attempt(std::clamp<caf::timespan>(rt / 100, 5ms, 50ms));   // nothing asked: look again shortly
-    return true;
-  }
-  if (opt_.backend->ttl_read_begins)
-    ttl_read_mark_ = opt_.backend->ttl_read_begins(id);   // until its answer (get_then_decide)
   return false;
-}
-
-void elector_actor::forget_ttl() {
-  if (!mem_.ttl_read_at)
-    return;
-  mem_.ttl_read_at.reset();
-  mem_.ttl_zero_since.reset();
-  mem_.ttl_zero_revision = 0;
-  report_memory();
-}
-
-caf::timespan elector_actor::ttl_of(const lease& rec) const {
-  return std::chrono::seconds(
-    std::max(1, rec.spec.lease_duration_seconds.value_or(duration_seconds(opt_.timings.lease_duration))));
-}
-
-/// etcd: a read sent at `sent` found no key where the last record we saw
-/// was (a holder's term, a released record, our own ended term: anyone
-/// may have taken it since, unseen). Judged once per vanish
-/// (judge_vanished_key): an expiry seen through fresh readings and a
-/// gapless watch frees the key at (first read of 0) + 1 s; anything else
-/// (an operator's delete or revoke, stale readings, polling) lets it
-/// create at once and hold what it creates for a lease duration. True
-/// while it must wait. A replica that saw no record holds what it creates.
-bool elector_actor::vanished_under_a_holder(time_point sent, std::int64_t store_revision) {
-  if (!mem_.record)
-    return false;
-  if (mem_.observed_at > sent)
-    return true;    // the answer predates the record the watch showed since: read again
-  if (!mem_.outside_wait_until) {
-    auto& spec = mem_.record->spec;
-    bool gapless = watch_up_ && mem_.ttl_read_at && watch_up_since_ <= *mem_.ttl_read_at;
-    auto v = judge_vanished_key(mem_, sent, opt_.timings, ttl_of(*mem_.record), gapless,
-                                store_revision);
-    mem_.outside_wait_until = v.create_at;
-    mem_.hold_next_create = v.hold;
-    mem_.vanish_revision = store_revision;
-    mem_.vanish_seen_revision = v.history_from;
-    mem_.ttl_read_at.reset();   // the key is gone: nothing left to read a TTL of
-    mem_.ttl_zero_since.reset();
-    mem_.ttl_zero_revision = 0;
-    report_memory();
-    // A key created unheld (no holder, no release) is taken by a delete
-    // and a create: its vanishing is the protocol's, said by no warning.
-    bool unheld = spec.holder_identity.empty() && !released_record(spec);
-    if (v.hold && !unheld)
-      emit(event_type::outside_write, [&](runtime_event& ev) {
-        ev.holder = spec.holder_identity;
-        ev.term = spec.lease_transitions;
-        ev.reason = "the key (last seen: " + (spec.holder_identity.empty() ? std::string("released")
-                                                               : "held by " + spec.holder_identity)
-                    + ", term " + std::to_string(spec.lease_transitions)
-                    + ") vanished, and no fresh reading of its etcd lease at 0 s shows it ran "
-                      "out: a key created now starts its term "
-                    + std::to_string(to_ms(opt_.timings.lease_duration))
-                    + "ms later, in case its holder still works";
-      });
-  }
-  return clock().now() < *mem_.outside_wait_until;
 }
 
 // -- a standby's first create --------------------------------------------------

@@ -32,11 +32,6 @@ bool legal_transition(elector_state from, elector_state to) {
   return false;
 }
 
-int duration_seconds(caf::timespan lease_duration) {
-  auto secs = std::chrono::duration<double>(lease_duration).count();
-  return std::max(2, static_cast<int>(std::ceil(secs)));
-}
-
 lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
                          caf::timespan lease_duration, wall_time now, std::int64_t max_term_seen) {
   lease_spec s;

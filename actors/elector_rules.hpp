@@ -39,19 +39,13 @@ bool same_term(const lease_spec& a, const lease_spec& b);
 /// rejects 0), transitions kept.
 lease_spec released_spec(const lease_spec& held, wall_time now);
 
-/// etcd: how old a keepalive of its session lease a renew may ride on
-/// (lease::renew_max_age), the renew then counting from that keepalive's
-/// send: at most half a retry period and a quarter of what the renew
+/// How old a write the store shares between leases (etcd: a keepalive of
+/// a session lease) a renew may ride on (lease::renew_max_age), the renew
+/// then counting from that write's send: at most half a retry period and a quarter of what the renew
 /// deadline leaves over it, so the term still outlives the next renew and
 /// its retry nearly as before (1 s with the defaults; none when the deadline
 /// leaves nothing).
 caf::timespan renew_ride_limit(const election_timings& t);
-
-/// leaseDurationSeconds of every record but a release: whole seconds,
-/// rounded up, and at least 2, because 1 marks a release (released_record).
-/// A lease of 1 s or less is written as 2 s: followers and foreign readers
-/// wait longer, never shorter (docs/safety.md, "How a release is told").
-int duration_seconds(caf::timespan lease_duration);
 
 /// After an error of kind `k` a write may still stand in the store: no
 /// answer came (a timeout, a dropped connection), a gateway's 5xx may follow

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "actors/outside_writes.hpp"
 
 namespace leasehold {
 

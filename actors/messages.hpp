@@ -46,30 +46,6 @@ struct lease_memory {
   /// When a read last found the record as in `record` (on etcd a renew
   /// changes nothing, so this, not observed_at, says the holder is current).
   caf::actor_clock::time_point confirmed_at{};
-  /// etcd: the latest read of the key that reported its etcd lease's
-  /// remaining TTL (whole seconds, truncated): sent at `ttl_read_at`,
-  /// `ttl_left` seconds; `ttl_zero_since`: the reply time of the first read
-  /// in a row that reported 0 (the lease had under a second left). A failed
-  /// read voids them; a new record resets them (another key, another lease).
-  std::optional<caf::actor_clock::time_point> ttl_read_at;
-  std::int64_t ttl_left = 0;
-  std::optional<caf::actor_clock::time_point> ttl_zero_since;
-  /// The store revision of the latest read that reported 0 (0: none known):
-  /// the key was present there, where a ran-out create's history starts.
-  std::int64_t ttl_zero_revision = 0;
-  /// etcd: the key this follower last saw vanished: it creates the key no
-  /// earlier than this, and holds what it creates for a lease duration when
-  /// `hold_next_create` (the vanish was not judged an expiry).
-  std::optional<caf::actor_clock::time_point> outside_wait_until;
-  bool hold_next_create = false;
-  /// The store's revision at the read that judged the vanish an expiry: a
-  /// create skips the hold only if nothing was written since (no term came
-  /// and went unseen): its read has this revision and its key the next.
-  std::int64_t vanish_revision = 0;
-  /// When it was judged to have run out: the revision the key was last
-  /// read present at (ttl_zero_revision then); its history from there
-  /// must show one vanish and nothing else (lease::seen_at_revision).
-  std::int64_t vanish_seen_revision = 0;
 };
 
 // elector -> runner

@@ -26,7 +26,8 @@ runner_impl::runner_impl(caf::actor_config& cfg, runner_options opts)
               [this](const std::string& name) { on_kill_unconfirmed(name); }}) {
   if (!opt_.on_fatal)
     opt_.on_fatal = default_fatal_handler;
-  traits_ = std::make_shared<const backend_traits>(std::move(opt_.backend.traits));   // one copy
+  backend_ = std::make_shared<const lease_backend>(std::move(opt_.backend));   // one copy
+  evidence_ = backend_->evidence ? backend_->evidence(opt_.timings, opt_.seed) : clock_evidence();
   opt_.events = nullptr;   // kept once, in emit (the supervisor's modules get it from there)
 }
 
@@ -187,7 +188,8 @@ void runner_impl::start_elector() {
   eo.lease = opt_.lease;
   eo.timings = opt_.timings;
   eo.transport = opt_.backend.transport;
-  eo.backend = traits_;
+  eo.backend = backend_;
+  eo.evidence = evidence_;
   eo.runner = caf::actor_cast<runner_internal_actor>(this);
   eo.emit = emit;
   eo.seed = rng_();

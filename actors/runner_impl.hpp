@@ -124,7 +124,8 @@ private:
   runner_status make_status();
 
   runner_options opt_;
-  std::shared_ptr<const backend_traits> traits_;   // opt_.backend's, shared with the electors
+  std::shared_ptr<const lease_backend> backend_;   // opt_.backend, shared with the electors
+  std::shared_ptr<lease_evidence> evidence_;        // this lease's, kept across its electors
   std::minstd_rand rng_;                    // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
   backoff backoff_;
   backoff handover_backoff_;                // after handing over for a crash-looping module

@@ -1,4 +1,5 @@
 #include "transport/etcd_transport.hpp"
+#include "transport/etcd/etcd_evidence.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -10,8 +11,7 @@ namespace leasehold {
 
 lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   lease_backend b;
-  b.traits.server_expiry = true;   // the key dies with its etcd lease (docs/safety.md)
-  b.traits.request_path = [scope_prefix = cfg.prefix](const std::string&, const lease_key& k) {
+  b.request_path = [scope_prefix = cfg.prefix](const std::string&, const lease_key& k) {
     return etcd_scope{scope_prefix, k.ns}.key(k.name);
   };
   transport_pool_options opts;
@@ -24,10 +24,13 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   // lease, however many keys are bound to it: etcd_ttl_readings.hpp).
   auto readings = std::make_shared<etcd_client::ttl_cache>();
   auto session = std::make_shared<etcd_session>();
-  b.traits.ttl_status_of = [readings](const std::string& id) {
+  // The key dies with its etcd lease: the followers' evidence is the TTL
+  // readings they share and the store's revisions (docs/safety.md).
+  auto shared = std::make_shared<etcd_shared_readings>();
+  shared->status_of = [readings](const std::string& id) {
     return readings->status(id, std::chrono::steady_clock::now());
   };
-  b.traits.ttl_read_begins = [readings](const std::string& id) {
+  shared->read_begins = [readings](const std::string& id) {
     auto t = std::chrono::steady_clock::now();
     readings->begin(id, t);
     std::weak_ptr<etcd_client::ttl_cache> w = readings;
@@ -36,11 +39,14 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
         r->end(id, t);
     });
   };
+  b.evidence = [shared](const election_timings& t, std::uint64_t seed) {
+    return make_etcd_evidence(t, seed, shared);
+  };
   opts.batch_writes = true;   // releases and new terms: etcd_client::write_leases
   opts.make_client = [cfg, readings, session] {
     return std::make_unique<lease_client_of<etcd_client>>(cfg, readings, session);
   };
-  opts.where = b.traits.request_path;
+  opts.where = b.request_path;
   // One watch stream per namespace, shared by every subscriber in it (one
   // thread and one connection however many leases): the keys under
   // <prefix>/<namespace>/, demultiplexed by lease name.

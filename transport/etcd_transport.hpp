@@ -49,7 +49,7 @@
 // etcd_client.hpp (endpoints, failover, auth, the mapping above),
 // etcd_watch.hpp (the watch), etcd_transport.cpp (the actor).
 // Expiry is judged by etcd (lease TTL), so spawn_etcd_backend returns the
-// transport with backend_traits{.server_expiry = true} (docs/safety.md),
+// transport with etcd's evidence (transport/etcd/etcd_evidence.hpp) (docs/safety.md),
 // and names requests by their keys.
 #pragma once
 

@@ -5,7 +5,7 @@
 // holder's session lease) then cost one TTL read between them, not one each.
 //
 // A reading serves a later read only while it is young enough for the
-// follower rules that use it (actors/outside_writes.hpp), and the follower
+// follower rules that use it (transport/etcd/etcd_evidence.hpp), and the follower
 // is told its age (lease::ttl_age), so its rules count from the reading's
 // real send time, never a later one:
 //   - a reading of n >= 2 s serves for (n - 0.5 s) / 2: next_ttl_read reads
@@ -32,7 +32,7 @@
 #include <optional>
 #include <string>
 
-#include "leasehold/lease_transport.hpp"
+#include "transport/etcd/etcd_evidence.hpp"
 
 namespace leasehold {
 
@@ -52,7 +52,7 @@ inline bool ttl_reading_serves(std::int64_t ttl_seconds, std::chrono::nanosecond
 /// its read goes out and ends the mark when its answer is back (end), and
 /// the followers of the same etcd lease whose turn comes meanwhile wait
 /// for that read's reading instead of sending their own
-/// (elector_actor::follow_shared_reading), for a request timeout at most.
+/// (etcd_evidence::answer_without_read), for a request timeout at most.
 template <class TimePoint>
 class ttl_readings {
 public:
@@ -75,21 +75,21 @@ public:
     return r;
   }
 
-  /// What a follower looks up (backend_traits::ttl_status_of), as ages at
+  /// What a follower looks up (etcd_shared_readings::status_of), as ages at
   /// `now`: the latest reading of lease `id`, however old (it judges its
-  /// use itself: elector_actor::follow_shared_reading), and the read
+  /// use itself: etcd_evidence::answer_without_read), and the read
   /// marked in flight, if any.
-  backend_traits::ttl_status status(const std::string& id, TimePoint now) const {
+  etcd_ttl_status status(const std::string& id, TimePoint now) const {
     auto age = [now](TimePoint t) {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(now > t ? now - t : now - now);
     };
-    backend_traits::ttl_status s;
+    etcd_ttl_status s;
     std::lock_guard<std::mutex> g(mx_);
     auto i = leases_.find(id);
     if (i == leases_.end())
       return s;
     if (auto& r = i->second.latest)
-      s.latest = backend_traits::ttl_reading{age(r->sent), r->ttl_seconds};
+      s.latest = etcd_ttl_status::reading{age(r->sent), r->ttl_seconds};
     if (auto& b = i->second.begun)
       s.read_begun = age(*b);
     return s;

@@ -10,8 +10,7 @@ namespace leasehold {
 
 lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg) {
   lease_backend b;
-  b.traits.server_expiry = false;   // each follower judges expiry by its own clock
-  b.traits.request_path = kube_request_path;
+  b.request_path = kube_request_path;   // no evidence beyond the record: judged by the clock
   transport_pool_options opts;
   opts.workers = cfg.workers;
   opts.max_wait = max_request_time(cfg);
@@ -24,7 +23,7 @@ lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg) 
   opts.make_client = [cfg, echoes] {
     return std::make_unique<lease_client_of<kube_client>>(cfg, echoes);
   };
-  opts.where = b.traits.request_path;
+  opts.where = b.request_path;
   // One watch stream per namespace, shared by every subscriber in it (one
   // thread and one connection however many leases): the namespace's Lease
   // collection, demultiplexed by lease name.

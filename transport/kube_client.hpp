@@ -21,7 +21,7 @@ std::string events_path(const std::string& ns);         // /api/v1/namespaces/{n
 
 /// What a request of `verb` on lease `k` is named in errors: a POST creates
 /// in the namespace's Lease collection, the others act on the Lease's own
-/// path (the Kubernetes transport's backend_traits::request_path).
+/// path (the Kubernetes transport's lease_backend::request_path).
 std::string kube_request_path(const std::string& verb, const lease_key& k);
 
 /// One Lease request as kube_client sends it: `error` set (kind not

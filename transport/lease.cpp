@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -232,6 +233,15 @@ std::optional<wall_time> parse_micro_time(const std::string& text) {
                                       static_cast<unsigned>(day)) * 86400 +
                       hour * 3600 + minute * 60 + second - offset_seconds;
   return wall_time{std::chrono::microseconds{secs * 1000000 + micros}};
+}
+
+bool released_record(const lease_spec& s) {
+  return s.holder_identity.empty() && (!s.lease_duration_seconds || *s.lease_duration_seconds <= 1);
+}
+
+int duration_seconds(std::chrono::nanoseconds lease_duration) {
+  auto secs = std::chrono::duration<double>(lease_duration).count();
+  return std::max(2, static_cast<int>(std::ceil(secs)));
 }
 
 bool lease_spec::operator==(const lease_spec& o) const {

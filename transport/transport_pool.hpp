@@ -164,7 +164,7 @@ struct transport_pool_options {
   /// Builds one worker's client (called on the dispatcher).
   std::function<std::unique_ptr<lease_client>()> make_client;
   /// What errors made by the pool itself name for a request `verb` on a
-  /// lease: the backend's backend_traits::request_path (Kubernetes: its
+  /// lease: the backend's lease_backend::request_path (Kubernetes: its
   /// Lease path; etcd: its key).
   std::function<std::string(const std::string& verb, const lease_key&)> where;
   /// Builds the dispatcher's watches (watch_per_namespace of

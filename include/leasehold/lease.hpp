@@ -67,6 +67,17 @@ struct lease_spec {
   bool operator!=(const lease_spec& o) const { return !(*this == o); }
 };
 
+/// The record encoding's one mark of a release (released_spec, and
+/// client-go's release): holder "" and leaseDurationSeconds 1 (or none). A
+/// holder emptied with its duration kept was emptied by somebody else.
+bool released_record(const lease_spec& s);
+
+/// leaseDurationSeconds of every record but a release: whole seconds,
+/// rounded up, and at least 2, because 1 marks a release. A lease of 1 s or
+/// less is written as 2 s: readers wait longer, never shorter
+/// (docs/safety.md, "How a release is told").
+int duration_seconds(std::chrono::nanoseconds lease_duration);
+
 struct lease {
   std::string name;
   std::string ns;
@@ -95,7 +106,7 @@ struct lease {
   /// etcd only: the ID of the etcd lease the key is bound to, as etcd
   /// writes it (a range or a watch PUT; "" or "0": none). A follower looks
   /// up its transport's latest TTL reading of that lease by it
-  /// (backend_traits::ttl_status_of).
+  /// (etcd_shared_readings::status_of).
   std::string etcd_lease_id;
   /// etcd renew reply: how long before the transport began this renew the
   /// keepalive that renewed the key was sent (one keepalive of a session

@@ -14,6 +14,8 @@
 
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
+#include "leasehold/lease_evidence.hpp"
+#include "leasehold/timings.hpp"
 
 namespace leasehold {
 using lease_reply = api_result<lease>;
@@ -73,55 +75,24 @@ using lease_transport_actor = caf::typed_actor<
   caf::replies_to<update_lease_atom, lease>::with<lease_reply>,
   caf::reacts_to<watch_lease_atom, lease_watch_request>>;
 
-/// What an elector must know about the store behind a transport.
-struct backend_traits {
-  /// The store itself ends a term when its TTL runs out (etcd: the key dies
-  /// with its lease). Followers then never judge expiry by their clock:
-  /// only an absent record lets them acquire; a leader whose record is gone
-  /// has lost its term; a created record starts its term at once.
-  /// false (Kubernetes): expiry judged by each follower's own clock.
-  bool server_expiry = false;
+/// A lease transport and what the store behind it can say about a lease,
+/// made together by one factory (spawn_http_backend, spawn_etcd_backend in
+/// transports.hpp; a test's simulated store) and handed to a runner as one
+/// value, so that no elector runs a store with another store's evidence.
+struct lease_backend {
+  lease_transport_actor transport;
+  /// One lease's evidence (lease_evidence.hpp), made once per runner and
+  /// kept across its electors. Unset: the base, which judges by the clock.
+  std::function<std::shared_ptr<lease_evidence>(const election_timings&, std::uint64_t seed)>
+    evidence;
   /// How the store names a request `verb` ("GET", "POST", "PUT") on a
   /// lease, in the errors an elector makes itself (a request that timed
   /// out): Kubernetes its REST path, etcd its key. Unset: "namespace/name".
   std::function<std::string(const std::string& verb, const lease_key&)> request_path;
-  /// etcd: what the transport knows of an etcd lease's remaining TTL
-  /// (`lease::etcd_lease_id`), shared by every key bound to that lease
-  /// (transport/etcd_ttl_readings.hpp): its latest reading (how long ago
-  /// its timetolive was sent and the whole seconds it said), and how long
-  /// ago a follower's read of it was marked in flight (ttl_read_begins),
-  /// if one is and no read done since has ended it. Values in memory, no
-  /// request. A follower whose stream is up reads its key's TTL from them
-  /// instead of asking, and waits for a read in flight rather than sending
-  /// its own (docs/safety.md, "One TTL reading per etcd lease"). Unset
-  /// (Kubernetes): none.
-  struct ttl_reading {
-    std::chrono::nanoseconds age{0};
-    std::int64_t ttl_seconds = 0;
-  };
-  struct ttl_status {
-    std::optional<ttl_reading> latest;
-    std::optional<std::chrono::nanoseconds> read_begun;
-  };
-  std::function<ttl_status(const std::string& etcd_lease_id)> ttl_status_of;
-  /// etcd: a follower's read of a key bound to this etcd lease goes out
-  /// now (its turn): marked in flight for the lease's other followers
-  /// until the handle returned is released (when its answer is back).
-  std::function<std::shared_ptr<void>(const std::string& etcd_lease_id)> ttl_read_begins;
 
   std::string path_of(const std::string& verb, const lease_key& k) const {
     return request_path ? request_path(verb, k) : k.to_string();
   }
-};
-
-/// A lease transport and the traits of the store behind it, made together
-/// by one factory (spawn_http_backend, spawn_etcd_backend in transports.hpp;
-/// a test's simulated store) and handed to a runner as one value, so that
-/// no elector runs a store with another store's traits (etcd's transport is
-/// correct only with server_expiry).
-struct lease_backend {
-  lease_transport_actor transport;
-  backend_traits traits;
 };
 
 } // namespace leasehold

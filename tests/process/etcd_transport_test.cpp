@@ -31,7 +31,7 @@
 #include "tests/support/lease_replies.hpp"
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
-#include "actors/outside_writes.hpp"
+#include "transport/etcd/etcd_evidence.hpp"
 #include "transport/common/base64.hpp"
 #include "transport/etcd_members.hpp"
 #include "transport/etcd_transport.hpp"

@@ -5,7 +5,7 @@
 
 #include "actors/elector.hpp"
 #include "actors/elector_rules.hpp"
-#include "actors/outside_writes.hpp"
+#include "transport/etcd/etcd_evidence.hpp"
 #include "sim_world.hpp"
 
 using namespace leasehold;
@@ -232,7 +232,7 @@ TEST_CASE("a lease created on an empty API starts its term only a lease duration
   CHECK(w.api().peek(o.lease)->spec.holder_identity == w.rep(l).identity);
 }
 
-// -- writes from outside the protocol: the rules (actors/outside_writes.hpp) ----
+// -- writes from outside the protocol: the rules (transport/etcd/etcd_evidence.hpp) ----
 
 TEST_CASE("outside writes: a release is told from an emptied holderIdentity by its duration") {
   lease_spec released;   // released_spec: holder "", duration 1
@@ -288,23 +288,24 @@ TEST_CASE("outside writes: a released etcd key deleted by the very next write wa
   tp t0{std::chrono::hours(1)};
   election_timings t;
   auto ttl = caf::timespan{15s};
-  lease_memory m;
-  m.record = lease{};
-  m.record->resource_version = "10";   // the released record's mod_revision
-  m.record->spec.holder_identity = "";
-  m.record->spec.lease_duration_seconds = 1;
-  auto v = judge_vanished_key(m, t0, t, ttl, false, 11);
+  std::optional<lease> rec;
+  etcd_key_readings m;
+  rec = lease{};
+  rec->resource_version = "10";   // the released record's mod_revision
+  rec->spec.holder_identity = "";
+  rec->spec.lease_duration_seconds = 1;
+  auto v = judge_vanished_key(rec ? &*rec : nullptr, m, t0, t, ttl, false, 11);
   CHECK_FALSE(v.hold);
   CHECK(v.create_at == t0);
   // Any other write between (a create and a delete of a term this follower
   // never saw), or no revision: held as before.
-  CHECK(judge_vanished_key(m, t0, t, ttl, false, 12).hold);
-  CHECK(judge_vanished_key(m, t0, t, ttl, false, 0).hold);
+  CHECK(judge_vanished_key(rec ? &*rec : nullptr, m, t0, t, ttl, false, 12).hold);
+  CHECK(judge_vanished_key(rec ? &*rec : nullptr, m, t0, t, ttl, false, 0).hold);
   // A held record deleted by the next write is an outside delete of a live
   // term: held.
-  m.record->spec.holder_identity = "agent-1";
-  m.record->spec.lease_duration_seconds = 15;
-  CHECK(judge_vanished_key(m, t0, t, ttl, false, 11).hold);
+  rec->spec.holder_identity = "agent-1";
+  rec->spec.lease_duration_seconds = 15;
+  CHECK(judge_vanished_key(rec ? &*rec : nullptr, m, t0, t, ttl, false, 11).hold);
 }
 
 TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL could have run out") {
@@ -314,35 +315,36 @@ TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL
   auto ttl = caf::timespan{15s};
   REQUIRE(ttl_tells_expiry(t, ttl));
   auto held = [](vanish_verdict v, tp at) { return v.hold && v.create_at == at; };
-  lease_memory m;
+  std::optional<lease> rec;
+  etcd_key_readings m;
   // No TTL reading: create now, hold it a lease duration.
-  CHECK(held(judge_vanished_key(m, t0, t, ttl, true, 0), t0));
+  CHECK(held(judge_vanished_key(rec ? &*rec : nullptr, m, t0, t, ttl, true, 0), t0));
   // The latest read, at t0, said 14 s were left: gone 8 s later, a delete
   // or revoke from outside (the holder was live).
-  m.ttl_read_at = t0;
-  m.ttl_left = 14;
-  CHECK(held(judge_vanished_key(m, t0 + 8s, t, ttl, true, 0), t0 + 8s));
+  m.read_at = t0;
+  m.left = 14;
+  CHECK(held(judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 8s, t, ttl, true, 0), t0 + 8s));
   // Reads of 0 since t0 + 1 s (reply): the holder is past its deadline; gone
   // within the next read: free from (first 0) + 1 s on, no hold.
-  m.ttl_read_at = t0 + 1500ms;
-  m.ttl_left = 0;
-  m.ttl_zero_since = t0 + 1s;
+  m.read_at = t0 + 1500ms;
+  m.left = 0;
+  m.zero_since = t0 + 1s;
   // ... but only from a read whose store revision is known: a stream may be
   // up and late, so the create's history must start at that read.
-  CHECK(held(judge_vanished_key(m, t0 + 2100ms, t, ttl, true, 0), t0 + 2100ms));
-  m.ttl_zero_revision = 40;
-  auto v = judge_vanished_key(m, t0 + 2100ms, t, ttl, true, 0);
+  CHECK(held(judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 2100ms, t, ttl, true, 0), t0 + 2100ms));
+  m.zero_revision = 40;
+  auto v = judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 2100ms, t, ttl, true, 0);
   CHECK_FALSE(v.hold);
   CHECK(v.history_from == 40);
   CHECK(v.create_at == t0 + 2100ms);
-  v = judge_vanished_key(m, t0 + 1600ms, t, ttl, true, 0);
+  v = judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 1600ms, t, ttl, true, 0);
   CHECK_FALSE(v.hold);
   CHECK(v.create_at == t0 + 2s);
   // The same without a gapless watch (polling, or the stream was down):
   // another term may have come and gone unseen.
-  CHECK(held(judge_vanished_key(m, t0 + 2100ms, t, ttl, false, 0), t0 + 2100ms));
+  CHECK(held(judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 2100ms, t, ttl, false, 0), t0 + 2100ms));
   // A stale reading (a pause, failed reads).
-  CHECK(held(judge_vanished_key(m, t0 + 4500ms, t, ttl, true, 0), t0 + 4500ms));
+  CHECK(held(judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 4500ms, t, ttl, true, 0), t0 + 4500ms));
   // Timings whose holder may still renew while a read says 0: never judged.
   election_timings tight = t;
   tight.lease_duration = 5s;
@@ -351,16 +353,16 @@ TEST_CASE("outside writes: a vanished etcd key is free at once only when its TTL
   tight.module_stop_timeout = 1s;
   tight.request_timeout = 1s;
   CHECK_FALSE(ttl_tells_expiry(tight, 5s));
-  CHECK(held(judge_vanished_key(m, t0 + 1600ms, tight, 5s, true, 0), t0 + 1600ms));
+  CHECK(held(judge_vanished_key(rec ? &*rec : nullptr, m, t0 + 1600ms, tight, 5s, true, 0), t0 + 1600ms));
   // Reads: after a reading of n > 0, when n - 0.5 s passed (in the key's
   // last second if no keepalive came); after a 0, every half request timeout
   // (100 ms to 1 s): few reads per dying key, each reading fresh enough.
   CHECK(next_ttl_read(m, t, t0 + 1550ms, 15s) == 950ms);   // request timeout 2 s
   CHECK(next_ttl_read(m, tight, t0 + 1550ms, 15s) == 450ms);   // 1 s
-  m.ttl_left = 14;
+  m.left = 14;
   CHECK(next_ttl_read(m, t, t0 + 1500ms, 15s) == 13500ms);
   CHECK(next_ttl_read(m, t, t0 + 1500ms, 2s) == 2s);
-  m.ttl_left = 1;
+  m.left = 1;
   CHECK(next_ttl_read(m, t, t0 + 1500ms, 15s) == 500ms);
 }
 

@@ -50,7 +50,7 @@ lease sim_etcd::to_lease(const lease_key& k, const kv& v) const {
   return l;
 }
 
-backend_traits::ttl_status sim_etcd::ttl_status(const std::string& client,
+etcd_ttl_status sim_etcd::ttl_status(const std::string& client,
                                                 const std::string& lease_id) const {
   std::lock_guard<std::mutex> g(mx_);
   auto c = readings_.find(client);

@@ -92,7 +92,7 @@ public:
   /// A compacted watch re-reads its keys: one gone since is reported deleted.
   bool relist_tells_deleted() const override { return true; }
   bool server_expiry() const override { return true; }
-  backend_traits::ttl_status ttl_status(const std::string& client,
+  etcd_ttl_status ttl_status(const std::string& client,
                                         const std::string& lease_id) const override;
   std::function<void()> ttl_read_begins(const std::string& client,
                                         const std::string& lease_id) override;

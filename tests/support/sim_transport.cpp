@@ -733,20 +733,23 @@ lease_backend sim_backend(const lease_transport_actor& transport,
                           const std::shared_ptr<sim_store>& store, const std::string& client) {
   lease_backend b;
   b.transport = transport;
-  b.traits.server_expiry = store->server_expiry();
-  b.traits.request_path = [store](const std::string& verb, const lease_key& k) {
+  b.request_path = [store](const std::string& verb, const lease_key& k) {
     return store->path_of(verb, k);
   };
-  if (store->server_expiry()) {
-    b.traits.ttl_status_of = [store, client](const std::string& id) {
+  if (store->server_expiry()) {   // etcd's evidence, on the store's shared readings
+    auto shared = std::make_shared<etcd_shared_readings>();
+    shared->status_of = [store, client](const std::string& id) {
       return store->ttl_status(client, id);
     };
-    b.traits.ttl_read_begins = [store, client](const std::string& id) {
+    shared->read_begins = [store, client](const std::string& id) {
       auto end = store->ttl_read_begins(client, id);
       return std::shared_ptr<void>(nullptr, [store, end](void*) {
         if (end)
           end();
       });
+    };
+    b.evidence = [shared](const election_timings& t, std::uint64_t seed) {
+      return make_etcd_evidence(t, seed, shared);
     };
   }
   return b;

@@ -19,6 +19,7 @@
 #include <caf/all.hpp>
 
 #include "leasehold/lease_transport.hpp"
+#include "transport/etcd/etcd_evidence.hpp"
 
 namespace leasehold {
 
@@ -92,12 +93,12 @@ public:
   /// resourceVersion lists only the objects that exist (ADDED events).
   virtual bool relist_tells_deleted() const { return false; }
   /// The store ends a term itself when its TTL runs out (etcd): the
-  /// backend_traits::server_expiry of its electors (sim_backend).
+  /// lease_evidence::store_ends_terms of its electors (sim_backend).
   virtual bool server_expiry() const { return false; }
   /// etcd: `client`'s latest TTL reading of etcd lease `lease_id` and its
   /// read marked in flight, as its transport shares them
-  /// (backend_traits::ttl_status_of, ttl_read_begins); none elsewhere.
-  virtual backend_traits::ttl_status ttl_status(const std::string& client,
+  /// (etcd_shared_readings::status_of, ttl_read_begins); none elsewhere.
+  virtual etcd_ttl_status ttl_status(const std::string& client,
                                                 const std::string& lease_id) const {
     (void)client;
     (void)lease_id;

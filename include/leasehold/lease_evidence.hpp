@@ -1,0 +1,94 @@
+// What a store can say about a lease beyond its record: whether the store
+// ends terms itself, when a follower should read again, and what a vanished
+// record means (free at once, or held for a lease duration). Each backend
+// supplies one object per lease; the elector asks it and decides
+// (actors/elector.cpp). This base is a store that says nothing more than
+// the record (Kubernetes): a follower judges a holder by its own clock.
+// etcd's TTL and revision evidence: transport/etcd/etcd_evidence.hpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "leasehold/lease.hpp"
+
+namespace leasehold {
+
+class lease_evidence {
+public:
+  using time_point = caf::actor_clock::time_point;
+
+  /// What the elector knows when it asks.
+  struct view {
+    const lease* record = nullptr;   // the last record seen (nullptr: none)
+    time_point observed_at{};        // when it was seen to change (local clock)
+    bool held_by_other = false;      // another's term, not expired by our clock
+    bool stream_up = false;          // the watch streams the lease's changes
+    time_point stream_up_since{};    // since when, without a gap
+    bool waits_on_stream = false;    // a follower of a held record, stream up
+  };
+
+  /// A follower's attempt that may need no request (answer_without_read).
+  struct shortcut {
+    enum class kind { read, confirmed, look_again } what = kind::read;
+    time_point confirmed_at{};         // confirmed: the holder is known current from then
+    caf::timespan after{};             // look_again: in this long
+    std::shared_ptr<void> read_mark;   // read: held until the read's answer
+  };
+
+  virtual ~lease_evidence() = default;
+
+  /// The store ends a term itself (a record vanishes when it runs out): a
+  /// holder is never judged expired by a clock, a leader whose record is
+  /// gone has lost its term.
+  virtual bool store_ends_terms() const { return false; }
+  /// Another record (or version) was seen: what was known of the last is void.
+  virtual void record_changed() {}
+  /// A read sent at `sent` found a record; `rec` is it unless the stream
+  /// showed a later one meanwhile (nullptr).
+  virtual void read_found(const lease* rec, time_point sent, time_point now) {}
+  /// A read failed: what it would have refreshed may be stale.
+  virtual void read_failed() {}
+  /// How long a follower waiting on its stream sleeps, the record expiring
+  /// by its clock at `expires_at`.
+  virtual caf::timespan stream_wait(const view& v, time_point now, time_point expires_at) {
+    return std::max(caf::timespan{0}, expires_at - now);
+  }
+  /// A follower's next wake, `d` as the elector would set it.
+  virtual caf::timespan next_wake(const view& v, time_point now, caf::timespan d) { return d; }
+  /// A held record just streamed is read at once (the stream carries only
+  /// part of what the store knows of it).
+  virtual bool read_streamed_record() const { return false; }
+  /// A follower waiting on its stream may be answered without a request;
+  /// `still_waits` says whether it still would after what was learnt.
+  virtual shortcut answer_without_read(const view& v, time_point now,
+                                       const std::function<bool()>& still_waits) {
+    return {};
+  }
+  /// A read sent at `sent` (the store at `store_revision`) found no record
+  /// where `v.record` was: true while no create may go out. `warning`:
+  /// set once per vanish when it may have cut a live term.
+  virtual bool wait_vanished(const view& v, time_point sent, std::int64_t store_revision,
+                             time_point now, std::string& warning) {
+    return v.held_by_other;   // its holder may put it back until it would expire
+  }
+  /// A new term's create after a vanish: true when its term starts only a
+  /// lease duration after the create (the creation hold); false when the
+  /// store vouches that nothing ran meanwhile (it then fills in `create`
+  /// what the store must check).
+  virtual bool hold_create(const view& v, lease& create) { return true; }
+  /// The creation hold counts from the create's answer (else its send).
+  virtual bool hold_from_answer() const { return false; }
+};
+
+/// The base evidence, one instance for every lease (it keeps no state).
+inline std::shared_ptr<lease_evidence> clock_evidence() {
+  static const auto shared = std::make_shared<lease_evidence>();
+  return shared;
+}
+
+} // namespace leasehold
