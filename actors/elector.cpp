@@ -1,4 +1,4 @@
-#include "actors/elector_actor.hpp"
+#include "actors/elector.hpp"
 
 #include <algorithm>
 
@@ -28,14 +28,6 @@
 // A record the watch streams enters at 4 (on_watched, elector_follow.cpp).
 
 namespace leasehold {
-
-wall_time wall_now() {
-  return std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
-}
-
-long long to_ms(caf::timespan t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
-}
 
 elector_actor::elector_actor(caf::actor_config& cfg, elector_options opts)
   : with_shared_behavior(cfg),
@@ -129,41 +121,6 @@ bool elector_actor::set_state(elector_state to) {
   if (std::exchange(state_, to) == elector_state::leading)
     report_memory();   // the renews not reported while leading (own_renewal)
   return true;
-}
-
-void elector_actor::wake() {
-  auto at = time_point::max();
-  if (tick_pending_)
-    at = tick_at_;
-  if (state_ == elector_state::leading)
-    at = std::min(at, valid_until_);   // the renew deadline
-  if (at == time_point::max() || (wake_pending_ && wake_at_ <= at))
-    return;   // nothing due, or the pending timer comes first: it wakes again for the rest
-  wake_at_ = at;
-  wake_pending_ = true;
-  delayed_send(this, std::max(caf::timespan{0}, at - clock().now()), tick_atom::value, ++wake_seq_);
-}
-
-void elector_actor::on_tick() {
-  tick_pending_ = false;
-  if (call_out_) {
-    // An attempt is skipped while a request is out (as attempt() does);
-    // the request's deadline is kept.
-    if (clock().now() >= call_deadline_)
-      time_out_call();
-    else
-      arm_tick(call_deadline_, false);
-    return;
-  }
-  if (std::exchange(tick_rechecks_, false) && waits_on_watch() && !evidence_.store_ends_terms()) {
-    auto d = next_delay();
-    if (d > caf::timespan{0}) {
-      arm_tick(clock().now() + d, true);   // renewed since it was set
-      return;
-    }
-  }
-  if (tick_attempts_)
-    attempt();
 }
 
 void elector_actor::drop_hold() {
@@ -505,51 +462,6 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   schedule_renew(started, now);
 }
 
-/// A write sent at `sent` falls in the hold of a lease we created: no
-/// term starts, and nothing is released, until a lease duration after the create.
-bool elector_actor::in_created_hold(time_point sent) const {
-  auto hold_ends = created_hold_ends();
-  return hold_ends && sent < *hold_ends;
-}
-
-/// When the hold of a lease we created ends: a lease duration after the
-/// create (none: we did not create it).
-std::optional<time_point> elector_actor::created_hold_ends() const {
-  if (!mem_.created_at)
-    return std::nullopt;
-  return *mem_.created_at + opt_.timings.lease_duration;
-}
-
-void elector_actor::arm_tick(time_point t, bool attempt) {
-  if (tick_pending_ && tick_at_ == t) {
-    // A renew answered in time: its next attempt (sent + retry_period) is
-    // the tick its request's deadline set (sent + request timeout, equal
-    // by default). One timer per renew, not a tick and a request timeout.
-    tick_attempts_ = tick_attempts_ || attempt;
-    return;
-  }
-  tick_at_ = t;
-  tick_pending_ = true;
-  tick_attempts_ = attempt;
-  tick_rechecks_ = false;
-  wake();
-}
-
-void elector_actor::end_call(std::uint64_t seq, lease_reply& r) {
-  if (!call_out_ || seq != call_seq_)
-    return;   // answered after its deadline: time_out_call() answered it
-  call_out_ = false;
-  auto f = std::move(call_reply_);
-  call_reply_ = nullptr;
-  f(r);
-}
-
-void elector_actor::time_out_call() {
-  auto r = lease_reply::failure(request_error(
-    call_verb_, opt_.backend->path_of(call_verb_, opt_.lease), make_error(caf::sec::request_timeout)));
-  end_call(call_seq_, r);
-}
-
 /// R3. The attempt failed (`err` reported) or ends without a write.
 void elector_actor::failed(const api_error& err) {
   note_error(err);
@@ -573,29 +485,6 @@ void elector_actor::done_attempt(std::optional<caf::timespan> next) {
     return;
   }
   schedule_tick(next ? *next : next_delay());
-}
-
-api_error elector_actor::late_reply(caf::timespan took) const {
-  api_error e;
-  e.kind = error_kind::timeout;
-  e.verb = "PUT";
-  e.path = opt_.backend->path_of("PUT", opt_.lease);
-  e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
-  return e;
-}
-
-api_error elector_actor::request_error(const char* verb, std::string path, const caf::error& e) {
-  api_error err;
-  err.verb = verb;
-  err.path = std::move(path);
-  if (e == caf::sec::request_timeout) {
-    err.kind = error_kind::timeout;
-    err.reason = "no reply within " + std::to_string(to_ms(timeout())) + "ms";
-  } else {
-    err.kind = error_kind::other;
-    err.reason = "transport: " + describe_exit(e, system()).words;
-  }
-  return err;
 }
 
 elector_handle spawn_elector(caf::local_actor* parent, elector_options opts) {

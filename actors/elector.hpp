@@ -1,29 +1,43 @@
-// The elector: one actor per term. See docs/design.md and docs/safety.md.
-//
-// Acquire loop every retry_period (jitter up to +20 %), then a renew loop
-// whose attempts are spaced from their *send* times. A renew that has not
-// succeeded within renew_deadline (measured from the moment the last
-// successful request was *sent*) ends the term: the elector sends
-// leadership_lost to the runner and exits. It never loops after a lost term;
-// the runner spawns a fresh one and hands it what this one knew about the
-// lease (lease_memory). Every API call is a request with a timeout to the
-// lease transport actor; the elector never blocks.
-//
-// Followers watch the lease (lease_watch_event from the transport): a release
-// or delete is acted on when it is streamed, a released record is taken with
-// one PUT on the streamed version, and between changes a follower wakes only
-// when the lease could have expired. Without a working watch, it polls.
-//
-// Follower expiry is judged by the local clock since the record was last seen
-// to change (client-go's observedTime), never by the record's renewTime. A
-// lease the API does not have is treated as held by an unknown replica until
-// it has been absent for a lease duration by our clock.
-//
-// Terms (fencing tokens) strictly increase: every acquisition writes
-// leaseTransitions = max(record, every term seen) + 1, also when the record
-// already names this replica (client-go bumps only on a holder change).
-//
-// Its state (elector_state, actors/elector_rules.hpp). Every transition:
+// The elector: one actor per term, leasehold's one decision path
+// (docs/design.md; its safety argument: docs/safety.md). Four files:
+//   elector.hpp          its options, states (the diagram), pure rules, class;
+//   elector.cpp          one attempt (the decision path) and its replies;
+//   elector_follow.cpp   what it knows of the lease: watch, memory, timers;
+//   elector_release.cpp  the pure rules' bodies and how a term ends.
+// A leader renews every retry_period, counted from each renew's send; a
+// renew not accepted within renew_deadline ends the term and the actor (the
+// runner starts a new one with what it knew: lease_memory). A follower
+// judges expiry by its own clock since the record last changed (client-go's
+// observedTime) and asks the store's evidence (lease_evidence.hpp) what a
+// record or its absence says beyond that. Every acquisition writes a term
+// number above every one seen. The class is private to actors/.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/observer.hpp"
+#include "actors/rarely_set.hpp"
+#include "actors/runner.hpp"
+#include "actors/shared_behavior.hpp"
+#include "leasehold/api_result.hpp"
+#include "leasehold/lease.hpp"
+#include "leasehold/lease_transport.hpp"
+#include "leasehold/timings.hpp"
+
+namespace leasehold {
+
+// The elector's state. Every transition:
 //
 //                    accepted in the creation hold
 //                    (or answered past the renew deadline,
@@ -57,24 +71,45 @@
 // Beside the state, the request bookkeeping (a request out, a change
 // streamed meanwhile) and the watch (up or down) are orthogonal to it.
 // The steps of one attempt and its replies are numbered in actors/elector.cpp.
-#pragma once
+enum class elector_state { following, holding, leading, closing, releasing, ended };
+const char* to_string(elector_state s);
 
-#include <atomic>
-#include <cstdint>
-#include <memory>
-#include <functional>
-#include <string>
+/// The transitions of the diagram above; any other is a
+/// defect (the elector reports it as fatal).
+bool legal_transition(elector_state from, elector_state to);
 
-#include <caf/all.hpp>
+/// The record a replica writes when it acquires the lease: a new term, whose
+/// number is larger than both the record's and every term seen before.
+lease_spec acquired_spec(const lease_spec& old, const std::string& identity,
+                         caf::timespan lease_duration, wall_time now, std::int64_t max_term_seen);
 
-#include "actors/elector_rules.hpp"
-#include "actors/messages.hpp"
-#include "actors/observer.hpp"
-#include "actors/runner.hpp"
-#include "leasehold/timings.hpp"
-#include "leasehold/lease_transport.hpp"
+/// The record a leader writes on renew: same holder, acquireTime and term.
+lease_spec renewed_spec(const lease_spec& held, caf::timespan lease_duration, wall_time now);
 
-namespace leasehold {
+/// The same term: holder, acquireTime and leaseTransitions all equal.
+bool same_term(const lease_spec& a, const lease_spec& b);
+
+/// The record written on release: holder empty, duration 1 s (the API
+/// rejects 0), transitions kept.
+lease_spec released_spec(const lease_spec& held, wall_time now);
+
+/// How old a write the store shares between leases (etcd: a keepalive of
+/// a session lease) a renew may ride on (lease::renew_max_age), the renew
+/// then counting from that write's send: at most half a retry period and a quarter of what the renew
+/// deadline leaves over it, so the term still outlives the next renew and
+/// its retry nearly as before (1 s with the defaults; none when the deadline
+/// leaves nothing).
+caf::timespan renew_ride_limit(const election_timings& t);
+
+/// After an error of kind `k` a write may still stand in the store: no
+/// answer came (a timeout, a dropped connection), a gateway's 5xx may follow
+/// the store's commit, a 2xx body could not be read. A refusal (409, 404,
+/// 4xx, 429) wrote nothing.
+bool may_have_applied(error_kind k);
+
+/// <0, 0, >0 as resourceVersion `rv` is older than, equal to or newer than
+/// `known`; nullopt when they cannot be ordered (not decimal numbers).
+std::optional<int> compare_versions(const std::string& rv, const std::string& known);
 
 struct elector_options {
   std::string identity;
@@ -129,5 +164,212 @@ struct elector_options {
 /// identity conflict). `compete_atom, bool`: whether it may acquire
 /// (elector_options::compete).
 elector_handle spawn_elector(caf::local_actor* parent, elector_options opts);
+
+using time_point = caf::actor_clock::time_point;
+
+wall_time wall_now();
+long long to_ms(caf::timespan t);
+
+class elector_actor : public with_shared_behavior<elector_actor, elector_handle::base> {
+public:
+  elector_actor(caf::actor_config& cfg, elector_options opts);
+
+  const char* name() const override { return "leasehold.elector"; }
+
+  behavior_type make_behavior() override;
+
+private:
+  // -- state (elector.cpp) -------------------------------------------------------
+  /// Moves to `to`; an illegal transition is a defect: reported as fatal
+  /// (on_fatal) and false returned, the caller stops there.
+  bool set_state(elector_state to);
+  /// A term is ours (leading, or releasing it): what the replies act on.
+  bool has_term() const {
+    return state_ == elector_state::leading || state_ == elector_state::releasing;
+  }
+  bool release_asked() const {
+    return state_ == elector_state::closing || state_ == elector_state::releasing;
+  }
+  /// The term it wrote is somebody else's now (holding -> following).
+  void drop_hold();
+  /// What this elector last wrote for its term; nullptr: none (or dropped).
+  const lease_spec* held() const { return wrote_term_ ? &*mem_.own_term : nullptr; }
+  /// The elector's one timer (a tick_atom numbered wake_seq_) at the
+  /// earliest of the tick (tick_at_) and, while leading, the renew deadline
+  /// (valid_until_): one pending timer per lease, not two (a CAF timer is
+  /// ~300 bytes while pending). A timer pending for an earlier instant is
+  /// kept; it wakes the elector again for the rest.
+  void wake();
+  /// The tick is due: the request out timed out, or an attempt.
+  void on_tick();
+  void on_tick_message(std::uint64_t seq);   // a timer fired (tick_atom)
+  void set_competing(bool on);               // compete_atom
+  caf::typed_response_promise<bool> on_release(std::string& target);   // release_atom
+
+  // -- one attempt and its replies (elector.cpp) -----------------------------------
+  void attempt();
+  void renew(const lease& rec, bool fallback);
+  void get_then_decide();
+  void decide(const lease& rec);
+  void absent(time_point seen_by, std::int64_t store_revision = 0);
+  /// `acquire`: a new term (step 4); its answer lost, hold_unanswered().
+  void put(lease l, bool fallback, bool acquire = false);
+  /// R2b. An acquisition (its acquireTime `acquired_at`) whose answer was
+  /// lost may stand in the store.
+  void hold_unanswered(wall_time acquired_at, const api_error& err);
+  /// `rec` shows what that acquisition wrote: held as written (true).
+  bool adopt_unanswered(const lease& rec);
+  bool holds_unanswered() const { return unanswered_at_ != wall_time{}; }
+  /// `age` (lease::renewed_age): the renew was served by a write the store
+  /// shares between leases (etcd: a session's keepalive) sent that long
+  /// before `started`, as good as a renew sent then: the term counts from
+  /// then (the next renew is still due a retry period after `started`).
+  void succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age = {});
+  bool in_created_hold(time_point sent) const;
+  std::optional<time_point> created_hold_ends() const;
+  void schedule_renew(time_point sent, time_point now);
+  void schedule_tick(caf::timespan delay);
+  void failed(const api_error& err);
+  void done_attempt(std::optional<caf::timespan> next = std::nullopt);
+  api_error late_reply(caf::timespan took) const;
+  api_error request_error(const char* verb, std::string path, const caf::error& e);
+
+  /// One request to the transport, sent at `sent` (the caller's clock
+  /// reading); a transport error or timeout arrives as a failed lease_reply
+  /// naming the request (as the backend names it), like any API error. No
+  /// CAF request timeout (a timer set and cancelled on CAF's clock thread
+  /// per request): the request's deadline, sent + timeout(), is kept by the
+  /// elector's tick (arm_tick), which a renew's next attempt at sent +
+  /// retry_period usually shares; a reply after it is dropped, as CAF drops
+  /// one after its timeout.
+  template <class Atom, class Arg, class F>
+  void call(time_point sent, const char* verb, Atom atom, Arg arg, F on_reply) {
+    auto seq = ++call_seq_;
+    call_out_ = true;
+    call_deadline_ = sent + timeout();
+    call_verb_ = verb;
+    call_reply_ = std::move(on_reply);
+    if (!(tick_pending_ && tick_at_ <= call_deadline_))
+      arm_tick(call_deadline_, /*attempt*/ false);
+    request(opt_.transport, caf::infinite, atom, std::move(arg))
+      .then([=](lease_reply& r) { end_call(seq, r); },
+            [=](caf::error& e) {   // the path is built only here, not per request
+              auto r = lease_reply::failure(
+                request_error(verb, opt_.backend->path_of(verb, opt_.lease), e));
+              end_call(seq, r);
+            });
+  }
+  /// The reply to call number `seq` (dropped unless it is the one out).
+  void end_call(std::uint64_t seq, lease_reply& r);
+  /// The request out passed its deadline: answered `timeout` here.
+  void time_out_call();
+  /// The next tick at `t`: an attempt, or (`attempt` false) only the
+  /// deadline of the request out. A tick already set for `t` is kept; any
+  /// other one set before is void (its timer, if earlier, only wakes).
+  void arm_tick(time_point t, bool attempt);
+  /// A follower waiting on the watch (Kubernetes) wakes at the lease's
+  /// expiry by its clock: an earlier tick already set is kept and
+  /// recomputed when it fires, so a renewal seen sets no timer.
+  void wake_at_expiry();
+
+  caf::timespan timeout() const { return opt_.timings.effective_request_timeout(); }
+
+  // -- what it knows of the lease and the API (elector_follow.cpp) -------------------
+  void on_watch(lease_watch_event& ev);
+  void on_watched(const lease& rec);
+  void act_now();
+  void observe(const lease& rec, bool report = true);
+  void report_memory() { send(opt_.runner, lease_observed{mem_}); }
+  /// `rec` renews the term held, its preferredHolder unchanged: nothing the
+  /// runner uses changed (it reads the renew from renewed_until), so no
+  /// report (it saves CPU per lease); the memory catches up when the term ends (set_state).
+  bool own_renewal(const lease& rec) const;
+  /// A read's `answer` is older than the record in memory: the stream
+  /// showed a later version while the read was out (a release streamed
+  /// before the answer of a read served just before it). The read then
+  /// decides on the later one; taking the older answer (still held) made
+  /// the follower wait instead of taking the released lease (sim seeds
+  /// 5485 and 5073 on etcd).
+  bool streamed_later(const lease& answer) const;
+  /// Another replica (or a former process under our name) holds `rec` and
+  /// it has not expired by our clock.
+  bool held_by_other(const lease& rec) const;
+  bool expired(const lease& rec) const { return expires_at(rec) <= clock().now(); }
+  time_point expires_at(const lease& rec) const;
+  bool waits_on_watch() const;
+  caf::timespan next_delay();
+  std::optional<time_point> hold_back(const lease* rec) const;
+  /// What the elector knows, for the store's evidence (lease_evidence).
+  lease_evidence::view view() const;
+  bool answered_without_read();
+  void create_unheld();
+  void note_error(const api_error& err);
+  void answered();
+
+  // -- how a term ends (elector_release.cpp) ----------------------------------------
+  void lose_rewritten(const lease& rec);
+  void lose(std::string reason);
+  void remember_write(const lease_spec& s);
+  bool written_here(const lease_spec& s) const;
+  void identity_conflict(const lease& rec);
+  bool holds_own_term() const;
+  void release_step(int tries);
+  void reread_then_release(int tries);
+  bool may_retry_release(int tries) const;
+  void finish_release(bool released);
+  void answer_release(bool released);
+
+  elector_options opt_;
+  std::minstd_rand rng_;                  // jitter draws: 8 bytes (a mt19937_64 is 2.5 KB per lease)
+  lease_evidence& evidence_ = *opt_.evidence;
+  // The stream told of the record's delete then ({}: no delete unread): a
+  // read begun since comes before anything the evidence could answer.
+  time_point delete_streamed_{};
+  std::shared_ptr<void> read_mark_;   // this read marked in flight for other followers (answered_without_read)
+  event_emitter emit;
+  lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
+  elector_state state_ = elector_state::following;
+  /// held(): what this elector last wrote for its term, which is also the
+  /// replica's own term (mem_.own_term, set with it by succeeded() and
+  /// adopt_unanswered()): one copy, not two.
+  bool wrote_term_ = false;
+  time_point attempt_started_{};
+  time_point release_deadline_{};
+  time_point valid_until_{};             // the term ends here unless renewed (leading)
+  wall_time unanswered_at_{};             // R2b: the acquireTime of an unanswered acquisition held ({}: none)
+  std::int64_t term_ = -1;
+  fencing_token fence_;
+  // The request bookkeeping, orthogonal to the state:
+  bool in_flight_ = false;                // an attempt's (or the release's) request is out
+  bool recheck_ = false;                  // a change was streamed during an attempt
+  std::uint64_t wake_seq_ = 0;            // only the latest timer (wake()) counts
+  time_point wake_at_{};                  // when it fires
+  bool wake_pending_ = false;             // it has not fired yet
+  time_point tick_at_{};                  // when the latest tick is due
+  bool tick_pending_ = false;             // the latest tick is not done yet
+  bool tick_attempts_ = false;            // it is an attempt (else only a request's deadline)
+  bool tick_rechecks_ = false;            // kept though a later wake was asked: recompute it
+  // The request out (call): its number, deadline and reply handler.
+  std::uint64_t call_seq_ = 0;
+  bool call_out_ = false;
+  time_point call_deadline_{};
+  const char* call_verb_ = "";
+  std::function<void(lease_reply&)> call_reply_;
+  // The watch, orthogonal to the state:
+  bool watch_up_ = false;                 // the transport streams the lease's changes
+  bool watch_said_ = false;               // its first up or down was reported
+  time_point watch_up_since_{};           // when it last came up (no gap since, while up)
+  /// renewTimes of our last 8 writes, a ring (inline: a vector grew to a
+  /// 128-byte block per lease); renew_times_next_: writes noted so far.
+  std::array<wall_time, 8> sent_renew_times_{};
+  std::uint64_t renew_times_next_ = 0;
+  /// What most electors never set (actors/rarely_set.hpp).
+  struct rare_state {
+    std::optional<caf::typed_response_promise<bool>> release_rp;
+    std::string release_target;          // the release names it as preferredHolder
+    api_error last_error;
+  };
+  rarely_set<rare_state> rare_;
+};
 
 } // namespace leasehold

@@ -71,7 +71,7 @@ using yield_timeout_atom = caf::atom_constant<caf::atom("lh_yieldto")>;
 /// Everything an elector takes (actors/elector.hpp has its diagram): from
 /// its runner `release_atom, target` -> released? and `compete_atom, bool`;
 /// from the transport its watch's lease_watch_event; its own timers. The
-/// elector (actors/elector_actor.hpp) derives from this interface and the
+/// elector (actors/elector.hpp) derives from this interface and the
 /// runner holds it, so the compiler rejects a message the elector does not
 /// handle. Here, not in elector.hpp, because the runner's interface names it
 /// (get_elector_atom) and elector.hpp needs the runner's.

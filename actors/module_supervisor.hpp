@@ -28,7 +28,7 @@
 #include "actors/runner.hpp"
 #include "leasehold/modules.hpp"
 #include "leasehold/supervision.hpp"
-#include "transport/common/backoff.hpp"
+#include "lease/backoff.hpp"
 
 namespace leasehold {
 

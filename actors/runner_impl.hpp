@@ -29,7 +29,7 @@
 #include "actors/runner_view.hpp"
 #include "actors/runner.hpp"
 #include "actors/shared_behavior.hpp"
-#include "transport/common/backoff.hpp"
+#include "lease/backoff.hpp"
 
 namespace leasehold {
 

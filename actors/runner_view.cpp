@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "actors/elector.hpp"
-#include "actors/elector_rules.hpp"
+#include "actors/elector.hpp"
 #include "actors/handover.hpp"
 
 namespace leasehold {

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <random>
 
-#include "transport/common/backoff.hpp"
-#include "transport/common/thread_name.hpp"
+#include "lease/backoff.hpp"
+#include "transport/thread_name.hpp"
 #include "transport/transport_pool.hpp"
 
 namespace leasehold {

@@ -2,8 +2,8 @@
 // stream on a thread of its own, feeding lease_watch_event messages to its
 // subscribers (the electors), one stream per (transport, namespace) shared
 // by every subscriber in it (watch_fanout demultiplexes by lease name).
-// The backends' streams: transport/kube_watch.hpp (the Kubernetes Lease
-// collection) and transport/etcd_watch.hpp (the keys under a prefix).
+// The backends' streams: transport/kube/kube_watch.hpp (the Kubernetes Lease
+// collection) and transport/etcd/etcd_watch.hpp (the keys under a prefix).
 //
 // The stream is bounded and restartable: a stream that ends is reopened
 // after the last version delivered; a stream silent for the idle timeout, a

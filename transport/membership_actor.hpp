@@ -7,7 +7,7 @@
 #include <caf/all.hpp>
 
 #include "leasehold/membership.hpp"
-#include "transport/common/thread_name.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "leasehold/transports.hpp"
-#include "transport/common/thread_name.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold {
 

@@ -36,7 +36,7 @@
 // request is sent alone, as before; max_wait still expires each request on
 // its own. The client decides what a batch costs: one by one by default;
 // on Kubernetes (kube_client) the requests pipelined on one connection
-// (transport/http_pipeline.hpp); on etcd (etcd_client) one txn of ranges
+// (transport/http/http_pipeline.hpp); on etcd (etcd_client) one txn of ranges
 // for reads and renews, one all-or-nothing txn for creates (every key
 // compared absent, else each created alone). New terms on an existing key
 // and releases (the other updates: "writes") are batched only where the

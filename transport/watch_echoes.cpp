@@ -1,6 +1,6 @@
 #include "transport/watch_echoes.hpp"
 
-#include "transport/json_cursor.hpp"
+#include "lease/json_cursor.hpp"
 
 #include <functional>
 

@@ -10,7 +10,7 @@
 #include "cmd/leasehold-apiserver/server_impl.hpp"
 #include "cmd/leasehold-apiserver/snapshot.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/log_time.hpp"
+#include "lease/log_time.hpp"
 
 namespace leasehold {
 

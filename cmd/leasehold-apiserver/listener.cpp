@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "transport/common/listen.hpp"
+#include "transport/http/listen.hpp"
 
 namespace leasehold::apiserver {
 

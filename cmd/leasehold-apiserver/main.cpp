@@ -16,7 +16,7 @@
 
 #include "cmd/leasehold-apiserver/api_server.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/log_time.hpp"
+#include "lease/log_time.hpp"
 
 int main(int argc, char** argv) {
   leasehold::api_server_options opts;

@@ -14,9 +14,9 @@
 
 #include <caf/all.hpp>
 
-#include "actors/elector_rules.hpp"
+#include "actors/elector.hpp"
 #include "actors/handover.hpp"
-#include "actors/outside_writes.hpp"
+#include "transport/etcd/etcd_evidence.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
 #include "cmd/leasehold/config_watcher.hpp"
 #include "cmd/leasehold/connection_check.hpp"
@@ -29,9 +29,9 @@
 #include "cmd/leasehold/probes.hpp"
 #include "cmd/leasehold/signals.hpp"
 #include "leasehold/runtime.hpp"
-#include "transport/common/thread_name.hpp"
-#include "transport/http_client.hpp"
-#include "transport/kube_config.hpp"
+#include "transport/thread_name.hpp"
+#include "transport/http/http_client.hpp"
+#include "transport/kube/kube_config.hpp"
 
 namespace leasehold::agent {
 

@@ -13,8 +13,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cmd/leasehold/json_log.hpp"
-#include "transport/kube_config.hpp"
-#include "transport/server_url.hpp"
+#include "transport/kube/kube_config.hpp"
+#include "transport/http/server_url.hpp"
 
 namespace leasehold::agent {
 

@@ -13,7 +13,7 @@
 #include "leasehold/modules.hpp"
 #include "leasehold/timings.hpp"
 #include "cmd/leasehold/lease_layout.hpp"
-#include "transport/etcd_transport.hpp"
+#include "transport/etcd/etcd_transport.hpp"
 
 namespace leasehold::agent {
 

@@ -1,4 +1,4 @@
-// The monotonic clock of the journal (wall times: format_log_time in transport/log_time.hpp).
+// The monotonic clock of the journal (wall times: format_log_time in lease/log_time.hpp).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,7 @@
 #include "cmd/leasehold/config_watcher.hpp"
 
-#include "transport/kube_config.hpp"
-#include "transport/common/thread_name.hpp"
+#include "transport/kube/kube_config.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold::agent {
 

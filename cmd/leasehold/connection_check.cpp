@@ -4,7 +4,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "transport/kube_config.hpp"
+#include "transport/kube/kube_config.hpp"
 
 namespace leasehold::agent {
 

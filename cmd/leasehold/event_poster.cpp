@@ -8,7 +8,7 @@
 
 #include "actors/blocking_request.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/log_time.hpp"
+#include "lease/log_time.hpp"
 
 namespace leasehold::agent {
 

@@ -13,7 +13,7 @@
 
 #include "actors/observer.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/kube_events.hpp"
+#include "transport/kube/kube_events.hpp"
 
 namespace leasehold::agent {
 

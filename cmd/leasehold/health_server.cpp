@@ -7,9 +7,9 @@
 #include "cmd/leasehold/clock.hpp"
 #include "cmd/leasehold/process_metrics.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/log_time.hpp"
-#include "transport/common/listen.hpp"
-#include "transport/common/thread_name.hpp"
+#include "lease/log_time.hpp"
+#include "transport/http/listen.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold::agent {
 

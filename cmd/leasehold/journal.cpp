@@ -4,7 +4,7 @@
 
 #include "cmd/leasehold/clock.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/log_time.hpp"
+#include "lease/log_time.hpp"
 
 namespace leasehold::agent {
 

@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "leasehold/lease.hpp"
-#include "transport/log_time.hpp"
+#include "lease/log_time.hpp"
 
 namespace leasehold::agent {
 

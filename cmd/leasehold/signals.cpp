@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "transport/common/thread_name.hpp"
+#include "transport/thread_name.hpp"
 
 namespace leasehold::agent {
 

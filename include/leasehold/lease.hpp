@@ -99,7 +99,7 @@ struct lease {
   std::optional<std::int64_t> ttl_seconds;
   /// etcd only: how long before the transport began this read the reading
   /// in ttl_seconds was sent (a reading of the same etcd lease shared with
-  /// other keys: transport/etcd_ttl_readings.hpp); 0 when it was sent
+  /// other keys: transport/etcd/etcd_ttl_readings.hpp); 0 when it was sent
   /// during this read. A follower counts the reading from its own send
   /// time minus this age.
   std::chrono::nanoseconds ttl_age{0};
@@ -111,7 +111,7 @@ struct lease {
   /// etcd renew reply: how long before the transport began this renew the
   /// keepalive that renewed the key was sent (one keepalive of a session
   /// lease serves the renews of every key bound to it:
-  /// transport/etcd_session.hpp); 0 when it was sent during this renew.
+  /// transport/etcd/etcd_session.hpp); 0 when it was sent during this renew.
   /// The elector counts the renew's validity from its own send time minus
   /// this age.
   std::chrono::nanoseconds renewed_age{0};

@@ -69,12 +69,12 @@ using membership_actor = caf::typed_actor<
   caf::replies_to<withdraw_atom, candidate>::with<withdraw_reply>>;
 
 /// Kubernetes: one LeaseCandidate (coordination.k8s.io/v1beta1) per replica
-/// and group (transport/lease_candidates.hpp). A detached actor: its client
+/// and group (transport/kube/lease_candidates.hpp). A detached actor: its client
 /// blocks.
 membership_actor spawn_http_membership(caf::actor_system& sys, connection_config cfg);
 
 /// etcd: one key per replica and group under <prefix>/_members/, bound to an
-/// etcd lease of the announcement's ttl (transport/etcd_members.hpp).
+/// etcd lease of the announcement's ttl (transport/etcd/etcd_members.hpp).
 membership_actor spawn_etcd_membership(caf::actor_system& sys, etcd_config cfg);
 
 } // namespace leasehold

@@ -31,7 +31,7 @@
 #include "cmd/leasehold-apiserver/api_server.hpp"
 #include "cmd/leasehold-apiserver/listener.hpp"
 #include "cmd/leasehold-apiserver/object_store.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/kube/kube_client.hpp"
 #include "tests/support/certificates.hpp"
 #include "tests/support/proc.hpp"
 #include "tests/support/temp_dir.hpp"

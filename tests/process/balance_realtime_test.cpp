@@ -17,7 +17,7 @@
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
 #include "tests/support/work_log.hpp"
-#include "transport/lease_candidates.hpp"
+#include "transport/kube/lease_candidates.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;

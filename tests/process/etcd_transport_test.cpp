@@ -32,9 +32,9 @@
 #include "tests/support/timings.hpp"
 #include "tests/support/wait.hpp"
 #include "transport/etcd/etcd_evidence.hpp"
-#include "transport/common/base64.hpp"
-#include "transport/etcd_members.hpp"
-#include "transport/etcd_transport.hpp"
+#include "transport/base64.hpp"
+#include "transport/etcd/etcd_members.hpp"
+#include "transport/etcd/etcd_transport.hpp"
 #include "transport/transport_pool.hpp"
 
 using namespace leasehold;

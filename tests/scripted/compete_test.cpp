@@ -6,7 +6,7 @@
 // work at once.
 #include <doctest/doctest.h>
 
-#include "actors/elector_rules.hpp"
+#include "actors/elector.hpp"
 #include "sim_world.hpp"
 
 using namespace leasehold;

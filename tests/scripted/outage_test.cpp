@@ -4,7 +4,7 @@
 
 #include "actors/observer.hpp"
 #include "sim_world.hpp"
-#include "transport/common/backoff.hpp"
+#include "lease/backoff.hpp"
 
 using namespace leasehold;
 using namespace leasehold::test;

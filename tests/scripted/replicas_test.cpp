@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "sim_world.hpp"
-#include "transport/common/backoff.hpp"
+#include "lease/backoff.hpp"
 
 using namespace leasehold;
 using namespace leasehold::test;

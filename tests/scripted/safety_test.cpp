@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/elector.hpp"
-#include "actors/elector_rules.hpp"
+#include "actors/elector.hpp"
 #include "transport/etcd/etcd_evidence.hpp"
 #include "sim_world.hpp"
 

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "sim_cluster.hpp"
-#include "actors/elector_rules.hpp"
-#include "transport/common/backoff.hpp"
+#include "actors/elector.hpp"
+#include "lease/backoff.hpp"
 
 namespace leasehold::sim {
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "actors/outside_writes.hpp"
+#include "leasehold/lease.hpp"
 #include "leasehold/balance_group.hpp"
 #include "sim_groups.hpp"
 #include "tests/support/sim_membership.hpp"

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "transport/etcd_session.hpp"
-#include "transport/etcd_wire.hpp"
+#include "transport/etcd/etcd_session.hpp"
+#include "transport/etcd/etcd_wire.hpp"
 
 namespace leasehold {
 

@@ -3,7 +3,7 @@
 // the simulator runs the same seeds on both backends.
 //
 // It keeps what etcd keeps, and answers the transport interface exactly as
-// transport/etcd_transport.hpp maps it:
+// transport/etcd/etcd_transport.hpp maps it:
 //   - one global revision; every put and delete takes the next one; a key
 //     has a create_revision (the term: spec.leaseTransitions) and a
 //     mod_revision (resource_version); the value holds holderIdentity,
@@ -14,7 +14,7 @@
 //   - GET: range, with the key's lease's remaining TTL (timetolive, whole
 //     seconds, truncated; no key: not_found), or, as the transport does, a
 //     reading of that etcd lease the same client took before and that still
-//     serves (transport/etcd_ttl_readings.hpp), with its age; POST: grant + txn
+//     serves (transport/etcd/etcd_ttl_readings.hpp), with its age; POST: grant + txn
 //     create_revision == 0 (key present: already_exists); PUT: a release
 //     (holder "") puts the released record on the key (same lease, which
 //     is not revoked: the key goes with its TTL unless taken first), if the
@@ -24,7 +24,7 @@
 //     mod_revision matches) and creates it anew; anything else: conflict.
 //     Events are not stored.
 //   - one session lease per client (transport) and TTL, as the transport
-//     keeps (transport/etcd_session.hpp): a create keeps the client's session
+//     keeps (transport/etcd/etcd_session.hpp): a create keeps the client's session
 //     lease alive (granted anew when it is gone) and binds the key to it, so
 //     a keepalive (a renew, a release) renews every key of that client and a
 //     renew rides on one sent up to lease::renew_max_age before it (its
@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "tests/support/sim_transport.hpp"
-#include "transport/etcd_ttl_readings.hpp"
+#include "transport/etcd/etcd_ttl_readings.hpp"
 
 namespace leasehold {
 

@@ -1,5 +1,5 @@
 // The simulated etcd store answers the lease transport's requests as
-// transport/etcd_transport.hpp maps them onto etcd, with etcd's revisions
+// transport/etcd/etcd_transport.hpp maps them onto etcd, with etcd's revisions
 // and lease TTLs judged by the store's own clock.
 #include <doctest/doctest.h>
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "transport/kube_client.hpp"
+#include "transport/kube/kube_client.hpp"
 
 namespace leasehold {
 

@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/http_errors.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/http/http_errors.hpp"
+#include "transport/kube/kube_client.hpp"
 
 using namespace leasehold;
 

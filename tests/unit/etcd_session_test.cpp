@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "transport/common/base64.hpp"
-#include "transport/etcd_session.hpp"
-#include "transport/etcd_txn_reads.hpp"
+#include "transport/base64.hpp"
+#include "transport/etcd/etcd_session.hpp"
+#include "transport/etcd/etcd_txn_reads.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-// The etcd watch (transport/etcd_watch.hpp) against a fake etcd JSON
+// The etcd watch (transport/etcd/etcd_watch.hpp) against a fake etcd JSON
 // gateway on loopback that plays one scripted answer per POST /v3/watch and
 // per range of the namespace: one stream per namespace shared by every
 // lease in it (the gateway sees one watch however many leases), PUT and
@@ -21,9 +21,9 @@
 
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/watch_support.hpp"
-#include "transport/common/base64.hpp"
-#include "transport/etcd_transport.hpp"
-#include "transport/etcd_txn_reads.hpp"
+#include "transport/base64.hpp"
+#include "transport/etcd/etcd_transport.hpp"
+#include "transport/etcd/etcd_txn_reads.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-// Pipelined requests (http_client::send_all, transport/http_pipeline.hpp)
+// Pipelined requests (http_client::send_all, transport/http/http_pipeline.hpp)
 // against a loopback server of raw sockets that reads a batch's requests
 // from one connection and answers them as each case scripts: every answer,
 // Content-Length and chunked, a close after k answers, a stalled answer, an
@@ -12,9 +12,9 @@
 
 #include "tests/unit/test_support.hpp"
 #include "cmd/leasehold-apiserver/connection.hpp"
-#include "transport/http_answer.hpp"
-#include "transport/http_client.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/http/http_answer.hpp"
+#include "transport/http/http_client.hpp"
+#include "transport/kube/kube_client.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;
@@ -442,7 +442,7 @@ TEST_CASE("a pipelined batch over TLS: CA, client certificate, skip-verify") {
 
 TEST_CASE("a batch deeper than one round: a stalled answer fails the rest of its round only") {
   // 40 requests: the first round carries 32 (max_pipeline_depth,
-  // transport/http_pipeline.cpp) and its second answer stalls; the last 8
+  // transport/http/http_pipeline.cpp) and its second answer stalls; the last 8
   // go on a new connection. Regression: with all 128
   // of a batch in one round, one answer late under load failed the rest of
   // the batch, and rounds that deep made the pool's queue expire thousands

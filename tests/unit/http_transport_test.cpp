@@ -8,8 +8,8 @@
 
 #include "tests/unit/test_support.hpp"
 #include "leasehold/transports.hpp"
-#include "transport/kube_client.hpp"
-#include "transport/kube_events.hpp"
+#include "transport/kube/kube_client.hpp"
+#include "transport/kube/kube_events.hpp"
 
 using namespace leasehold;
 using namespace std::chrono_literals;

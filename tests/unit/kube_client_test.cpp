@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/kube/kube_client.hpp"
 
 using namespace leasehold;
 using json = nlohmann::json;

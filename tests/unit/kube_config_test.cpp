@@ -3,9 +3,9 @@
 #include <cstdlib>
 
 #include "tests/unit/test_support.hpp"
-#include "transport/common/base64.hpp"
-#include "transport/kube_client.hpp"
-#include "transport/kube_config.hpp"
+#include "transport/base64.hpp"
+#include "transport/kube/kube_client.hpp"
+#include "transport/kube/kube_config.hpp"
 
 using namespace leasehold;
 

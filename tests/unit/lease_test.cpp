@@ -2,7 +2,7 @@
 
 #include "tests/unit/test_support.hpp"
 #include "leasehold/lease.hpp"
-#include "transport/lease_json.hpp"
+#include "lease/lease_json.hpp"
 
 using namespace leasehold;
 using json = nlohmann::json;
@@ -302,7 +302,7 @@ TEST_CASE("a LeaderElection event is a core/v1 Event about the Lease") {
   CHECK(j["count"] == 1);
 }
 
-// --- the Lease's JSON text read and written in place (transport/lease_json.hpp)
+// --- the Lease's JSON text read and written in place (lease/lease_json.hpp)
 // CPU per renewal: each renew built, printed and parsed
 // nlohmann documents. The in-place reader and writer must give exactly what
 // the document path gives: the same lease or the same error, the same bytes.

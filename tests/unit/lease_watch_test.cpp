@@ -13,8 +13,8 @@
 #include "tests/unit/test_support.hpp"
 #include "tests/unit/watch_support.hpp"
 #include "leasehold/transports.hpp"
-#include "transport/kube_client.hpp"
-#include "transport/kube_watch.hpp"
+#include "transport/kube/kube_client.hpp"
+#include "transport/kube/kube_watch.hpp"
 #include "transport/transport_pool.hpp"
 #include "transport/watch_fanout.hpp"
 
@@ -118,7 +118,7 @@ TEST_CASE("watch lines: every type parses; a bad line names what is wrong") {
   CHECK(added.value->what == watch_line::type::added);
   CHECK(added.value->resource_version == "5");
   CHECK(added.value->record->spec.holder_identity == "pod-a");
-  // Read in place (transport/lease_json.hpp) or as a document, the same line.
+  // Read in place (lease/lease_json.hpp) or as a document, the same line.
   auto deleted = parse_watch_line(R"( {"object" : )" + test::lease_body("x", "6", "pod-b", 2) +
                                   R"( , "type":"DELETED" } )");
   REQUIRE(deleted.ok());

@@ -23,7 +23,7 @@
 #include "tests/unit/test_support.hpp"
 #include "cmd/leasehold-apiserver/connection.hpp"
 #include "leasehold/transports.hpp"
-#include "transport/kube_client.hpp"
+#include "transport/kube/kube_client.hpp"
 #include "transport/transport_pool.hpp"
 
 using namespace leasehold;

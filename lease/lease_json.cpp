@@ -1,0 +1,271 @@
+#include "lease/lease_json.hpp"
+
+
+#include "lease/json_cursor.hpp"
+
+namespace leasehold {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view lease_api_version = "coordination.k8s.io/v1";
+
+// --- reading -------------------------------------------------------------------
+
+/// A member leasehold does not model: its value kept in `into[key]`.
+bool keep(json_cursor& c, std::string_view key, json& into) {
+  std::string_view span;
+  if (!c.value(&span))
+    return false;
+  auto v = json::parse(span.begin(), span.end(), nullptr, /*allow_exceptions*/ false);
+  if (v.is_discarded())
+    return false;
+  into[std::string(key)] = std::move(v);
+  return true;
+}
+
+// --- writing -------------------------------------------------------------------
+
+/// Written by nlohmann as is, between quotes.
+bool safe(std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
+      return false;
+  return true;
+}
+
+void put_string(std::string& out, std::string_view s) {
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+/// `s` between quotes; false when it needs escaping.
+bool put_plain(std::string& out, std::string_view s) {
+  if (!safe(s))
+    return false;
+  put_string(out, s);
+  return true;
+}
+
+// --- the members ---------------------------------------------------------------
+
+/// One member of a Lease object that lease models: its key; how the reader
+/// reads its value into a lease; whether the writer writes it (as
+/// to_json_value's set_or_erase: an empty string, an unset time or duration
+/// is absent); how the writer writes its value (false: it needs escaping).
+/// One table per object, in key order, serves the reader and the writer.
+struct member {
+  std::string_view key;
+  bool (*read)(json_cursor&, lease&);
+  bool (*present)(const lease&);
+  bool (*write)(std::string&, const lease&);
+};
+
+template <std::size_t N>
+constexpr bool in_key_order(const std::array<member, N>& m) {
+  for (std::size_t i = 1; i < N; ++i)
+    if (!(m[i - 1].key < m[i].key))
+      return false;
+  return true;
+}
+
+template <std::size_t N>
+constexpr std::array<std::string_view, N> keys_of(const std::array<member, N>& m) {
+  std::array<std::string_view, N> k{};
+  for (std::size_t i = 0; i < N; ++i)
+    k[i] = m[i].key;
+  return k;
+}
+
+template <std::string lease::*F, bool Always = false>
+constexpr member metadata_string(std::string_view key) {
+  return {key, [](json_cursor& c, lease& l) { return read_plain(c, l.*F); },
+          [](const lease& l) { return Always || !(l.*F).empty(); },
+          [](std::string& o, const lease& l) { return put_plain(o, l.*F); }};
+}
+
+template <std::string lease_spec::*F>
+constexpr member spec_string(std::string_view key) {
+  return {key, [](json_cursor& c, lease& l) { return read_plain(c, l.spec.*F); },
+          [](const lease& l) { return !(l.spec.*F).empty(); },
+          [](std::string& o, const lease& l) { return put_plain(o, l.spec.*F); }};
+}
+
+template <std::optional<wall_time> lease_spec::*F>
+constexpr member spec_time(std::string_view key) {
+  return {key, [](json_cursor& c, lease& l) { return read_time(c, l.spec.*F); },
+          [](const lease& l) { return (l.spec.*F).has_value(); },
+          [](std::string& o, const lease& l) {
+            put_string(o, format_micro_time(*(l.spec.*F)));
+            return true;
+          }};
+}
+
+constexpr std::array<member, 5> metadata_members = {{
+  metadata_string<&lease::creation_timestamp>("creationTimestamp"),
+  metadata_string<&lease::name, /*always*/ true>("name"),
+  metadata_string<&lease::ns>("namespace"),
+  metadata_string<&lease::resource_version>("resourceVersion"),
+  metadata_string<&lease::uid>("uid"),
+}};
+static_assert(in_key_order(metadata_members));
+
+constexpr std::array<member, 7> spec_members = {{
+  spec_time<&lease_spec::acquire_time>("acquireTime"),
+  spec_string<&lease_spec::holder_identity>("holderIdentity"),
+  {"leaseDurationSeconds",
+   [](json_cursor& c, lease& l) {
+     int v = 0;
+     if (!read_int(c, v))
+       return false;
+     l.spec.lease_duration_seconds = v;
+     return true;
+   },
+   [](const lease& l) { return l.spec.lease_duration_seconds.has_value(); },
+   [](std::string& o, const lease& l) {
+     o += std::to_string(*l.spec.lease_duration_seconds);
+     return true;
+   }},
+  {"leaseTransitions", [](json_cursor& c, lease& l) { return read_int(c, l.spec.lease_transitions); },
+   [](const lease&) { return true; },
+   [](std::string& o, const lease& l) {
+     o += std::to_string(l.spec.lease_transitions);
+     return true;
+   }},
+  spec_string<&lease_spec::preferred_holder>("preferredHolder"),
+  spec_time<&lease_spec::renew_time>("renewTime"),
+  spec_string<&lease_spec::strategy>("strategy"),
+}};
+static_assert(in_key_order(spec_members));
+
+const json* part_of(const json& raw, const char* key) {
+  if (!raw.is_object())
+    return nullptr;
+  auto it = raw.find(key);
+  return it != raw.end() ? &*it : nullptr;
+}
+
+/// An object's members in key order, as nlohmann writes an object: the
+/// `members` present in `l`, merged with `raw`'s members (if it is an
+/// object) whose keys are not modelled. False when a value needs escaping.
+template <std::size_t N>
+bool merge_object(std::string& out, const std::array<member, N>& members, const lease& l,
+                  const json* raw) {
+  out += '{';
+  bool first = true;
+  auto comma = [&] {
+    if (!first)
+      out += ',';
+    first = false;
+  };
+  auto modelled = [&](const member& m) {
+    if (!m.present(l))
+      return true;
+    comma();
+    put_string(out, m.key);
+    out += ':';
+    return m.write(out, l);
+  };
+  std::size_t i = 0;
+  if (raw && raw->is_object())
+    for (auto it = raw->begin(); it != raw->end(); ++it) {
+      std::string_view rk = it.key();
+      for (; i < N && members[i].key < rk; ++i)
+        if (!modelled(members[i]))
+          return false;
+      if (i < N && members[i].key == rk)
+        continue;   // written from the lease's member
+      comma();
+      out += json(it.key()).dump();
+      out += ':';
+      out += it->dump();
+    }
+  for (; i < N; ++i)
+    if (!modelled(members[i]))
+      return false;
+  out += '}';
+  return true;
+}
+
+/// The top level, as the writer writes it (the reader reads it itself:
+/// read_plain_lease).
+constexpr std::array<member, 4> top_members = {{
+  {"apiVersion", nullptr, [](const lease&) { return true; },
+   [](std::string& o, const lease&) { return put_plain(o, lease_api_version); }},
+  {"kind", nullptr, [](const lease&) { return true; },
+   [](std::string& o, const lease&) { return put_plain(o, "Lease"); }},
+  {"metadata", nullptr, [](const lease&) { return true; },
+   [](std::string& o, const lease& l) {
+     return merge_object(o, metadata_members, l, part_of(l.raw, "metadata"));
+   }},
+  {"spec", nullptr, [](const lease&) { return true; },
+   [](std::string& o, const lease& l) {
+     return merge_object(o, spec_members, l, part_of(l.raw, "spec"));
+   }},
+}};
+static_assert(in_key_order(top_members));
+
+} // namespace
+
+const std::array<std::string_view, 5> modelled_metadata = keys_of(metadata_members);
+const std::array<std::string_view, 7> modelled_spec = keys_of(spec_members);
+
+std::optional<lease> read_plain_lease(std::string_view text) {
+  if (!json_ascii(text))
+    return std::nullopt;
+  json_cursor c(text);
+  lease l;
+  json rest;
+  bool meta = false, spec = false;
+  // A member of `part` (metadata or spec): into its member of l, or kept.
+  auto in = [&](const auto& members, const char* part) {
+    return [&, ms = &members, part](std::string_view k) {
+      for (auto& m : *ms)
+        if (k == m.key)
+          return m.read(c, l);
+      return keep(c, k, rest[part]);
+    };
+  };
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "apiVersion")
+      return c.value();
+    if (k == "kind") {
+      std::string kind;
+      return read_plain(c, kind) && (kind.empty() || kind == "Lease");
+    }
+    if (k == "metadata") {
+      if (meta)
+        return false;   // a second one: the document keeps the last alone
+      meta = true;
+      return c.object(in(metadata_members, "metadata"));
+    }
+    if (k == "spec") {
+      if (spec)
+        return false;
+      spec = true;
+      return c.object(in(spec_members, "spec"));
+    }
+    return keep(c, k, rest);
+  });
+  if (!ok || !c.at_end() || !meta || !spec || l.name.empty())
+    return std::nullopt;
+  l.raw = std::move(rest);
+  return l;
+}
+
+bool write_plain_lease(const lease& l, std::string& out) {
+  const auto size = out.size();
+  bool ok = false;
+  try {
+    ok = merge_object(out, top_members, l, &l.raw);
+  } catch (...) {
+    // a raw value nlohmann cannot write: the document path says why
+  }
+  if (!ok)
+    out.resize(size);
+  return ok;
+}
+
+} // namespace leasehold

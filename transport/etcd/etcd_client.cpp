@@ -1,0 +1,126 @@
+#include "transport/etcd/etcd_client.hpp"
+
+#include "transport/etcd/etcd_client_impl.hpp"
+
+namespace leasehold {
+
+etcd_client::etcd_client(etcd_config cfg, std::shared_ptr<ttl_cache> readings,
+                         std::shared_ptr<etcd_session> session)
+  : impl_(std::make_unique<impl>(std::move(cfg), std::move(readings), std::move(session))) {}
+
+etcd_client::~etcd_client() = default;
+
+template <class T = lease, class F>
+api_result<T> guarded(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return api_result<T>::failure(
+      api_error{error_kind::other, 0, "POST", what, std::string("internal error: ") + e.what()});
+  }
+}
+
+api_error etcd_client::stream(const std::string& path, const nlohmann::json& body,
+                              std::chrono::milliseconds idle_timeout,
+                              const std::function<void()>& on_open,
+                              const std::function<bool(const char*, std::size_t)>& on_data) {
+  try {
+    return impl_->conn.stream(path, body, idle_timeout, on_open, on_data);
+  } catch (const std::exception& e) {
+    return api_error{error_kind::other, 0, "POST", path, std::string("internal error: ") + e.what()};
+  }
+}
+
+void etcd_client::stream_failed(error_kind kind) {
+  impl_->conn.stream_failed(kind);
+}
+
+void etcd_client::stop() {
+  impl_->conn.stop();
+}
+
+const etcd_config& etcd_client::config() const {
+  return impl_->cfg;
+}
+
+api_result<json> etcd_client::post(const std::string& path, const json& body) {
+  return guarded<json>(path.c_str(), [&] { return impl_->call(path, body); });
+}
+
+api_result<lease> etcd_client::get_lease(const lease_key& k) {
+  return guarded("/v3/kv/range", [&] { return impl_->get_lease(k); });
+}
+
+api_result<lease> etcd_client::create_lease(const lease& l) {
+  return guarded("/v3/kv/txn", [&] { return impl_->create_lease(l); });
+}
+
+api_result<lease> etcd_client::update_lease(const lease& l) {
+  return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
+}
+
+namespace {
+
+/// A batch's replies (`each()`); an exception answers every request with it.
+template <class Each>
+std::vector<api_result<lease>> batch_of(std::size_t n, Each&& each) {
+  try {
+    return each();
+  } catch (const std::exception& e) {
+    return std::vector<api_result<lease>>(
+      n, api_result<lease>::failure(api_error{error_kind::other, 0, "POST", "/v3/kv/txn",
+                                              std::string("internal error: ") + e.what()}));
+  }
+}
+
+} // namespace
+
+std::vector<api_result<lease>> etcd_client::get_leases(const std::vector<lease_key>& ks) {
+  return batch_of(ks.size(), [&] {
+    auto began = std::chrono::steady_clock::now();
+    auto cur = impl_->ranges(ks);
+    std::vector<api_result<lease>> out;
+    out.reserve(ks.size());
+    for (std::size_t i = 0; i < ks.size(); ++i)
+      out.push_back(impl_->got(ks[i], std::move(cur[i]), began));
+    return out;
+  });
+}
+
+std::vector<api_result<lease>> etcd_client::write_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] { return impl_->write_all(ls); });
+}
+
+std::vector<api_result<lease>> etcd_client::create_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] { return impl_->create_all(ls); });
+}
+
+std::vector<api_result<lease>> etcd_client::renew_leases(const std::vector<lease>& ls) {
+  return batch_of(ls.size(), [&] {
+    // One `began` for the batch, taken before its ranges: every renew in
+    // it was asked before (the pool batches only queued requests), so each
+    // counts from a keepalive sent no later than its key was read, exactly
+    // as a renew alone (docs/safety.md, "One etcd lease per process").
+    auto began = std::chrono::steady_clock::now();
+    std::vector<lease_key> ks;
+    ks.reserve(ls.size());
+    for (auto& l : ls)
+      ks.push_back(l.key());
+    auto cur = impl_->ranges(ks);
+    std::vector<api_result<lease>> out;
+    out.reserve(ls.size());
+    for (std::size_t i = 0; i < ls.size(); ++i)
+      out.push_back(impl_->updated(ls[i], std::move(cur[i]), began));
+    return out;
+  });
+}
+
+etcd_scope etcd_client::scope(const std::string& ns) const {
+  return {impl_->cfg.prefix, ns};
+}
+
+const std::string& etcd_client::current_endpoint() const {
+  return impl_->conn.current_endpoint();
+}
+
+} // namespace leasehold

@@ -1,0 +1,36 @@
+// Balance group membership on etcd: one key per replica and group,
+// <prefix>/_members/<namespace>/<group>/<identity> (outside every lease
+// namespace's scope: namespaces are DNS labels, "_members" is not one),
+// bound to an etcd lease of the announcement's ttl that every announcement
+// keeps alive. The store forgets a replica that stops announcing; a
+// member's join order is its key's create_revision (kept across a restart
+// that finds its key still there). docs/balance.md.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "leasehold/membership.hpp"
+#include "transport/etcd/etcd_client.hpp"
+
+namespace leasehold {
+
+/// Blocking: use from a detached actor (spawn_etcd_membership).
+class etcd_members {
+public:
+  explicit etcd_members(etcd_config cfg) : client_(std::move(cfg)) {}
+  /// Keep this replica's key alive (grant and put it when its etcd lease is
+  /// gone), then list the group's keys.
+  members_reply announce(const candidate& c);
+  /// Delete the key and revoke its etcd lease: true when there was one.
+  withdraw_reply withdraw(const candidate& c);
+  /// The group's keys: <prefix>/_members/<ns>/<group>/<identity>.
+  etcd_scope group_scope(const candidate& c) const;
+
+private:
+  api_error put_key(const candidate& c);
+  etcd_client client_;
+  std::map<std::string, std::string> lease_of_;   // key -> etcd lease ID
+};
+
+} // namespace leasehold

@@ -1,0 +1,329 @@
+// Reads of etcd keys through txns of ranges (etcd_txn_reads.hpp).
+#include "transport/etcd/etcd_txn_reads.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/base64.hpp"
+#include "transport/etcd/etcd_connection.hpp"
+#include "lease/json_cursor.hpp"
+
+namespace leasehold {
+
+using json = nlohmann::json;
+
+namespace {
+
+/// The most revisions between a read and a create whose history a create
+/// checks (16 requests); beyond it the created key is held.
+constexpr std::int64_t history_revisions = 16 * etcd_txn_ops;
+
+} // namespace
+
+bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
+                            const std::string& key, std::int64_t read, std::int64_t created,
+                            bool seen_present) {
+  if (created == read + 1 && !seen_present)
+    return true;   // the very next write of the whole store
+  if (created <= read || created - read - 1 > history_revisions)
+    return false;
+  bool present = seen_present;   // the key at the latest revision looked at
+  // Revisions this transport's own txns wrote, to other keys only, need no
+  // read (etcd_session::wrote): a killed process's 1,000 keys are 1,000
+  // creates of the follower's own in a row, and each create asked for every
+  // one before it (up to 8 txns of 128 ranges each: the workers' time
+  // during the takeover).
+  std::vector<std::int64_t> unknown;
+  for (auto rev = read + 1; rev < created; ++rev)
+    if (!own.wrote_other_at(rev, key))
+      unknown.push_back(rev);
+  for (std::size_t from = 0; from < unknown.size(); from += etcd_txn_ops) {
+    auto until = std::min(unknown.size(), from + static_cast<std::size_t>(etcd_txn_ops));
+    json ranges = json::array();
+    for (auto i = from; i < until; ++i)
+      ranges.push_back({{"request_range", {{"key", key}, {"revision", std::to_string(unknown[i])},
+                                           {"count_only", true}}}});
+    auto r = call("/v3/kv/txn", {{"success", std::move(ranges)}});
+    if (!r.ok())
+      return false;
+    auto responses = r.value->find("responses");   // call() answers JSON objects only
+    if (responses == r.value->end() || !responses->is_array() || responses->size() != until - from)
+      return false;
+    for (auto& op : *responses) {
+      auto range = op.find("response_range");
+      if (range == op.end() || !range->is_object())
+        return false;
+      std::int64_t count = 0;   // etcd leaves a zero count out
+      if (range->contains("count") && !int64_field(*range, "count", count))
+        return false;
+      if (count != 0 && !present)
+        return false;   // written after it was gone (or, unseen, at all)
+      present = count != 0;
+    }
+  }
+  return !present;   // gone before the create (it could not create otherwise)
+}
+
+
+namespace {
+
+/// Key `k` with range answer kvs[0] `kv` (or its error) at `range_revision`
+/// (0: none, then `revision`); errors named `where()`.
+template <class Where>
+api_result<etcd_current_key> current_of(const lease_key& k,
+                                        parse_result<std::optional<etcd_kv>> kv,
+                                        std::int64_t range_revision, std::int64_t revision,
+                                        Where&& where) {
+  if (!kv.ok())
+    return api_result<etcd_current_key>::failure(
+      api_error{error_kind::malformed_body, 200, "POST", where(), kv.error});
+  etcd_current_key out;
+  out.kv = std::move(*kv.value);
+  out.revision = range_revision > 0 ? range_revision : revision;
+  if (out.kv) {
+    auto rec = to_lease(k, *out.kv);
+    if (!rec.ok())
+      return api_result<etcd_current_key>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", where(), rec.error});
+    out.record = std::move(rec.value);
+  }
+  return api_result<etcd_current_key>::success(std::move(out));
+}
+
+/// Key `k` as range `r` read in place shows it (`revision`: the txn's, when
+/// the range has none of its own).
+template <class Where>
+api_result<etcd_current_key> current_of(const lease_key& k, etcd_ranges_read::range&& r,
+                                        std::int64_t revision, Where&& where) {
+  parse_result<std::optional<etcd_kv>> kv;
+  kv.value = std::move(r.kv);
+  return current_of(k, std::move(kv), r.revision, revision, where);
+}
+
+/// An int64 as etcd's gateway sends it next: a plain string of digits, or
+/// an integer, that fits an int64 (int64_field reads both the same).
+bool read_int64(json_cursor& c, std::int64_t& out) {
+  std::string_view t;
+  bool flag = false;
+  json_cursor probe = c;
+  if (probe.string(t, flag)) {
+    if (!flag)
+      return false;
+    c = probe;
+  } else if (!c.number(t, flag) || !flag) {
+    return false;
+  }
+  if (t.empty() || t.size() > 19)
+    return false;
+  for (char ch : t)
+    if (ch < '0' || ch > '9')
+      return false;
+  return std::from_chars(t.data(), t.data() + t.size(), out).ec == std::errc{};
+}
+
+/// A header object next: its revision (0 when it has none).
+bool read_header(json_cursor& c, std::int64_t& revision) {
+  json_members_seen seen;
+  return c.object([&](std::string_view k) {
+    if (k != "revision")
+      return c.value();
+    return seen.first(1) && read_int64(c, revision);
+  });
+}
+
+/// A base64 string next (plain), decoded.
+bool read_bytes(json_cursor& c, std::string& out) {
+  std::string text;
+  if (!read_plain(c, text))
+    return false;
+  auto bytes = decode_base64(text);
+  if (!bytes)
+    return false;
+  out = std::move(*bytes);
+  return true;
+}
+
+/// A key-value object next, as parse_kv reads a valid one.
+bool read_kv(json_cursor& c, etcd_kv& kv) {
+  json_members_seen seen;
+  kv.lease_id = "0";
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "key")
+      return seen.first(1) && read_bytes(c, kv.key);
+    if (k == "value")
+      return seen.first(2) && read_bytes(c, kv.value);
+    if (k == "create_revision")
+      return seen.first(4) && read_int64(c, kv.create_revision);
+    if (k == "mod_revision")
+      return seen.first(8) && read_int64(c, kv.mod_revision);
+    if (k == "lease") {
+      if (!seen.first(16))
+        return false;
+      json_cursor probe = c;
+      if (read_plain(probe, kv.lease_id)) {
+        c = probe;
+        return true;
+      }
+      std::int64_t id = 0;
+      if (!read_int64(c, id))
+        return false;
+      kv.lease_id = std::to_string(id);
+      return true;
+    }
+    return c.value();
+  });
+  return ok && kv.create_revision > 0 && kv.mod_revision > 0;
+}
+
+/// A response_range object next.
+bool read_range(json_cursor& c, etcd_ranges_read::range& r) {
+  json_members_seen seen;
+  return c.object([&](std::string_view k) {
+    if (k == "header")
+      return seen.first(1) && read_header(c, r.revision);
+    if (k != "kvs")
+      return c.value();
+    return seen.first(2) && c.array([&](std::size_t i) {
+      if (i > 0)
+        return c.value();   // one key per range: kvs[0]
+      r.kv.emplace();
+      return read_kv(c, *r.kv);
+    });
+  });
+}
+
+} // namespace
+
+api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
+                                          std::int64_t revision, const std::string& path) {
+  return current_of(k, first_kv(reply), header_revision(reply), revision,
+                    [&] { return path; });
+}
+
+bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out) {
+  out = etcd_ranges_read{};
+  if (!json_ascii(body))
+    return false;
+  json_cursor c(body);
+  json_members_seen seen;
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "header")
+      return seen.first(1) && read_header(c, out.revision);
+    if (k != "responses")
+      return c.value();
+    out.ranges.reserve(n);
+    return seen.first(2) && c.array([&](std::size_t) {
+      out.ranges.emplace_back();
+      bool got = false;
+      return c.object([&](std::string_view op) {
+        if (op != "response_range")
+          return c.value();
+        return !std::exchange(got, true) && read_range(c, out.ranges.back());
+      }) && got;
+    });
+  });
+  return ok && (seen.bits & 2) && out.ranges.size() == n && c.at_end();
+}
+
+api_result<etcd_current_key> etcd_range_answer(const std::string& body, const lease_key& k,
+                                               const std::string& path,
+                                               const std::string& endpoint, bool in_place) {
+  if (in_place && json_ascii(body)) {
+    json_cursor c(body);
+    etcd_ranges_read::range r;
+    if (read_range(c, r) && c.at_end())
+      return current_of(k, std::move(r), 0, [&] { return path; });
+  }
+  auto doc = etcd_connection::object_of(path, body, endpoint);
+  if (!doc.ok())
+    return api_result<etcd_current_key>::failure(doc.error);
+  return etcd_current(k, *doc.value, 0, path);
+}
+
+std::vector<api_result<etcd_current_key>> etcd_range_answers(
+  const std::string& body, const lease_key* ks, std::size_t n,
+  const std::function<std::string(std::size_t)>& where, const std::string& endpoint,
+  bool in_place) {
+  const std::string path = "/v3/kv/txn";
+  std::vector<api_result<etcd_current_key>> out;
+  out.reserve(n);
+  etcd_ranges_read read;
+  if (in_place && read_ranges_in_place(body, n, read)) {
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back(current_of(ks[i], std::move(read.ranges[i]), read.revision,
+                               [&] { return where(i); }));
+    return out;
+  }
+  auto doc = etcd_connection::object_of(path, body, endpoint);
+  const json* responses = nullptr;
+  if (doc.ok()) {
+    auto it = doc.value->find("responses");
+    if (it != doc.value->end() && it->is_array() && it->size() == n)
+      responses = &*it;
+    else
+      doc = api_result<json>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", path,
+                  "responses: expected " + std::to_string(n) + " range answers"
+                    + etcd_connection::from_endpoint(endpoint)});
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!responses) {
+      auto e = doc.error;
+      e.path = where(i);
+      out.push_back(api_result<etcd_current_key>::failure(std::move(e)));
+      continue;
+    }
+    auto& op = (*responses)[i];
+    auto range = op.find("response_range");
+    if (range == op.end() || !range->is_object())
+      out.push_back(api_result<etcd_current_key>::failure(
+        api_error{error_kind::malformed_body, 200, "POST", where(i), "response_range: missing"}));
+    else
+      out.push_back(etcd_current(ks[i], *range, header_revision(*doc.value), where(i)));
+  }
+  return out;
+}
+
+std::vector<api_result<etcd_current_key>> etcd_ranges(
+  const etcd_text_call& call, const std::vector<lease_key>& ks,
+  const std::function<std::string(const lease_key&)>& key_of) {
+  const std::string path = "/v3/kv/txn";
+  std::vector<api_result<etcd_current_key>> out;
+  out.reserve(ks.size());
+  std::string text;
+  for (std::size_t from = 0; from < ks.size(); from += etcd_txn_ops) {
+    auto until = std::min(ks.size(), from + static_cast<std::size_t>(etcd_txn_ops));
+    auto n = until - from;
+    // {"success":[{"request_range":{"key":"<base64>"}},...]}: base64 needs
+    // no escaping.
+    text.assign(R"({"success":[)");
+    for (auto i = from; i < until; ++i) {
+      text += i == from ? R"({"request_range":{"key":")" : R"(,{"request_range":{"key":")";
+      text += encode_base64(key_of(ks[i]));
+      text += R"("}})";
+    }
+    text += "]}";
+    auto where = [&](std::size_t i) {
+      return path + " (range " + std::to_string(i + 1) + " of " + std::to_string(n) + ": "
+             + key_of(ks[from + i]) + ")";
+    };
+    auto r = call(path, text);
+    if (!r.ok()) {
+      for (std::size_t i = 0; i < n; ++i) {
+        auto e = r.error;
+        e.path = where(i);
+        out.push_back(api_result<etcd_current_key>::failure(std::move(e)));
+      }
+      continue;
+    }
+    for (auto& a : etcd_range_answers(r.value->body, &ks[from], n, where, r.value->endpoint))
+      out.push_back(std::move(a));
+  }
+  return out;
+}
+
+} // namespace leasehold

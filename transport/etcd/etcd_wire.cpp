@@ -1,0 +1,434 @@
+#include "transport/etcd/etcd_wire.hpp"
+
+#include <algorithm>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "transport/base64.hpp"
+#include "lease/json_cursor.hpp"
+
+namespace leasehold {
+
+using json = nlohmann::json;
+
+bool int64_field(const json& j, const char* name, std::int64_t& out) {
+  out = 0;
+  auto it = j.find(name);
+  if (it == j.end())
+    return true;
+  if (it->is_number_integer()) {
+    out = it->get<std::int64_t>();
+    return true;
+  }
+  if (!it->is_string())
+    return false;
+  auto text = it->get<std::string>();
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoll(text.c_str(), &end, 10);
+  return !text.empty() && end && *end == '\0' && errno == 0;
+}
+
+std::string id_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end())
+    return "0";
+  if (it->is_string())
+    return it->get<std::string>();
+  if (it->is_number_integer())
+    return std::to_string(it->get<std::int64_t>());
+  return "";
+}
+
+error_kind grpc_kind(int code, int http_status) {
+  switch (code) {
+    case 3: return error_kind::invalid;          // INVALID_ARGUMENT
+    case 4: return error_kind::timeout;          // DEADLINE_EXCEEDED
+    case 5: return error_kind::not_found;        // NOT_FOUND
+    case 7: return error_kind::forbidden;        // PERMISSION_DENIED
+    case 8: return error_kind::throttled;        // RESOURCE_EXHAUSTED
+    case 14: return error_kind::server_error;    // UNAVAILABLE
+    case 16: return error_kind::unauthorized;    // UNAUTHENTICATED
+    default:
+      return http_status >= 500 ? error_kind::server_error : error_kind::other;
+  }
+}
+
+namespace {
+
+/// A base64 field's bytes ("" when absent); nullopt when it is not base64.
+std::optional<std::string> bytes_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_string())
+    return std::string{};
+  return decode_base64(it->get<std::string>());
+}
+
+} // namespace
+
+parse_result<etcd_kv> parse_kv(const json& j, const std::string& where) {
+  parse_result<etcd_kv> out;
+  if (!j.is_object()) {
+    out.error = where + ": expected an object";
+    return out;
+  }
+  etcd_kv kv;
+  if (!int64_field(j, "create_revision", kv.create_revision) || kv.create_revision <= 0) {
+    out.error = where + ".create_revision: expected a positive int64";
+    return out;
+  }
+  if (!int64_field(j, "mod_revision", kv.mod_revision) || kv.mod_revision <= 0) {
+    out.error = where + ".mod_revision: expected a positive int64";
+    return out;
+  }
+  kv.lease_id = id_field(j, "lease");
+  for (auto [name, field] : {std::pair{"key", &kv.key}, std::pair{"value", &kv.value}}) {
+    auto bytes = bytes_field(j, name);
+    if (!bytes) {
+      out.error = where + "." + name + ": invalid base64";
+      return out;
+    }
+    *field = std::move(*bytes);
+  }
+  out.value = std::move(kv);
+  return out;
+}
+
+parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
+  parse_result<std::optional<etcd_kv>> out;
+  auto it = reply.find("kvs");
+  if (it == reply.end() || (it->is_array() && it->empty())) {
+    out.value = std::optional<etcd_kv>{};
+    return out;
+  }
+  if (!it->is_array()) {
+    out.error = "kvs: expected an array of objects";
+    return out;
+  }
+  auto kv = parse_kv((*it)[0], "kvs[0]");
+  if (!kv.ok()) {
+    out.error = kv.error;
+    return out;
+  }
+  out.value = std::move(kv.value);
+  return out;
+}
+
+
+namespace {
+
+/// The record's members that to_lease reads, from `value` read in place
+/// (json_cursor) when it is plain: ASCII, one object, each of those members
+/// at most once and of its type (strings without escapes, an int, a time
+/// parse_micro_time reads). Anything else is left to the document path,
+/// whose answer stands: false. Every key's value is read or stepped over
+/// (json_cursor checks the grammar), so a text this accepts nlohmann reads
+/// the same.
+bool read_plain_record(std::string_view value, lease_spec& spec) {
+  if (!json_ascii(value))
+    return false;
+  json_cursor c(value);
+  json_members_seen seen;
+  bool ok = c.object([&](std::string_view k) {
+    if (k == "holderIdentity")
+      return seen.first(1) && read_plain(c, spec.holder_identity);
+    if (k == "leaseDurationSeconds") {
+      int d = 0;
+      if (!seen.first(2) || !read_int(c, d))
+        return false;
+      spec.lease_duration_seconds = d;
+      return true;
+    }
+    if (k == "acquireTime")
+      return seen.first(4) && read_time(c, spec.acquire_time);
+    if (k == "preferredHolder")
+      return seen.first(8) && read_plain(c, spec.preferred_holder);
+    if (k == "strategy")
+      return seen.first(16) && read_plain(c, spec.strategy);
+    return c.value();
+  });
+  return ok && c.at_end();
+}
+
+} // namespace
+
+parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::string& where) {
+  parse_result<lease> out;
+  lease_spec spec;
+  if (!read_plain_record(kv.value, spec)) {
+    spec = lease_spec{};   // what the cursor read before it gave up is not the document's
+    auto v = json::parse(kv.value, nullptr, false);
+    if (!v.is_object()) {
+      out.error = where + ".value: not a JSON object";
+      return out;
+    }
+    if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
+      spec.holder_identity = h->get<std::string>();
+    if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
+      spec.lease_duration_seconds = d->get<int>();
+    if (auto a = v.find("acquireTime"); a != v.end() && a->is_string())
+      spec.acquire_time = parse_micro_time(a->get<std::string>());
+    for (auto [field, dst] : {std::pair{"preferredHolder", &spec.preferred_holder},
+                              std::pair{"strategy", &spec.strategy}})
+      if (auto f = v.find(field); f != v.end() && f->is_string())
+        *dst = f->get<std::string>();
+  }
+  if (kv.create_revision > INT_MAX) {
+    out.error = where + ".create_revision: " + std::to_string(kv.create_revision)
+                + " exceeds the fencing token range (int32)";
+    return out;
+  }
+  spec.lease_transitions = static_cast<int>(kv.create_revision);
+  lease l;
+  l.ns = k.ns;
+  l.name = k.name;
+  l.resource_version = std::to_string(kv.mod_revision);
+  l.etcd_lease_id = kv.lease_id;
+  l.spec = std::move(spec);
+  out.value = std::move(l);
+  return out;
+}
+
+etcd_record etcd_record::of(const lease& l) {
+  etcd_record r{l.resource_version, l.etcd_lease_id, l.spec.holder_identity,
+                l.spec.lease_duration_seconds, l.spec.acquire_time, l.spec.lease_transitions, {}};
+  if (!l.spec.preferred_holder.empty() || !l.spec.strategy.empty())
+    r.rare = std::make_shared<const seldom>(seldom{l.spec.preferred_holder, l.spec.strategy});
+  return r;
+}
+
+lease_spec etcd_record::spec() const {
+  lease_spec s;
+  s.holder_identity = holder_identity;
+  s.lease_duration_seconds = lease_duration_seconds;
+  s.acquire_time = acquire_time;
+  s.lease_transitions = lease_transitions;
+  if (rare) {
+    s.preferred_holder = rare->preferred_holder;
+    s.strategy = rare->strategy;
+  }
+  return s;
+}
+
+lease etcd_record::to_lease(const lease_key& k) const {
+  lease l;
+  l.ns = k.ns;
+  l.name = k.name;
+  l.resource_version = resource_version;
+  l.etcd_lease_id = etcd_lease_id;
+  l.spec = spec();
+  return l;
+}
+
+int etcd_key_ttl(const lease_spec& s) {
+  int ttl = std::max(1, s.lease_duration_seconds.value_or(1));
+  return s.holder_identity.empty() ? 2 * ttl : ttl;
+}
+
+std::int64_t header_revision(const json& reply) {
+  std::int64_t rev = 0;
+  auto header = reply.find("header");
+  if (header == reply.end() || !header->is_object() || !int64_field(*header, "revision", rev))
+    return 0;
+  return rev;
+}
+
+std::string etcd_scope::range_end() const {
+  auto end = dir();   // ends in '/': never 0xff, so one increment suffices
+  end.back() = static_cast<char>(end.back() + 1);
+  return end;
+}
+
+std::optional<std::string> etcd_scope::name_of(const std::string& key) const {
+  auto d = dir();
+  if (key.size() <= d.size() || key.compare(0, d.size(), d) != 0)
+    return std::nullopt;
+  return key.substr(d.size());
+}
+
+namespace {
+
+/// An int field of the gateway's error object; 0 when absent or not an int.
+int int_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
+std::string string_field(const json& j, const char* name) {
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+/// A boolean field (absent: false); false in `ok` when it is something else.
+bool bool_field(const json& j, const char* name, bool& ok) {
+  auto it = j.find(name);
+  if (it == j.end())
+    return false;
+  if (!it->is_boolean()) {
+    ok = false;
+    return false;
+  }
+  return it->get<bool>();
+}
+
+
+} // namespace
+
+parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope) {
+  parse_result<etcd_scope_state> out;
+  etcd_scope_state st;
+  st.revision = header_revision(reply);
+  if (st.revision <= 0) {
+    out.error = "header.revision: missing";
+    return out;
+  }
+  auto it = reply.find("kvs");
+  if (it != reply.end() && !it->is_array()) {
+    out.error = "kvs: expected an array of objects";
+    return out;
+  }
+  bool ok = true;
+  bool more = bool_field(reply, "more", ok);
+  if (!ok) {
+    out.error = "more: expected a boolean";
+    return out;
+  }
+  if (more && (it == reply.end() || it->empty())) {
+    out.error = "more: true with no kvs to continue after";
+    return out;
+  }
+  for (std::size_t i = 0; it != reply.end() && i < it->size(); ++i) {
+    auto where = "kvs[" + std::to_string(i) + "]";
+    auto kv = parse_kv((*it)[i], where);
+    if (!kv.ok()) {
+      out.error = kv.error;
+      return out;
+    }
+    if (i + 1 == it->size() && more)
+      st.next_key = kv.value->key + '\0';   // the first key after this one
+    auto name = scope.name_of(kv.value->key);
+    if (!name)
+      continue;
+    auto rec = to_lease({scope.ns, *name}, *kv.value, where);
+    if (rec.ok())
+      st.records.emplace(std::move(*name), etcd_record::of(*rec.value));
+  }
+  out.value = std::move(st);
+  return out;
+}
+
+
+parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
+                                                       const etcd_scope& scope) {
+  parse_result<etcd_watch_message> out;
+  auto j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    out.error = "not a JSON object";
+    return out;
+  }
+  etcd_watch_message m;
+  if (auto e = j.find("error"); e != j.end()) {
+    if (!e->is_object()) {
+      out.error = "error: expected an object";
+      return out;
+    }
+    m.error = true;
+    m.grpc_code = int_field(*e, "grpc_code");
+    m.http_code = int_field(*e, "http_code");
+    m.message = string_field(*e, "message");
+    out.value = std::move(m);
+    return out;
+  }
+  auto r = j.find("result");
+  if (r == j.end() || !r->is_object()) {
+    out.error = "result: expected an object";
+    return out;
+  }
+  bool ok = true;
+  m.created = bool_field(*r, "created", ok);
+  if (!ok) {
+    out.error = "result.created: expected a boolean";
+    return out;
+  }
+  m.canceled = bool_field(*r, "canceled", ok);
+  if (!ok) {
+    out.error = "result.canceled: expected a boolean";
+    return out;
+  }
+  if (!int64_field(*r, "compact_revision", m.compact_revision) || m.compact_revision < 0) {
+    out.error = "result.compact_revision: expected an int64";
+    return out;
+  }
+  m.cancel_reason = string_field(*r, "cancel_reason");
+  auto evs = r->find("events");
+  if (evs != r->end() && !evs->is_array()) {
+    out.error = "result.events: expected an array";
+    return out;
+  }
+  for (std::size_t i = 0; evs != r->end() && i < evs->size(); ++i) {
+    auto where = "result.events[" + std::to_string(i) + "]";
+    auto& e = (*evs)[i];
+    if (!e.is_object()) {
+      out.error = where + ": expected an object";
+      return out;
+    }
+    etcd_watch_message::event ev;
+    // mvccpb.Event.EventType: PUT is 0, the default, which the gateway omits.
+    auto t = e.find("type");
+    if (t == e.end() || (t->is_string() && t->get<std::string>() == "PUT")
+        || (t->is_number_integer() && t->get<int>() == 0))
+      ev.deleted = false;
+    else if ((t->is_string() && t->get<std::string>() == "DELETE")
+             || (t->is_number_integer() && t->get<int>() == 1))
+      ev.deleted = true;
+    else {
+      out.error = where + ".type: expected PUT or DELETE (is " + t->dump() + ")";
+      return out;
+    }
+    auto kv = e.find("kv");
+    if (kv == e.end() || !kv->is_object()) {
+      out.error = where + ".kv: expected an object";
+      return out;
+    }
+    std::string key;
+    if (ev.deleted) {
+      // A deleted key keeps only its key and the deletion's revision.
+      if (!int64_field(*kv, "mod_revision", ev.mod_revision) || ev.mod_revision <= 0) {
+        out.error = where + ".kv.mod_revision: expected a positive int64";
+        return out;
+      }
+      key = bytes_field(*kv, "key").value_or("");
+    } else {
+      auto parsed = parse_kv(*kv, where + ".kv");
+      if (!parsed.ok()) {
+        out.error = parsed.error;
+        return out;
+      }
+      key = parsed.value->key;
+      ev.mod_revision = parsed.value->mod_revision;
+      if (auto name = scope.name_of(key)) {
+        auto rec = to_lease({scope.ns, *name}, *parsed.value, where + ".kv");
+        if (rec.ok())
+          ev.record = std::move(rec.value);
+        else
+          ev.error = rec.error;
+      }
+    }
+    auto name = scope.name_of(key);
+    if (!name) {
+      out.error = where + ".kv.key: expected a key under " + scope.dir() + " (is \"" + key + "\")";
+      return out;
+    }
+    ev.name = std::move(*name);
+    m.events.push_back(std::move(ev));
+  }
+  out.value = std::move(m);
+  return out;
+}
+
+} // namespace leasehold

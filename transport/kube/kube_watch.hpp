@@ -1,0 +1,67 @@
+// The Kubernetes watch stream of the lease transport (the loop that runs it
+// is transport/lease_watch.hpp's): the namespace's Lease collection, shared
+// by every subscriber in it:
+//
+//   GET .../namespaces/NS/leases?watch=1&resourceVersion=RV
+//       &allowWatchBookmarks=true&timeoutSeconds=T
+//
+// (with &fieldSelector=metadata.name=NAME for the watch of one Lease). A
+// stream that ends is reopened after the last resourceVersion delivered;
+// 410 Gone (the version is no longer kept) restarts from the current state;
+// an ERROR event closes it with a `down` event naming the request.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "leasehold/lease_transport.hpp"
+#include "transport/http/http_client.hpp"
+#include "transport/lease_watch.hpp"
+#include "transport/watch_echoes.hpp"
+
+namespace leasehold {
+
+/// What one line of a watch stream says.
+struct watch_line {
+  enum class type { added, modified, deleted, bookmark, error } what = type::error;
+  std::optional<lease> record;          // added / modified / deleted
+  std::string resource_version;         // of the object (every type but error)
+  int status_code = 0;                  // error: the Status's code (410: Gone)
+  std::string message;                  // error: the Status's message
+};
+
+/// Parses one line; the error names what is wrong ("object.spec...: ...").
+parse_result<watch_line> parse_watch_line(const std::string& line);
+
+/// The path of the watch request for `k` from `rv` ("" = current state
+/// first); `k.name` empty: the namespace's whole Lease collection.
+std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds);
+
+/// The Kubernetes watch of one Lease (the request above), or, with a
+/// fanout and an empty lease name, of a namespace's whole Lease collection
+/// shared by its subscribers.
+class lease_watcher : public lease_watch_loop {
+public:
+  /// `echoes`: the answers of the transport's own renews, whose events a
+  /// shared stream drops unparsed (transport/watch_echoes.hpp).
+  lease_watcher(connection_config cfg, lease_watch_request req,
+                std::shared_ptr<watch_fanout> fanout = {},
+                std::shared_ptr<watch_echoes> echoes = {});
+  ~lease_watcher() override;
+
+private:
+  request next_request() override;
+  api_error open(const request& r, std::chrono::milliseconds idle,
+                 const std::function<void()>& on_open,
+                 const std::function<bool(const char*, std::size_t)>& on_data) override;
+  void abort() override;
+  std::optional<api_error> on_line(const std::string& line, const request& r,
+                                   bool& delivered) override;
+
+  http_client client_;
+  std::shared_ptr<watch_echoes> echoes_;
+  std::string rv_;
+};
+
+} // namespace leasehold
