@@ -11,14 +11,7 @@
 //     4. tell each runner to compete for its lease iff it is assigned here,
 //        or the lease has been free for a lease duration (no member may
 //        leave a lease unowned because views of the group differ).
-//   the runners learn the settled members (candidates_atom): a yield or a
-//   preferredHolder naming anybody else moves nothing.
-//   yield of one lease: to the named member, or the settled member other
-//   than this replica that ranks the lease highest (rendezvous runner-up);
-//   every member that sees the release name it (leadership_changed's
-//   preferred) pins the lease to it for a lease duration (the yield hold),
-//   so the assignment keeps it there and rebalances around it.
-//   leave: withdraw the announcement, then shut every runner down.
+//   yields and leaving: the comment on balance_group_actor below.
 #include "leasehold/balance_group.hpp"
 
 #include <algorithm>
@@ -27,7 +20,7 @@
 #include <set>
 
 #include "actors/balance.hpp"
-#include "actors/blocking_request.hpp"
+#include "leasehold/blocking_request.hpp"
 #include "actors/handover.hpp"
 #include "actors/messages.hpp"
 
@@ -52,6 +45,14 @@ struct lease_view {
   bool competing = false;
 };
 
+/// The settled members are told to the runners (candidates_atom): a yield
+/// or a preferredHolder naming anybody else moves nothing. A yield of one
+/// lease goes to the named member, or to the settled member other than
+/// this replica that ranks the lease highest (the rendezvous runner-up).
+/// Every member that sees the release name it (leadership_changed's
+/// preferred) pins the lease to it for a lease duration (the yield hold),
+/// so the assignment keeps it there and rebalances around it. Leaving:
+/// withdraw the announcement, then shut every runner down.
 class balance_group_actor : public caf::event_based_actor {
 public:
   balance_group_actor(caf::actor_config& cfg, balance_group_options opts)

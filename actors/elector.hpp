@@ -26,7 +26,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "actors/rarely_set.hpp"
 #include "actors/runner.hpp"
 #include "actors/shared_behavior.hpp"

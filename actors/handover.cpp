@@ -25,15 +25,6 @@ const char* to_string(yield_status s) {
   return "?";
 }
 
-caf::timespan preferred_holder_wait(const election_timings& t) {
-  auto poll = std::chrono::duration_cast<caf::timespan>(t.retry_period * (1 + jitter_factor));
-  return poll + t.effective_request_timeout();
-}
-
-caf::timespan yield_window(const election_timings& t, bool targeted) {
-  return preferred_holder_wait(t) * (targeted ? 2 : 1);
-}
-
 lease_spec handover_spec(lease_spec released, const std::string& releaser,
                          const std::string& target) {
   if (!target.empty()) {

@@ -15,7 +15,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/runner.hpp"
 #include "leasehold/timings.hpp"
@@ -26,16 +26,6 @@ namespace leasehold {
 /// API accepts preferredHolder only with a strategy; "prefix/name" is a
 /// custom strategy, which Kubernetes' own election controller leaves alone).
 constexpr const char* handover_strategy = "leasehold/yield";
-
-/// How long a replica leaves a released lease whose preferredHolder names
-/// another replica to that replica: one jittered poll plus a request, by
-/// when the preferred replica has seen and taken it, watching or polling.
-caf::timespan preferred_holder_wait(const election_timings& t);
-
-/// How long a replica that yielded stays out after its release:
-/// preferred_holder_wait without a target; twice that with one (the target
-/// first, then the others).
-caf::timespan yield_window(const election_timings& t, bool targeted);
 
 /// The record a releasing leader writes (`released`: released_spec of its
 /// term): preferredHolder `target` (with handover_strategy when there is no

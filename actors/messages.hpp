@@ -59,27 +59,6 @@ struct leader_observed {
   std::string preferred;   // the record's preferredHolder
 };
 
-// Atoms (text at most 10 characters in CAF 0.17).
-using release_atom = caf::atom_constant<caf::atom("lh_release")>;
-using tick_atom = caf::atom_constant<caf::atom("lh_tick")>;
-using stop_timeout_atom = caf::atom_constant<caf::atom("lh_stopto")>;
-using respawn_atom = caf::atom_constant<caf::atom("lh_respawn")>;
-using restart_atom = caf::atom_constant<caf::atom("lh_restart")>;
-using fatal_atom = caf::atom_constant<caf::atom("lh_fatal")>;
-using yield_timeout_atom = caf::atom_constant<caf::atom("lh_yieldto")>;
-
-/// Everything an elector takes (actors/elector.hpp has its diagram): from
-/// its runner `release_atom, target` -> released? and `compete_atom, bool`;
-/// from the transport its watch's lease_watch_event; its own timers. The
-/// elector (actors/elector.hpp) derives from this interface and the
-/// runner holds it, so the compiler rejects a message the elector does not
-/// handle. Here, not in elector.hpp, because the runner's interface names it
-/// (get_elector_atom) and elector.hpp needs the runner's.
-using elector_handle = caf::typed_actor<
-  caf::replies_to<release_atom, std::string>::with<bool>,
-  caf::reacts_to<compete_atom, bool>,
-  caf::reacts_to<lease_watch_event>,
-  caf::reacts_to<tick_atom, std::uint64_t>>;
 
 } // namespace leasehold
 

@@ -24,7 +24,7 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "actors/runner.hpp"
 #include "leasehold/modules.hpp"
 #include "leasehold/supervision.hpp"

@@ -1,4 +1,4 @@
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 
 #include <iterator>
 #include <mutex>

@@ -24,7 +24,7 @@
 
 #include "actors/handover.hpp"
 #include "actors/module_supervisor.hpp"
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "actors/rarely_set.hpp"
 #include "actors/runner_view.hpp"
 #include "actors/runner.hpp"

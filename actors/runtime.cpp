@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "actors/blocking_request.hpp"
+#include "leasehold/blocking_request.hpp"
 
 namespace leasehold {
 

@@ -62,4 +62,13 @@ std::vector<std::string> validate(const election_timings& t) {
   return errs;
 }
 
+caf::timespan preferred_holder_wait(const election_timings& t) {
+  auto poll = std::chrono::duration_cast<caf::timespan>(t.retry_period * (1 + jitter_factor));
+  return poll + t.effective_request_timeout();
+}
+
+caf::timespan yield_window(const election_timings& t, bool targeted) {
+  return preferred_holder_wait(t) * (targeted ? 2 : 1);
+}
+
 } // namespace leasehold

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "leasehold/modules.hpp"
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 
 namespace leasehold::modules {
 

@@ -1,6 +1,6 @@
 #include "modules/subscription.hpp"
 
-#include "actors/messages.hpp"
+#include "leasehold/protocol.hpp"
 
 namespace leasehold::modules {
 

@@ -12,38 +12,7 @@
 //                                                            with up to 127 more of its
 //                                                            kind: a batch, see below)
 //   requesters ──lh_watch──▶ dispatcher ──▶ the backend's watch streams (own threads)
-//
-// A request goes only to an idle worker, so a hung one (a server that
-// accepts and never answers) stalls only the request it is serving, for at
-// most max_request_time(); the others go on. Workers start on demand: a
-// process with one lease and one request at a time has one. A request that
-// waited in the queue longer than `max_wait` is answered `timeout` without
-// being sent (its requester has given up by then; sending it would only
-// lengthen the queue), except a release (an update naming no holder): sent
-// late it still frees its lease for the other replicas, so it waits its
-// turn, and when the transport is stopped with releases queued its workers
-// still send them (those they start within `release_drain` of the stop),
-// then end. Errors stay per request: each reply is the worker's own api_result.
-//
-// Batches, only from a backlog: a worker that takes a read (lh_get), a
-// create (lh_create) or a renew (lh_update with lease::renew_max_age set:
-// the elector's renew of a term it holds) while more of that kind wait in
-// the queue takes up to
-// max_batch_requests of them at once (looking at most at the oldest
-// 4 x max_batch_requests queued; the others keep their order) and makes ONE
-// batch call of its client (lease_client::get_leases / create_leases /
-// renew_leases), then answers each requester with its own reply. A lone
-// request is sent alone, as before; max_wait still expires each request on
-// its own. The client decides what a batch costs: one by one by default;
-// on Kubernetes (kube_client) the requests pipelined on one connection
-// (transport/http/http_pipeline.hpp); on etcd (etcd_client) one txn of ranges
-// for reads and renews, one all-or-nothing txn for creates (every key
-// compared absent, else each created alone). New terms on an existing key
-// and releases (the other updates: "writes") are batched only where the
-// options say the client sends them as batches
-// (transport_pool_options::batch_writes: etcd and Kubernetes,
-// lease_client::write_leases); elsewhere each goes alone, on any idle
-// worker.
+// How requests queue, expire and batch: spawn_transport_pool below.
 #pragma once
 
 #include <atomic>
@@ -180,6 +149,37 @@ struct transport_pool_options {
   std::string invalid;
 };
 
+/// A request goes only to an idle worker, so a hung one (a server that
+/// accepts and never answers) stalls only the request it is serving, for at
+/// most max_request_time(); the others go on. Workers start on demand: a
+/// process with one lease and one request at a time has one. A request that
+/// waited in the queue longer than `max_wait` is answered `timeout` without
+/// being sent (its requester has given up by then; sending it would only
+/// lengthen the queue), except a release (an update naming no holder): sent
+/// late it still frees its lease for the other replicas, so it waits its
+/// turn, and when the transport is stopped with releases queued its workers
+/// still send them (those they start within `release_drain` of the stop),
+/// then end. Errors stay per request: each reply is the worker's own api_result.
+///
+/// Batches, only from a backlog: a worker that takes a read (lh_get), a
+/// create (lh_create) or a renew (lh_update with lease::renew_max_age set:
+/// the elector's renew of a term it holds) while more of that kind wait in
+/// the queue takes up to
+/// max_batch_requests of them at once (looking at most at the oldest
+/// 4 x max_batch_requests queued; the others keep their order) and makes ONE
+/// batch call of its client (lease_client::get_leases / create_leases /
+/// renew_leases), then answers each requester with its own reply. A lone
+/// request is sent alone, as before; max_wait still expires each request on
+/// its own. The client decides what a batch costs: one by one by default;
+/// on Kubernetes (kube_client) the requests pipelined on one connection
+/// (transport/http/http_pipeline.hpp); on etcd (etcd_client) one txn of ranges
+/// for reads and renews, one all-or-nothing txn for creates (every key
+/// compared absent, else each created alone). New terms on an existing key
+/// and releases (the other updates: "writes") are batched only where the
+/// options say the client sends them as batches
+/// (transport_pool_options::batch_writes: etcd and Kubernetes,
+/// lease_client::write_leases); elsewhere each goes alone, on any idle
+/// worker.
 lease_transport_actor spawn_transport_pool(caf::actor_system& sys, transport_pool_options opts);
 
 /// This process's transports now, summed over every pool and watch (the

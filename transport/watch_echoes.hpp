@@ -10,20 +10,7 @@
 // stream drops, unparsed, a MODIFIED event whose object is exactly those
 // bytes, provided one subscriber alone follows that Lease (the writer: it
 // asked, so it follows).
-//
-// The event can come first: the API writes it to the stream while the
-// answer is on its way, and a pipelined batch's answers are all read before
-// any is noted (more than half of the echoes came first, and were parsed, at
-// 10,000 Leases). So a batch of such renews is registered before it is sent
-// (depart(), landed when its answers are noted), and take() of a MODIFIED
-// line that nothing noted matches, for a Lease of a batch in flight, waits
-// for that batch's answers, at most `max_wait` after the batch left. A line
-// of any other Lease never waits. Anything else is parsed and delivered as before:
-// another writer's event, a version nobody noted, a Lease two electors of
-// the process follow, an event that arrives before the answer was noted,
-// an API that words the two differently. A dropped event can only be one
-// the writer already has; and no rule of the elector depends on the
-// stream (docs/safety.md, "Followers that watch").
+// The rest of its rules: the comment on watch_echoes below.
 #pragma once
 
 #include <chrono>
@@ -40,6 +27,19 @@
 
 namespace leasehold {
 
+/// The event can come first: the API writes it to the stream while the
+/// answer is on its way, and a pipelined batch's answers are all read before
+/// any is noted (more than half of the echoes came first, and were parsed, at
+/// 10,000 Leases). So a batch of such renews is registered before it is sent
+/// (depart(), landed when its answers are noted), and take() of a MODIFIED
+/// line that nothing noted matches, for a Lease of a batch in flight, waits
+/// for that batch's answers, at most `max_wait` after the batch left. A line
+/// of any other Lease never waits. Anything else is parsed and delivered as before:
+/// another writer's event, a version nobody noted, a Lease two electors of
+/// the process follow, an event that arrives before the answer was noted,
+/// an API that words the two differently. A dropped event can only be one
+/// the writer already has; and no rule of the elector depends on the
+/// stream (docs/safety.md, "Followers that watch").
 class watch_echoes {
 public:
   /// Of one noted answer.

@@ -14,8 +14,6 @@
 
 #include <caf/all.hpp>
 
-#include "actors/elector.hpp"
-#include "actors/handover.hpp"
 #include "transport/etcd/etcd_evidence.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
 #include "cmd/leasehold/config_watcher.hpp"

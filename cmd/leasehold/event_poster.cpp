@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "actors/blocking_request.hpp"
+#include "leasehold/blocking_request.hpp"
 #include "leasehold/lease.hpp"
 #include "lease/log_time.hpp"
 

@@ -11,7 +11,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "leasehold/lease.hpp"
 #include "transport/kube/kube_events.hpp"
 

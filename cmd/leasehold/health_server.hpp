@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/runner.hpp"
+#include "leasehold/runner.hpp"
 #include "leasehold/timings.hpp"
 #include "cmd/leasehold/metrics.hpp"
 #include "cmd/leasehold/probes.hpp"

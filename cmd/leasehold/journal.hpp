@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 
 namespace leasehold::agent {
 

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 
 namespace leasehold::agent {
 

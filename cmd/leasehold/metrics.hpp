@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "actors/observer.hpp"
-#include "actors/runner.hpp"
+#include "leasehold/events.hpp"
+#include "leasehold/runner.hpp"
 #include "cmd/leasehold/lease_set.hpp"
 
 namespace leasehold::agent {

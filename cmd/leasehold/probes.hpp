@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/observer.hpp"
-#include "actors/runner.hpp"
+#include "leasehold/events.hpp"
+#include "leasehold/runner.hpp"
 #include "leasehold/timings.hpp"
 
 namespace leasehold::agent {

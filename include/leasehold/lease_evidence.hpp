@@ -50,37 +50,39 @@ public:
   virtual void record_changed() {}
   /// A read sent at `sent` found a record; `rec` is it unless the stream
   /// showed a later one meanwhile (nullptr).
-  virtual void read_found(const lease* rec, time_point sent, time_point now) {}
+  virtual void read_found(const lease* /*rec*/, time_point /*sent*/, time_point /*now*/) {}
   /// A read failed: what it would have refreshed may be stale.
   virtual void read_failed() {}
   /// How long a follower waiting on its stream sleeps, the record expiring
   /// by its clock at `expires_at`.
-  virtual caf::timespan stream_wait(const view& v, time_point now, time_point expires_at) {
+  virtual caf::timespan stream_wait(const view& /*v*/, time_point now, time_point expires_at) {
     return std::max(caf::timespan{0}, expires_at - now);
   }
   /// A follower's next wake, `d` as the elector would set it.
-  virtual caf::timespan next_wake(const view& v, time_point now, caf::timespan d) { return d; }
+  virtual caf::timespan next_wake(const view& /*v*/, time_point /*now*/, caf::timespan d) {
+    return d;
+  }
   /// A held record just streamed is read at once (the stream carries only
   /// part of what the store knows of it).
   virtual bool read_streamed_record() const { return false; }
   /// A follower waiting on its stream may be answered without a request;
   /// `still_waits` says whether it still would after what was learnt.
-  virtual shortcut answer_without_read(const view& v, time_point now,
-                                       const std::function<bool()>& still_waits) {
+  virtual shortcut answer_without_read(const view& /*v*/, time_point /*now*/,
+                                       const std::function<bool()>& /*still_waits*/) {
     return {};
   }
   /// A read sent at `sent` (the store at `store_revision`) found no record
   /// where `v.record` was: true while no create may go out. `warning`:
   /// set once per vanish when it may have cut a live term.
-  virtual bool wait_vanished(const view& v, time_point sent, std::int64_t store_revision,
-                             time_point now, std::string& warning) {
+  virtual bool wait_vanished(const view& v, time_point /*sent*/, std::int64_t /*store_revision*/,
+                             time_point /*now*/, std::string& /*warning*/) {
     return v.held_by_other;   // its holder may put it back until it would expire
   }
   /// A new term's create after a vanish: true when its term starts only a
   /// lease duration after the create (the creation hold); false when the
   /// store vouches that nothing ran meanwhile (it then fills in `create`
   /// what the store must check).
-  virtual bool hold_create(const view& v, lease& create) { return true; }
+  virtual bool hold_create(const view& /*v*/, lease& /*create*/) { return true; }
   /// The creation hold counts from the create's answer (else its send).
   virtual bool hold_from_answer() const { return false; }
 };

@@ -15,11 +15,10 @@
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/lease_evidence.hpp"
+#include "leasehold/protocol.hpp"
 #include "leasehold/timings.hpp"
 
 namespace leasehold {
-using lease_reply = api_result<lease>;
-using event_reply = api_result<bool>;   // a write whose answer is only success or why not
 
 /// One change seen by a watch, or a change of the watch's own health.
 /// `up`: a stream is open and events flow; `down`: there is none (reason
@@ -31,10 +30,6 @@ struct lease_watch_event {
   std::string reason;             // kind::down: why (names the request)
 };
 
-/// Who a watch streams to: an actor that takes lease_watch_event (an
-/// elector's typed handle converts to it), so that the compiler checks
-/// every event a transport sends.
-using lease_watch_subscriber = caf::typed_actor<caf::reacts_to<lease_watch_event>>;
 
 /// Asks the transport to stream the changes of one Lease to `subscriber`
 /// (lease_watch_event messages) until the subscriber terminates. The
@@ -59,21 +54,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_event)
 
 namespace leasehold {
 
-// Atom texts are at most 10 characters (CAF 0.17).
-using get_lease_atom = caf::atom_constant<caf::atom("lh_get")>;
-using create_lease_atom = caf::atom_constant<caf::atom("lh_create")>;
-using update_lease_atom = caf::atom_constant<caf::atom("lh_update")>;
-using watch_lease_atom = caf::atom_constant<caf::atom("lh_watch")>;
-
-/// GET returns the Lease or not_found; POST creates (already_exists when
-/// taken); PUT replaces with optimistic concurrency on
-/// lease.resource_version (conflict when stale). WATCH streams changes to
-/// the requester's subscriber (see lease_watch_request).
-using lease_transport_actor = caf::typed_actor<
-  caf::replies_to<get_lease_atom, lease_key>::with<lease_reply>,
-  caf::replies_to<create_lease_atom, lease>::with<lease_reply>,
-  caf::replies_to<update_lease_atom, lease>::with<lease_reply>,
-  caf::reacts_to<watch_lease_atom, lease_watch_request>>;
 
 /// A lease transport and what the store behind it can say about a lease,
 /// made together by one factory (spawn_http_backend, spawn_etcd_backend in

@@ -47,8 +47,6 @@ struct member_record {
   std::string leases;
 };
 
-using members_reply = api_result<std::vector<member_record>>;
-using withdraw_reply = event_reply;   // api_result<bool>
 
 } // namespace leasehold
 
@@ -57,16 +55,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::members_reply)
 
 namespace leasehold {
 
-// Atom texts are at most 10 characters (CAF 0.17).
-using announce_atom = caf::atom_constant<caf::atom("lh_announ")>;
-using withdraw_atom = caf::atom_constant<caf::atom("lh_withdr")>;
-
-/// announce: renew (or create) this replica's announcement, then list the
-/// group's members (this one included). withdraw: remove the announcement
-/// (a clean leave: the others move its leases without waiting its ttl).
-using membership_actor = caf::typed_actor<
-  caf::replies_to<announce_atom, candidate>::with<members_reply>,
-  caf::replies_to<withdraw_atom, candidate>::with<withdraw_reply>>;
 
 /// Kubernetes: one LeaseCandidate (coordination.k8s.io/v1beta1) per replica
 /// and group (transport/kube/lease_candidates.hpp). A detached actor: its client

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "leasehold/lease.hpp"
+#include "leasehold/protocol.hpp"
 
 namespace leasehold {
 
@@ -56,18 +57,6 @@ struct module_settings {
   nlohmann::json settings;
 };
 
-// Atom texts are at most 10 characters (CAF 0.17).
-using subscribe_atom = caf::atom_constant<caf::atom("lh_sub")>;
-/// To a runner (and from it to its elector): compete for the lease (true) or
-/// only follow it (false); include/leasehold/runner.hpp.
-using compete_atom = caf::atom_constant<caf::atom("lh_compete")>;
-using unsubscribe_atom = caf::atom_constant<caf::atom("lh_unsub")>;
-
-/// Who announces leadership changes (the runner): `subscribe_atom, actor`
-/// makes it send that actor a leadership_changed now and at every change
-/// until `unsubscribe_atom, actor` or the actor ends.
-using leadership_publisher = caf::typed_actor<caf::reacts_to<subscribe_atom, caf::actor>,
-                                              caf::reacts_to<unsubscribe_atom, caf::actor>>;
 
 } // namespace leasehold
 

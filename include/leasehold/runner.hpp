@@ -116,11 +116,6 @@ struct runner_status {
   std::vector<module_status> modules;
 };
 
-// Atom texts are at most 10 characters (CAF 0.17).
-using get_status_atom = caf::atom_constant<caf::atom("lh_status")>;
-using shutdown_atom = caf::atom_constant<caf::atom("lh_shutdn")>;
-using yield_atom = caf::atom_constant<caf::atom("lh_yield")>;
-using candidates_atom = caf::atom_constant<caf::atom("lh_cands")>;
 
 /// What a yield came to (docs/operations.md, "Handing leadership over").
 enum class yield_status {
@@ -142,7 +137,8 @@ struct yield_result {
   std::string reason;      // in words, for people
 };
 
-/// What a program may send the runner, and what it answers:
+/// What a program may send the runner (runner_actor, protocol.hpp), and
+/// what it answers:
 ///   module_config   -> config_result (applied, or rejected with the errors;
 ///                      the previous config stays)
 ///   get_status_atom -> runner_status
@@ -168,13 +164,6 @@ struct yield_result {
 ///                      anything moves. Until it is sent, any name goes.
 /// (The runner also takes messages from its electors and its own timers;
 /// those are internal and not part of this interface.)
-using runner_actor = leadership_publisher::extend<
-  caf::replies_to<module_config>::with<config_result>,
-  caf::reacts_to<compete_atom, bool>,
-  caf::replies_to<get_status_atom>::with<runner_status>,
-  caf::replies_to<shutdown_atom>::with<bool>,
-  caf::replies_to<yield_atom, std::string>::with<yield_result>,
-  caf::reacts_to<candidates_atom, std::vector<std::string>>>;
 
 /// Validates options (timings and modules: errors name the field) and spawns
 /// the runner. Returns the errors instead of an actor when invalid.

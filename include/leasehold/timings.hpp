@@ -83,4 +83,14 @@ struct election_timings {
 /// values; empty when valid.
 std::vector<std::string> validate(const election_timings& t);
 
+/// How long a replica leaves a released lease whose preferredHolder names
+/// another replica to that replica: one jittered poll plus a request, by
+/// when the preferred replica has seen and taken it, watching or polling.
+caf::timespan preferred_holder_wait(const election_timings& t);
+
+/// How long a replica that yielded stays out after its release:
+/// preferred_holder_wait without a target; twice that with one (the target
+/// first, then the others).
+caf::timespan yield_window(const election_timings& t, bool targeted);
+
 } // namespace leasehold

@@ -2,7 +2,7 @@
 // agent's stop/restart bug, disabling and re-enabling, crashes.
 #include <doctest/doctest.h>
 
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "sim_world.hpp"
 #include "lease/backoff.hpp"
 

@@ -1,7 +1,5 @@
-// Deterministic simulation of whole leasehold replicas (the model is
-// FoundationDB's simulation and TigerBeetle's VOPR).
-//
-// Each replica is a process of its own: one caf::actor_system on CAF's test
+// Deterministic simulation of whole leasehold replicas (as FoundationDB's and
+// TigerBeetle's VOPR). Each replica is a process of its own: one caf::actor_system on CAF's test
 // coordinator, holding its runner, electors, modules and lease transport.
 // All replicas share one simulated Lease store (sim_api). One loop drives
 // every system: it runs one runnable message at a time, chosen by the seed's
@@ -13,19 +11,7 @@
 //   - a *hung* module (a detached actor blocked in a handler) gets no turns
 //     either, so even a kill waits in its mailbox, as in a real process;
 //   - a *crashed* replica loses its actor system and everything in it at once.
-//
-// The invariants are checked after every single message (see checker).
-//
-// In the multi-lease world (world::leases > 1) each replica holds many
-// leases: a runner per lease, every runner of the replica on one transport
-// with one shared watch stream, whose faults hit all its leases at once.
-// Each lease has its own checker and its own liveness judgement.
-//
-// The shared store has either backend's semantics (scenario::backend): the
-// Kubernetes Lease API (sim_api) or etcd (sim_etcd: revisions, lease TTLs
-// expiring by the store's clock, watch). A seed draws the same scenario for
-// both; the replicas' electors get server_expiry on etcd, and the checker's
-// backend-dependent rules say which backend they are for.
+// The invariants are checked after every message (the checker below).
 #pragma once
 
 #include <cstdint>
@@ -92,6 +78,17 @@ struct probe_knobs {
   int hang_on_stop_ms = 0;      // blocks in its exit handler this long (kill waits too)
 };
 
+/// In the multi-lease world (world::leases > 1) each replica holds many
+/// leases: a runner per lease, every runner of the replica on one transport
+/// with one shared watch stream, whose faults hit all its leases at once.
+/// Each lease has its own checker and its own liveness judgement.
+///
+/// The shared store has either backend's semantics (scenario::backend): the
+/// Kubernetes Lease API (sim_api) or etcd (sim_etcd: revisions, lease TTLs
+/// expiring by the store's clock, watch). A seed draws the same scenario for
+/// both; the replicas' electors get etcd's evidence on etcd, and the checker's
+/// backend-dependent rules say which backend they are for.
+///
 /// Invariants, checked after every step. Violations are strings naming
 /// what broke; the first one ends the run.
 class checker {

@@ -1,44 +1,7 @@
 // A simulated etcd (v3 semantics) behind the same simulated transport as the
 // Kubernetes store (spawn_sim_transport: faults, two-leg latency, watch), so
 // the simulator runs the same seeds on both backends.
-//
-// It keeps what etcd keeps, and answers the transport interface exactly as
-// transport/etcd/etcd_transport.hpp maps it:
-//   - one global revision; every put and delete takes the next one; a key
-//     has a create_revision (the term: spec.leaseTransitions) and a
-//     mod_revision (resource_version); the value holds holderIdentity,
-//     leaseDurationSeconds, acquireTime, preferredHolder and strategy;
-//   - leases with a TTL of whole seconds, judged by the store's own clock: a
-//     lease whose TTL passes without a keepalive is revoked and its key
-//     deleted (server-side expiry);
-//   - GET: range, with the key's lease's remaining TTL (timetolive, whole
-//     seconds, truncated; no key: not_found), or, as the transport does, a
-//     reading of that etcd lease the same client took before and that still
-//     serves (transport/etcd/etcd_ttl_readings.hpp), with its age; POST: grant + txn
-//     create_revision == 0 (key present: already_exists); PUT: a release
-//     (holder "") puts the released record on the key (same lease, which
-//     is not revoked: the key goes with its TTL unless taken first), if the
-//     term matches; a renew (same holder and
-//     term) is a keepalive (an expired lease: not_found); a new term on a
-//     released key or one naming the same holder deletes the key (if
-//     mod_revision matches) and creates it anew; anything else: conflict.
-//     Events are not stored.
-//   - one session lease per client (transport) and TTL, as the transport
-//     keeps (transport/etcd/etcd_session.hpp): a create keeps the client's session
-//     lease alive (granted anew when it is gone) and binds the key to it, so
-//     a keepalive (a renew, a release) renews every key of that client and a
-//     renew rides on one sent up to lease::renew_max_age before it (its
-//     reply says how long before: lease::renewed_age), and a
-//     revoke or an expiry deletes all of them; a key no request of its
-//     client asked about for a TTL is deleted if still bound to that lease,
-//     with the client's next keepalive of it (the transport's reaper: never
-//     for a dead client); nothing revokes a session lease but an operator;
-//   - outside writes (an operator): delete_key, revoke_lease_of (the key's
-//     lease: its replica's session lease, so every key of that replica).
-// Each transport call is one atomic step here (the real client makes two or
-// three HTTP calls; etcd itself makes the decisive one, the txn or the
-// keepalive, atomic), but for a renew: its range and its keepalive are two
-// steps, between which the reaper may write the key (update_begin).
+// The rest of its rules: the comment on sim_etcd below.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +18,43 @@
 
 namespace leasehold {
 
+/// It keeps what etcd keeps, and answers the transport interface exactly as
+/// transport/etcd/etcd_transport.hpp maps it:
+///   - one global revision; every put and delete takes the next one; a key
+///     has a create_revision (the term: spec.leaseTransitions) and a
+///     mod_revision (resource_version); the value holds holderIdentity,
+///     leaseDurationSeconds, acquireTime, preferredHolder and strategy;
+///   - leases with a TTL of whole seconds, judged by the store's own clock: a
+///     lease whose TTL passes without a keepalive is revoked and its key
+///     deleted (server-side expiry);
+///   - GET: range, with the key's lease's remaining TTL (timetolive, whole
+///     seconds, truncated; no key: not_found), or, as the transport does, a
+///     reading of that etcd lease the same client took before and that still
+///     serves (transport/etcd/etcd_ttl_readings.hpp), with its age; POST: grant + txn
+///     create_revision == 0 (key present: already_exists); PUT: a release
+///     (holder "") puts the released record on the key (same lease, which
+///     is not revoked: the key goes with its TTL unless taken first), if the
+///     term matches; a renew (same holder and
+///     term) is a keepalive (an expired lease: not_found); a new term on a
+///     released key or one naming the same holder deletes the key (if
+///     mod_revision matches) and creates it anew; anything else: conflict.
+///     Events are not stored.
+///   - one session lease per client (transport) and TTL, as the transport
+///     keeps (transport/etcd/etcd_session.hpp): a create keeps the client's session
+///     lease alive (granted anew when it is gone) and binds the key to it, so
+///     a keepalive (a renew, a release) renews every key of that client and a
+///     renew rides on one sent up to lease::renew_max_age before it (its
+///     reply says how long before: lease::renewed_age), and a
+///     revoke or an expiry deletes all of them; a key no request of its
+///     client asked about for a TTL is deleted if still bound to that lease,
+///     with the client's next keepalive of it (the transport's reaper: never
+///     for a dead client); nothing revokes a session lease but an operator;
+///   - outside writes (an operator): delete_key, revoke_lease_of (the key's
+///     lease: its replica's session lease, so every key of that replica).
+/// Each transport call is one atomic step here (the real client makes two or
+/// three HTTP calls; etcd itself makes the decisive one, the txn or the
+/// keepalive, atomic), but for a renew: its range and its keepalive are two
+/// steps, between which the reaper may write the key (update_begin).
 class sim_etcd : public sim_store {
 public:
   using time_point = caf::actor_clock::time_point;

@@ -2,19 +2,7 @@
 // docs/balance.md, "The simulator's bounds"), judged in quiet windows (no
 // fault active, the store reachable) from the work's own record: which
 // replica runs each lease's leader-only work.
-//
-//   - unowned: while a member is live, no lease runs nowhere longer than
-//     `bound` (lease_duration + group_slack), counted from the later of when
-//     it stopped running and `from` (the quiet window's start plus the
-//     liveness bound: what chaos left behind is the liveness rule's);
-//   - balance: `bound` after `from` and after each membership change, every
-//     lease runs on a member and every member runs floor(M/N) or ceil(M/N)
-//     of the M leases; then nothing moves until the next change (no churn);
-//   - moves: a join moves at most ceil(M/(N+1)) leases (N: the members
-//     before it), all to the joiner; a leave or a kill moves only the
-//     leaver's leases.
-// Per-lease safety (never two replicas running one lease's work) is the
-// per-lease checker's.
+// The rest of its rules: the comment on group_judge below.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +15,18 @@
 
 namespace leasehold::sim {
 
+///   - unowned: while a member is live, no lease runs nowhere longer than
+///     `bound` (lease_duration + group_slack), counted from the later of when
+///     it stopped running and `from` (the quiet window's start plus the
+///     liveness bound: what chaos left behind is the liveness rule's);
+///   - balance: `bound` after `from` and after each membership change, every
+///     lease runs on a member and every member runs floor(M/N) or ceil(M/N)
+///     of the M leases; then nothing moves until the next change (no churn);
+///   - moves: a join moves at most ceil(M/(N+1)) leases (N: the members
+///     before it), all to the joiner; a leave or a kill moves only the
+///     leaver's leases.
+/// Per-lease safety (never two replicas running one lease's work) is the
+/// per-lease checker's.
 class group_judge {
 public:
   using time_point = caf::actor_clock::time_point;

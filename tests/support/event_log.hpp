@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 
 namespace leasehold::test {
 

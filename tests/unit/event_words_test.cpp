@@ -11,7 +11,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/observer.hpp"
+#include "leasehold/events.hpp"
 #include "cmd/leasehold/json_log.hpp"
 #include "test_support.hpp"
 

@@ -4,31 +4,7 @@
 // granted anew when a keepalive says it is gone. So one keepalive renews
 // every key of the transport, and a follower reads one TTL for all of them
 // (etcd_ttl_readings.hpp).
-//
-// What keeps it safe (docs/safety.md, "One etcd lease per process"):
-//   - a renew (or a create, or a release) is served only by a keepalive SENT
-//     after the request asked for it: the keepalive of a lease that is in
-//     flight when a request asks serves only the requests that asked before
-//     it was sent; later ones wait for the next. So the TTL a renew relies on
-//     runs from a moment no earlier than the renew's own start (the elector
-//     counts its validity from that start);
-//   - a create keeps the session lease alive before it binds the key to it,
-//     so a new key has a whole TTL from its create, however long the lease
-//     went without keepalives before;
-//   - nothing revokes a session lease (a release puts the released record,
-//     a new term deletes the old key only): its other keys live on;
-//   - a key bound to it that no request of the transport asked about for a
-//     whole TTL (its elector is gone: a create whose answer was lost, a
-//     release that failed, a stopped runner) gets the released record, if
-//     it is still bound to that lease at the revision the reaper read, from
-//     the worker that sends the next keepalive: followers take it at once
-//     (no term of this process is live on it: a term's renews ask). Still
-//     untaken a TTL later, it is deleted: with per-key etcd leases such a
-//     key went with its TTL, and a shared lease must not keep it forever.
-//     A key leaves the books only once it is gone from the lease or its
-//     delete succeeded: a failed keepalive, range or txn leaves it for the
-//     next keepalive. A renew that read the key before the reaper wrote it
-//     is refused (renewing), so the reaper's write and a renew never both win.
+// The rest of its rules: the comment on etcd_session below.
 #pragma once
 
 #include <chrono>
@@ -59,6 +35,30 @@ constexpr bool keepalive_serves_renew(TimePoint sent, Duration max_age, TimePoin
   return max_age > Duration{0} && sent + max_age >= began;
 }
 
+/// What keeps it safe (docs/safety.md, "One etcd lease per process"):
+///   - a renew (or a create, or a release) is served only by a keepalive SENT
+///     after the request asked for it: the keepalive of a lease that is in
+///     flight when a request asks serves only the requests that asked before
+///     it was sent; later ones wait for the next. So the TTL a renew relies on
+///     runs from a moment no earlier than the renew's own start (the elector
+///     counts its validity from that start);
+///   - a create keeps the session lease alive before it binds the key to it,
+///     so a new key has a whole TTL from its create, however long the lease
+///     went without keepalives before;
+///   - nothing revokes a session lease (a release puts the released record,
+///     a new term deletes the old key only): its other keys live on;
+///   - a key bound to it that no request of the transport asked about for a
+///     whole TTL (its elector is gone: a create whose answer was lost, a
+///     release that failed, a stopped runner) gets the released record, if
+///     it is still bound to that lease at the revision the reaper read, from
+///     the worker that sends the next keepalive: followers take it at once
+///     (no term of this process is live on it: a term's renews ask). Still
+///     untaken a TTL later, it is deleted: with per-key etcd leases such a
+///     key went with its TTL, and a shared lease must not keep it forever.
+///     A key leaves the books only once it is gone from the lease or its
+///     delete succeeded: a failed keepalive, range or txn leaves it for the
+///     next keepalive. A renew that read the key before the reaper wrote it
+///     is refused (renewing), so the reaper's write and a renew never both win.
 class etcd_session {
 public:
   using clock = std::chrono::steady_clock;

@@ -3,24 +3,7 @@
 // transport's workers (transport/etcd/etcd_client.cpp) and modelled as such by the
 // simulator (tests/sim/sim_etcd.cpp). Keys bound to one etcd lease (a
 // holder's session lease) then cost one TTL read between them, not one each.
-//
-// A reading serves a later read only while it is young enough for the
-// follower rules that use it (transport/etcd/etcd_evidence.hpp), and the follower
-// is told its age (lease::ttl_age), so its rules count from the reading's
-// real send time, never a later one:
-//   - a reading of n >= 2 s serves for (n - 0.5 s) / 2: next_ttl_read reads
-//     again n - 0.5 s after a reading's send, by when the reading no longer
-//     serves, so that read goes to etcd;
-//   - a reading of 0 or 1 s (a lease's last seconds) serves for 50 ms only:
-//     every key of a session lease that runs out is in its last second at
-//     once, and each of its followers reads it every half request timeout
-//     (at least 100 ms) there, so one reading per 50 ms serves them all
-//     (1,000 keys of a killed process were 1,000 timetolive reads per
-//     round), and the next round still goes to etcd.
-// A served reading counts from its real send (judge_vanished_key's freshness
-// and gapless watch are judged from it: an older reading can only fail
-// them), and the follower's first read of 0 is its own reply to it, no
-// earlier than the reading's: stale readings cost time, never safety.
+// The rest of its rules: the comment on ttl_readings below.
 #pragma once
 
 #include <algorithm>
@@ -54,6 +37,23 @@ inline bool ttl_reading_serves(std::int64_t ttl_seconds, std::chrono::nanosecond
 /// for that read's reading instead of sending their own
 /// (etcd_evidence::answer_without_read), for a request timeout at most.
 template <class TimePoint>
+/// A reading serves a later read only while it is young enough for the
+/// follower rules that use it (transport/etcd/etcd_evidence.hpp), and the follower
+/// is told its age (lease::ttl_age), so its rules count from the reading's
+/// real send time, never a later one:
+///   - a reading of n >= 2 s serves for (n - 0.5 s) / 2: next_ttl_read reads
+///     again n - 0.5 s after a reading's send, by when the reading no longer
+///     serves, so that read goes to etcd;
+///   - a reading of 0 or 1 s (a lease's last seconds) serves for 50 ms only:
+///     every key of a session lease that runs out is in its last second at
+///     once, and each of its followers reads it every half request timeout
+///     (at least 100 ms) there, so one reading per 50 ms serves them all
+///     (1,000 keys of a killed process were 1,000 timetolive reads per
+///     round), and the next round still goes to etcd.
+/// A served reading counts from its real send (judge_vanished_key's freshness
+/// and gapless watch are judged from it: an older reading can only fail
+/// them), and the follower's first read of 0 is its own reply to it, no
+/// earlier than the reading's: stale readings cost time, never safety.
 class ttl_readings {
 public:
   struct reading {

@@ -14,13 +14,6 @@
 
 namespace leasehold {
 
-// Atom texts are at most 10 characters (CAF 0.17).
-using post_event_atom = caf::atom_constant<caf::atom("lh_event")>;
-
-/// POSTs one Event to the Event's namespace; answered true once created,
-/// or the error (an api_error naming the events path).
-using event_transport_actor =
-  caf::typed_actor<caf::replies_to<post_event_atom, kube_event>::with<event_reply>>;
 
 /// A detached actor (its client blocks) with one keep-alive connection of
 /// its own, one request at a time: requesters bound their requests by
