@@ -1,6 +1,5 @@
-// The runner's internals beyond its public face (include/leasehold/runner.hpp):
-// its whole typed interface (the public one plus what only its electors, its
-// own timers and the tests send it) and the spawn without checks.
+// The runner's spawn without checks (its whole typed interface,
+// runner_internal_actor, is in include/leasehold/protocol.hpp).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +11,6 @@
 #include "leasehold/runner.hpp"
 
 namespace leasehold {
-
 
 /// Spawns the runner actor without checking `opts` (spawn_runner checks them).
 runner_actor spawn_runner_actor(caf::actor_system& sys, runner_options opts);

@@ -2,9 +2,12 @@
 // process's releases at shutdown and a follower's takeover of them, a few
 // txns per 128 keys instead of three or four requests per key (a
 // SIGTERM of 10,000 leases).
-#include "transport/etcd/etcd_client_impl.hpp"
+#include "transport/etcd/etcd_client.hpp"
 
 namespace leasehold {
+
+using json = nlohmann::json;
+using current_key = etcd_current_key;
 
 namespace {
 
