@@ -43,7 +43,7 @@ def three_start(c, agents, start, timeout):
 
 # Per store: etcd's renew deadline is shorter so that a TTL reading can tell
 # an expiry from an outside delete or revoke (renew_deadline +
-# request_timeout + 1 s <= lease_duration, actors/outside_writes.hpp
+# request_timeout + 1 s <= lease_duration, transport/etcd/etcd_evidence.hpp
 # `ttl_tells_expiry`; the agent's defaults satisfy it, 1.5 s of a 2 s lease
 # does not, and then every killed key is held one more lease duration).
 TIMINGS = {"kubernetes": Timings(), "etcd": Timings(renew=0.8, retry=0.2)}

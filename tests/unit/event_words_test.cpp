@@ -1,4 +1,4 @@
-// One table of words for every event (actors/observer.hpp): every
+// One table of words for every event (include/leasehold/events.hpp): every
 // event_type has a row, and both sinks that write words, the default sink
 // and the agent's JSON log, say exactly the table's words.
 #include <cstdio>
