@@ -202,7 +202,7 @@ resolved_run resolve_run(const run_options& opts, const config_environment& env,
     return out;
   auto& cfg = out.cfg;
   if (cfg.backend == "etcd") {
-    out.errors = check_connection_files(cfg.etcd.http);
+    out.errors = check_connection_files(cfg.etcd.http, etcd_file_names());
   } else if (auto r = load_connection_config(cfg.server, cfg.kubeconfig); !r.ok()) {
     out.errors.push_back(r.error);
   } else {
