@@ -36,6 +36,7 @@ struct seen_member {
   /// When `record.renewed` last changed, on this replica's sighted clock
   /// (nullopt: never seen to change since this replica first listed it).
   std::optional<caf::timespan> renewed_at;
+  caf::timespan unchanged_since;   // sighted clock: first listed, or `renewed` last changed
 };
 
 struct lease_view {
@@ -224,14 +225,22 @@ private:
       // A member first seen counts only once its announcement is seen to
       // change: a killed replica's LeaseCandidate stays listed with a
       // renewTime that never changes again.
-      seen_member m{rec, first_seen, std::nullopt};
+      seen_member m{rec, first_seen, std::nullopt, seen_now};
       if (old != seen_.end() && old->second.record.joined == rec.joined) {
         bool changed = old->second.record.renewed != rec.renewed;
         m.renewed_at = changed ? seen_now : old->second.renewed_at;
+        m.unchanged_since = changed ? seen_now : old->second.unchanged_since;
         // One that had stopped announcing and announces again (a killed
         // replica restarted under its name) starts its settle time over.
         m.present_since = changed && !live(old->second, now) ? now : old->second.present_since;
       }
+      // A store that keeps a dead member's announcement (a SIGKILLed
+      // replica's LeaseCandidate): whoever sees it unchanged for two lease
+      // durations removes it, so that it does not stay listed for ever.
+      if (!rec.renewed.empty() && seen_now - m.unchanged_since >= 2 * opt_.timings.lease_duration)
+        request(opt_.membership, opt_.timings.effective_request_timeout(), withdraw_atom::value,
+                candidate{opt_.ns, opt_.group, rec.identity, me_.ttl, rec.leases})
+          .then([](withdraw_reply&) {}, [](caf::error&) {});
       next[rec.identity] = m;
     }
     seen_ = std::move(next);

@@ -358,6 +358,7 @@ private:
   // The watch, orthogonal to the state:
   bool watch_up_ = false;                 // the transport streams the lease's changes
   bool watch_said_ = false;               // its first up or down was reported
+  bool identity_held_said_ = false;       // another process renews under our name: said
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
   /// renewTimes of our last 8 writes, a ring (inline: a vector grew to a
   /// 128-byte block per lease); renew_times_next_: writes noted so far.

@@ -160,6 +160,11 @@ void elector_actor::observe(const lease& rec, bool report) {
   // seen before (a record first seen empty may be an unheld create).
   bool emptied = holder_changed && mem_.record && rec.spec.holder_identity.empty()
                  && !released_record(rec.spec);
+  // Our name's term, not held here, renewed by a write we never sent: another
+  // live process under this identity (a restart renews nothing). Said once.
+  bool other_self = !holder_changed && !held() && rec.spec.holder_identity == opt_.identity
+                    && same_term(rec.spec, mem_.record->spec) && !written_here(rec.spec)
+                    && rec.spec.renew_time != mem_.record->spec.renew_time;
   mem_.record = rec;
   mem_.observed_at = clock().now();
   evidence_.record_changed();
@@ -171,6 +176,12 @@ void elector_actor::observe(const lease& rec, bool report) {
       ev.term = rec.spec.lease_transitions;
       ev.reason = "holderIdentity was emptied by a write that is not a release; no acquisition for "
                   + std::to_string(rec.spec.lease_duration_seconds.value_or(0)) + "s";
+    });
+  if (other_self && !std::exchange(identity_held_said_, true))
+    emit(event_type::identity_conflict, [&](runtime_event& ev) {
+      ev.holder = opt_.identity;
+      ev.term = rec.spec.lease_transitions;
+      ev.detail = "held";
     });
   if (holder_changed) {
     send(opt_.runner, leader_observed{rec.spec.holder_identity, rec.spec.lease_transitions,

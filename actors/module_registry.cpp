@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "leasehold/suggest.hpp"
+
 namespace leasehold {
 
 void module_registry::add(module_type t) {
@@ -62,7 +64,8 @@ void parse_restart(const nlohmann::json& j, const std::string& path, restart_pol
     out.within = std::chrono::milliseconds(ms);
   for (auto& kv : j.items())
     if (kv.key() != "max_restarts" && kv.key() != "within_ms")
-      errs.push_back(path + "." + kv.key() + ": unknown field (known: max_restarts, within_ms)");
+      errs.push_back(path + "." + kv.key() + ": unknown field (known: max_restarts, within_ms)"
+                     + did_you_mean(kv.key(), {"max_restarts", "within_ms"}));
 }
 
 /// `balance: {"group": G, "settle_ms": N}` (the plain string is the group
@@ -82,7 +85,8 @@ bool parse_balance(const nlohmann::json& j, const std::string& path, module_spec
     m.balance_settle_ms = ms;
   for (auto& kv : j.items())
     if (kv.key() != "group" && kv.key() != "settle_ms")
-      errs.push_back(path + "." + kv.key() + ": unknown field (known: group, settle_ms)");
+      errs.push_back(path + "." + kv.key() + ": unknown field (known: group, settle_ms)"
+                     + did_you_mean(kv.key(), {"group", "settle_ms"}));
   return errs.size() == before;
 }
 
@@ -190,7 +194,10 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
       auto it = j.find(key);
       if (it == j.end())
         return;
-      if (!it->is_boolean()) { errs.push_back(path + "." + key + ": must be true or false"); ok = false; }
+      if (!it->is_boolean()) {
+        errs.push_back(path + "." + key + ": must be true or false" + quoted_boolean(*it));
+        ok = false;
+      }
       else dst = it->get<bool>();
     };
     str("type", m.type, true);
@@ -225,7 +232,9 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
       if (kv.key() != "type" && kv.key() != "name" && kv.key() != "leader_only"
           && kv.key() != "enabled" && kv.key() != "settings" && kv.key() != "restart"
           && kv.key() != "lease" && kv.key() != "balance")
-        errs.push_back(path + "." + kv.key() + ": unknown field");
+        errs.push_back(path + "." + kv.key() + ": unknown field"
+                       + did_you_mean(kv.key(), {"type", "name", "leader_only", "enabled",
+                                                          "settings", "restart", "lease", "balance"}));
     for (auto* key : {"lease", "balance"})
       if (j.contains(key) && !m.leader_only)
         errs.push_back(path + "." + key + ": only a leader-only module runs under a lease of "

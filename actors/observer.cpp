@@ -70,6 +70,10 @@ constexpr event_words table[] = {
    "sends changes",
    error, true},
   {et::watch_changed, "", "up", "lease watch open", info, false},
+  {et::identity_conflict, "", "held",
+   "the lease is held under this replica's identity by another live process (two replicas with "
+   "one identity?): this one waits",
+   warning, true},
   {et::watch_changed, "", "forbidden",
    "lease watch forbidden: the agent needs the \"list\" and \"watch\" verbs on leases "
    "(coordination.k8s.io; deploy/rbac.yaml grants them); polling meanwhile",
@@ -102,6 +106,8 @@ const char* variant_of(const runtime_event& ev) {
       if (ev.detail == "up")
         return "up";
       return ev.reason.find("forbidden (403)") != std::string::npos ? "forbidden" : "";
+    case event_type::identity_conflict:
+      return ev.detail == "held" ? "held" : "";
     case event_type::module_output:
       if (ev.reason == "stdout" || ev.reason == "stderr")
         return "child";

@@ -328,7 +328,8 @@ module_type exec_module() {
     return p.errors;
   };
   t.stop_time = [](const nlohmann::json& s) -> std::optional<stop_bound> {
-    return stop_bound{"grace_ms", std::chrono::milliseconds(parse_exec_settings(s).value.grace_ms)};
+    auto field = s.contains("grace") ? "grace" : "grace_ms";   // the name the config gave
+    return stop_bound{field, std::chrono::milliseconds(parse_exec_settings(s).value.grace_ms)};
   };
   return t;
 }

@@ -212,12 +212,18 @@ std::int64_t monotonic_ns() {
 
 int run_fence_keeper(int argc, char** argv) {
   keeper_args a;
-  if (!parse_args(argc, argv, a)) {
-    std::fprintf(stderr,
+  bool help = argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
+  if (help || !parse_args(argc, argv, a)) {
+    // --help is a question: the answer on stdout, exit 0; a misuse exits 2.
+    std::fprintf(help ? stdout : stderr,
                  "usage: %s [--control-fd N] [--deadline-ns NS] [--term N] [--fence-file PATH "
-                 "[--remove-fence-dir]] [--workdir DIR] -- COMMAND...\n",
-                 fence_keeper_argv0);
-    return 2;
+                 "[--remove-fence-dir]] [--workdir DIR] -- COMMAND...\n%s",
+                 fence_keeper_argv0,
+                 help ? "Runs COMMAND in a process group of its own and kills the group when the "
+                        "fence (--deadline-ns, CLOCK_MONOTONIC) runs out; run by the exec module "
+                        "for leader-only children (cmd/leasehold/README.md).\n"
+                      : "");
+    return help ? 0 : 2;
   }
   int control = a.control_fd;
   if (::fcntl(control, F_GETFD) < 0) {

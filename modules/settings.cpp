@@ -1,5 +1,11 @@
 #include "modules/settings.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "leasehold/suggest.hpp"
+
 namespace leasehold::modules {
 
 namespace {
@@ -8,6 +14,74 @@ const nlohmann::json& empty_object() {
   return empty;
 }
 } // namespace
+
+std::string duration_error(const std::string& text) {
+  static const std::string units = "ns, us, ms, s, m or h";
+  if (text.empty())
+    return "empty; write a number and a unit (" + units + "), e.g. \"15s\"";
+  if (text.front() == '-')
+    return "negative; durations are 0 or more";
+  if (text.front() == '+')
+    return "a sign is not allowed; write e.g. \"15s\"";
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (i == start)
+      return "expected a number at \"" + text.substr(start) + "\"";
+    auto number = text.substr(start, i - start);
+    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+      return "malformed number \"" + number + "\"";
+    size_t unit_start = i;
+    while (i < text.size() && !std::isdigit(static_cast<unsigned char>(text[i])) && text[i] != '.')
+      ++i;
+    auto unit = text.substr(unit_start, i - unit_start);
+    if (unit.empty())
+      return "missing unit after \"" + number + "\" (" + units + "), e.g. \"" + number + "s\"";
+    if (unit != "ns" && unit != "us" && unit != "µs" && unit != "ms" && unit != "s" && unit != "m"
+        && unit != "h")
+      return "unknown unit \"" + unit + "\" (" + units + ")";
+  }
+  if (!parse_duration(text))
+    return "above the maximum of " + std::to_string(max_duration.count()) + "h";
+  return "";
+}
+
+std::optional<caf::timespan> parse_duration(const std::string& text) {
+  if (text == "0")
+    return caf::timespan{0};
+  size_t i = 0;
+  double total_ns = 0;
+  if (text.empty())
+    return std::nullopt;
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (i == start)
+      return std::nullopt;
+    auto number = text.substr(start, i - start);
+    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+      return std::nullopt;
+    size_t unit_start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i])))
+      ++i;
+    auto unit = text.substr(unit_start, i - unit_start);
+    double scale = 0;
+    if (unit == "ns") scale = 1;
+    else if (unit == "us" || unit == "µs") scale = 1e3;
+    else if (unit == "ms") scale = 1e6;
+    else if (unit == "s") scale = 1e9;
+    else if (unit == "m") scale = 60e9;
+    else if (unit == "h") scale = 3600e9;
+    else return std::nullopt;
+    total_ns += std::stod(number) * scale;
+  }
+  if (total_ns > static_cast<double>(caf::timespan{max_duration}.count()))
+    return std::nullopt;
+  return caf::timespan{static_cast<caf::timespan::rep>(std::llround(total_ns))};
+}
 
 settings_reader::settings_reader(const nlohmann::json& settings)
   : settings_(settings.is_null() ? empty_object() : settings) {
@@ -49,7 +123,31 @@ std::int64_t settings_reader::integer(const std::string& field, std::int64_t fal
 
 std::int64_t settings_reader::duration_ms(const std::string& field, std::int64_t fallback,
                                           std::int64_t min_ms) {
-  return integer(field, fallback, min_ms, max_duration_ms);
+  // "grace_ms": also "grace"; either an integer of milliseconds or a
+  // duration string like the timings' ("2s", "1m30s").
+  bool suffixed = field.size() > 3 && field.compare(field.size() - 3, 3, "_ms") == 0;
+  auto base = suffixed ? field.substr(0, field.size() - 3) : field;
+  auto* with_ms = get(field);
+  auto* plain = suffixed ? get(base) : nullptr;
+  if (with_ms != nullptr && plain != nullptr) {
+    fail(base, "give " + base + " or " + field + ", not both");
+    return fallback;
+  }
+  auto name = plain != nullptr ? base : field;
+  auto* j = plain != nullptr ? plain : with_ms;
+  if (j == nullptr)
+    return fallback;
+  if (j->is_string()) {
+    auto text = j->get<std::string>();
+    auto d = parse_duration(text);
+    auto ms = d ? std::chrono::duration_cast<std::chrono::milliseconds>(*d).count() : 0;
+    if (!d)
+      fail(name, "invalid duration \"" + text + "\": " + duration_error(text));
+    else if (ms < min_ms)
+      fail(name, "must be at least " + std::to_string(min_ms) + "ms");
+    return d && ms >= min_ms ? ms : fallback;
+  }
+  return integer(name, fallback, min_ms, max_duration_ms);   // milliseconds
 }
 
 std::optional<std::string> settings_reader::string(const std::string& field,
@@ -100,7 +198,7 @@ std::vector<std::string> settings_reader::finish() {
   if (settings_.is_object())
     for (auto& [key, value] : settings_.items())
       if (known_.count(key) == 0)
-        fail(key, "unknown field");
+        fail(key, "unknown field" + did_you_mean(key, {known_.begin(), known_.end()}));
   return std::move(errors_);
 }
 

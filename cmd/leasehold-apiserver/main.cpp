@@ -2,12 +2,14 @@
 //
 // The first line on stdout is {"port":N,"control_port":M,"pid":P,"tls":B},
 // flushed at once, so a parent process can start it on port 0 without races;
-// log lines are JSON on stderr. Exits 0 on SIGTERM or SIGINT.
+// with --kubeconfig-out FILE, a kubeconfig that reaches it is written first.
+// Log lines are JSON on stderr. Exits 0 on SIGTERM or SIGINT.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -18,8 +20,23 @@
 #include "leasehold/lease.hpp"
 #include "lease/log_time.hpp"
 
+namespace {
+
+/// A kubeconfig whose current context reaches `url` in namespace "default"
+/// (no credentials: the server asks for none); `ca` trusted for https.
+std::string kubeconfig_text(const std::string& url, const std::string& ca) {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: local\nclusters:\n- name: local\n"
+         "  cluster:\n    server: " + url + "\n"
+         + (ca.empty() ? "" : "    certificate-authority: " + ca + "\n")
+         + "contexts:\n- name: local\n  context: {cluster: local, user: local, namespace: default}\n"
+           "users:\n- name: local\n  user: {}\n";
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
   leasehold::api_server_options opts;
+  std::string kubeconfig_out;
   CLI::App app{"leasehold-apiserver: a local Kubernetes API server for Leases, Events and "
                "ConfigMaps, with fault injection on a control port"};
   app.set_version_flag("--version", "leasehold-apiserver " LEASEHOLD_VERSION);
@@ -48,6 +65,9 @@ int main(int argc, char** argv) {
     ->check(CLI::Range(1, 10000000))
     ->capture_default_str();
   app.add_flag("--log-requests", opts.log_requests, "One JSON log line per API request on stderr");
+  app.add_option("--kubeconfig-out", kubeconfig_out,
+                 "Once listening, write a kubeconfig to FILE whose current context reaches this "
+                 "server (kubectl --kubeconfig FILE, or KUBECONFIG=FILE)");
   CLI11_PARSE(app, argc, argv);
 
   static std::mutex log_mutex;
@@ -74,6 +94,22 @@ int main(int argc, char** argv) {
   if (!started.ok()) {
     opts.log({{"msg", "start failed"}, {"level", "error"}, {"error", started.error}});
     return 1;
+  }
+  if (!kubeconfig_out.empty()) {   // written before the first stdout line
+    auto host = opts.host == "0.0.0.0" ? std::string("127.0.0.1")
+                : opts.host.find(':') != std::string::npos ? "[" + opts.host + "]"
+                                                           : opts.host;
+    char* ca = server.tls() ? ::realpath(opts.tls_cert_file.c_str(), nullptr) : nullptr;
+    std::ofstream out(kubeconfig_out, std::ios::trunc);
+    out << kubeconfig_text((server.tls() ? "https://" : "http://") + host + ":"
+                             + std::to_string(server.port()), ca ? ca : "");
+    std::free(ca);
+    if (!out.flush()) {
+      opts.log({{"msg", "start failed"}, {"level", "error"},
+                {"error", "--kubeconfig-out: cannot write " + kubeconfig_out}});
+      server.stop();
+      return 1;
+    }
   }
   std::cout << nlohmann::json{{"port", server.port()},
                               {"control_port", server.control_port()},

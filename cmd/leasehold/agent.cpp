@@ -26,6 +26,7 @@
 #include "cmd/leasehold/metrics.hpp"
 #include "cmd/leasehold/probes.hpp"
 #include "cmd/leasehold/signals.hpp"
+#include "cmd/leasehold/yield_route.hpp"
 #include "leasehold/runtime.hpp"
 #include "transport/thread_name.hpp"
 #include "transport/http/http_client.hpp"
@@ -199,7 +200,7 @@ resolved_run resolve_run(const run_options& opts, const config_environment& env,
     return out;
   auto& cfg = out.cfg;
   if (cfg.backend == "etcd") {
-    out.errors = check_connection_files(cfg.etcd.http);
+    out.errors = check_connection_files(cfg.etcd.http, etcd_file_names());
   } else if (auto r = load_connection_config(cfg.server, cfg.kubeconfig); !r.ok()) {
     out.errors.push_back(r.error);
   } else {
@@ -348,7 +349,18 @@ public:
       auto& t = cfg_.timings;
       auto bound = t.module_stop_timeout + t.release_timeout + t.effective_request_timeout()
                    + yield_window(t, true) + preferred_holder_wait(t) + std::chrono::seconds(1);
-      return leases_.yield(sys_, lease, target, bound);
+      yield_route route;
+      route.identity = cfg_.identity;
+      route.lease = {lease_.ns, lease};
+      route.local = [this, lease, bound](const std::string& to) {
+        return leases_.yield(sys_, lease, to, bound);
+      };
+      route.status = [this, lease] { return leases_.status_of(sys_, lease, status_timeout); };
+      if (!on_etcd())   // etcd: a follower's write would bind the key to its own etcd lease
+        route.transport = transport_;
+      route.request_timeout = cfg_.timings.effective_request_timeout();
+      route.timeout = bound;
+      return yield_anywhere(sys_, route, target);
     };
     health_ = std::make_unique<health_server>(sources);
     health_port_ = health_->bind(cfg_.health_addr);

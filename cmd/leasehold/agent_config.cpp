@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cmd/leasehold/json_log.hpp"
+#include "leasehold/suggest.hpp"
 #include "transport/kube/kube_config.hpp"
 #include "transport/http/server_url.hpp"
 
@@ -72,10 +73,14 @@ void parse_timings(const json& j, const config_overrides& over, election_timings
   if (j.is_object())
     for (auto& kv : j.items()) {
       bool known = false;
-      for (auto& f : timing_fields)
+      std::vector<std::string> names;
+      for (auto& f : timing_fields) {
         known = known || kv.key() == f.key;
+        names.emplace_back(f.key);
+      }
       if (!known)
-        errs.push_back("timings." + kv.key() + ": unknown field");
+        errs.push_back("timings." + kv.key() + ": unknown field"
+                       + did_you_mean(kv.key(), names));
     }
   for (auto& f : timing_fields) {
     std::string path = std::string("timings.") + f.key;
@@ -142,8 +147,12 @@ void parse_etcd(const json& j, etcd_config& out, std::vector<std::string>& errs)
     const etcd_string_field* field = nullptr;
     for (auto& f : etcd_string_fields)
       field = kv.key() == f.key ? &f : field;
-    if (!field)
-      errs.push_back("etcd." + kv.key() + ": unknown field");
+    if (!field) {
+      std::vector<std::string> names{"endpoints"};
+      for (auto& f : etcd_string_fields)
+        names.emplace_back(f.key);
+      errs.push_back("etcd." + kv.key() + ": unknown field" + did_you_mean(kv.key(), names));
+    }
     else if (!kv.value().is_string())
       errs.push_back("etcd." + kv.key() + ": must be a string");
     else
@@ -174,74 +183,6 @@ bool valid_host_port(const std::string& s) {
 }
 
 } // namespace
-
-std::string duration_error(const std::string& text) {
-  static const std::string units = "ns, us, ms, s, m or h";
-  if (text.empty())
-    return "empty; write a number and a unit (" + units + "), e.g. \"15s\"";
-  if (text.front() == '-')
-    return "negative; durations are 0 or more";
-  if (text.front() == '+')
-    return "a sign is not allowed; write e.g. \"15s\"";
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-      ++i;
-    if (i == start)
-      return "expected a number at \"" + text.substr(start) + "\"";
-    auto number = text.substr(start, i - start);
-    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
-      return "malformed number \"" + number + "\"";
-    size_t unit_start = i;
-    while (i < text.size() && !std::isdigit(static_cast<unsigned char>(text[i])) && text[i] != '.')
-      ++i;
-    auto unit = text.substr(unit_start, i - unit_start);
-    if (unit.empty())
-      return "missing unit after \"" + number + "\" (" + units + "), e.g. \"" + number + "s\"";
-    if (unit != "ns" && unit != "us" && unit != "µs" && unit != "ms" && unit != "s" && unit != "m"
-        && unit != "h")
-      return "unknown unit \"" + unit + "\" (" + units + ")";
-  }
-  if (!parse_duration(text))
-    return "above the maximum of " + std::to_string(max_duration.count()) + "h";
-  return "";
-}
-
-std::optional<caf::timespan> parse_duration(const std::string& text) {
-  if (text == "0")
-    return caf::timespan{0};
-  size_t i = 0;
-  double total_ns = 0;
-  if (text.empty())
-    return std::nullopt;
-  while (i < text.size()) {
-    size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-      ++i;
-    if (i == start)
-      return std::nullopt;
-    auto number = text.substr(start, i - start);
-    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
-      return std::nullopt;
-    size_t unit_start = i;
-    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i])))
-      ++i;
-    auto unit = text.substr(unit_start, i - unit_start);
-    double scale = 0;
-    if (unit == "ns") scale = 1;
-    else if (unit == "us" || unit == "µs") scale = 1e3;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "s") scale = 1e9;
-    else if (unit == "m") scale = 60e9;
-    else if (unit == "h") scale = 3600e9;
-    else return std::nullopt;
-    total_ns += std::stod(number) * scale;
-  }
-  if (total_ns > static_cast<double>(caf::timespan{max_duration}.count()))
-    return std::nullopt;
-  return caf::timespan{static_cast<caf::timespan::rep>(std::llround(total_ns))};
-}
 
 std::string format_duration(caf::timespan d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
@@ -403,7 +344,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
        "backend", "etcd"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
-      errs.push_back(kv.key() + ": unknown field");
+      errs.push_back(kv.key() + ": unknown field"
+                     + did_you_mean(kv.key(), {known.begin(), known.end()}));
 
   agent_config cfg;
   for (auto& f : string_fields) {
@@ -436,7 +378,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
 
   if (auto it = doc.find("watch"); it != doc.end()) {
     if (!it->is_boolean())
-      errs.push_back("watch: must be true or false");
+      errs.push_back("watch: must be true or false" + quoted_boolean(*it));
     else
       cfg.watch = it->get<bool>();
   }

@@ -13,22 +13,18 @@
 #include "leasehold/modules.hpp"
 #include "leasehold/timings.hpp"
 #include "cmd/leasehold/lease_layout.hpp"
+#include "modules/settings.hpp"
 #include "transport/etcd/etcd_transport.hpp"
 
 namespace leasehold::agent {
 
 election_timings agent_default_timings();
 
-/// Parses Go-style durations: "15s", "500ms", "1m30s", "1.5s", "0".
-/// Units: ns, us, ms, s, m, h. nullopt on error.
-std::optional<caf::timespan> parse_duration(const std::string& text);
-/// The largest duration any setting accepts (a lease of a day is already
-/// far beyond any use; larger values are typos).
-constexpr std::chrono::hours max_duration{24};
-/// Why parse_duration rejects `text`, with the rule or bound broken ("" when
-/// it parses): "negative; durations are 0 or more", "missing unit after
-/// \"2\" (ns, us, ms, s, m or h), e.g. \"2s\"", "above the maximum of ...".
-std::string duration_error(const std::string& text);
+// Go-style durations ("15s", "1m30s") are parsed by the module settings
+// too: one parser (modules/settings.hpp).
+using modules::duration_error;
+using modules::max_duration;
+using modules::parse_duration;
 /// The longest identity accepted: the Lease's holderIdentity is free text,
 /// but the identity is also a log field and a label-like name; 253 is the
 /// Kubernetes object-name (DNS subdomain) limit.

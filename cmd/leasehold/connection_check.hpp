@@ -11,7 +11,23 @@
 
 namespace leasehold::agent {
 
-/// One message per problem, naming the file.
-std::vector<std::string> check_connection_files(const connection_config& cfg);
+/// The settings that name each file, for the messages (defaults: the
+/// kubeconfig's fields; the etcd config's are etcd_file_names()).
+struct connection_file_names {
+  std::string ca_file = "certificate-authority";
+  std::string token_file = "tokenFile";
+  std::string client_cert_file = "client-certificate";
+  std::string client_key_file = "client-key";
+};
+
+inline connection_file_names etcd_file_names() {
+  return {"etcd.ca_file", "token_file", "etcd.cert_file", "etcd.key_file"};
+}
+
+/// One message per problem, naming the setting, the file and the OS's
+/// reason: "etcd.ca_file: /x/ca.pem: cannot read the CA file: No such file
+/// or directory".
+std::vector<std::string> check_connection_files(const connection_config& cfg,
+                                                const connection_file_names& names = {});
 
 } // namespace leasehold::agent

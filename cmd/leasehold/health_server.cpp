@@ -43,8 +43,14 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
             {"holder_unknown_reason", "the runner did not answer"}};
   nlohmann::json out;
   if (st->holder_age_ms < 0) {
+    // An idle runner (no leader-only module under this lease: an agent whose
+    // leader-only modules all run under leases of their own) never reads it.
+    bool idle = st->state == runner_state::idle && !st->electing;
     out = {{"holder", "unknown"}, {"holder_observed_at", nullptr},
-           {"holder_unknown_reason", "the lease has not been read yet"}};
+           {"holder_unknown_reason",
+            idle ? "no leader-only module runs under this lease, so it is not elected; each "
+                   "lease of the agent: \"leases\""
+                 : "the lease has not been read yet"}};
   } else {
     auto seen = std::chrono::system_clock::now() - std::chrono::milliseconds(st->holder_age_ms);
     out = {{"holder", st->holder}, {"holder_observed_at", format_log_time(seen)}};
@@ -70,14 +76,20 @@ nlohmann::json hold_json(const runner_status& st) {
           {"term_starts_at", format_log_time(starts)}};
 }
 
-nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
-  auto ms = [](caf::timespan d) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-  };
-  auto until = [&](caf::timespan d) {   // wall time d from now
-    return format_log_time(std::chrono::system_clock::now()
-                           + std::chrono::duration_cast<std::chrono::system_clock::duration>(d));
-  };
+namespace {
+
+std::int64_t ms(caf::timespan d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+std::string until(caf::timespan d) {   // wall time d from now
+  return format_log_time(std::chrono::system_clock::now()
+                         + std::chrono::duration_cast<std::chrono::system_clock::duration>(d));
+}
+
+} // namespace
+
+nlohmann::json modules_json(const runner_status& st) {
   nlohmann::json modules = nlohmann::json::array();
   for (auto& m : st.modules) {
     nlohmann::json j{{"name", m.name},
@@ -95,6 +107,10 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
       j["backing_off_until"] = until(st.handover_backoff);   // until this replica competes again
     modules.push_back(std::move(j));
   }
+  return modules;
+}
+
+nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
   nlohmann::json handover = nullptr;
   if (st.handover_backoff.count() >= 0)
     handover = {{"module", st.handover_module},
@@ -113,22 +129,34 @@ nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration
           {"ms_since_renew", st.ms_since_renew},
           {"handover", handover},
           {"yield", st.yielding ? nlohmann::json{{"to", st.yield_to}} : nlohmann::json(nullptr)},
-          {"modules", modules}});
+          {"modules", modules_json(st)}});
   return out;
 }
 
-nlohmann::json leases_json(const std::vector<lease_state>& leases) {
+nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan lease_duration) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& l : leases) {
     nlohmann::json j{{"lease", l.lease}, {"group", l.group}};
     if (!l.status) {
       j["state"] = "unknown";
     } else {
-      j.update(nlohmann::json{{"state", to_string(l.status->state)},
-                              {"leading", l.status->state == runner_state::leader},
-                              {"holder", l.status->holder},
-                              {"term", l.status->term},
-                              {"competing", l.status->competing}});
+      auto& st = *l.status;
+      j.update(nlohmann::json{{"state", to_string(st.state)},
+                              {"leading", st.state == runner_state::leader},
+                              {"holder", st.holder},
+                              {"term", st.term},
+                              {"competing", st.competing}});
+      auto seen = holder_json(st, lease_duration);   // "holder" stays the runner's word
+      for (auto* k : {"holder_observed_at", "holder_age_ms", "holder_unknown_reason"})
+        if (seen.contains(k))
+          j[k] = seen[k];
+      j.update(nlohmann::json{{"creation_hold", hold_json(st)},
+                              {"ms_since_renew", st.ms_since_renew},
+                              {"terms_won", st.terms_won},
+                              {"terms_lost", st.terms_lost},
+                              {"yield", st.yielding ? nlohmann::json{{"to", st.yield_to}}
+                                                    : nlohmann::json(nullptr)},
+                              {"modules", modules_json(st)}});
     }
     out.push_back(std::move(j));
   }
@@ -221,7 +249,7 @@ health_server::health_server(health_sources src)
       reply_json(res, 503, {{"error", "runner did not answer"}});
     } else {
       auto state = status_json(*st, src_.timings.lease_duration);
-      state["leases"] = leases_json(leases());
+      state["leases"] = leases_json(leases(), src_.timings.lease_duration);
       state["groups"] = groups_json(groups());
       state["transport"] = transport_state_json();
       reply_json(res, 200, state);
@@ -250,7 +278,9 @@ health_server::health_server(health_sources src)
       view["term"] = st->term;
       view["creation_hold"] = hold_json(*st);
     }
-    view["leads"] = leads_json(leases());
+    auto all = leases();
+    view["leads"] = leads_json(all);
+    view["leases"] = leases_json(all, src_.timings.lease_duration);
     view["observed_at"] = holder["holder_observed_at"];
     view["age_ms"] = holder["holder_age_ms"];
     if (holder.contains("holder_unknown_reason")) {
@@ -266,15 +296,26 @@ probe_result health_server::every_lease(
   auto all = leases();
   if (all.size() <= 1)   // the agent's lease alone: its runner's word, as always
     return probe(src_.status(), src_.timings);
+  // Many leases: the first that fails decides (its reason prefixed with a
+  // module's lease), and "leases" says each lease's own answer.
+  std::optional<probe_result> first_failed;
+  nlohmann::json each = nlohmann::json::array();
   for (std::size_t i = 0; i < all.size(); ++i) {
     auto r = probe(all[i].status, src_.timings);
-    if (r.ok)
-      continue;
-    if (i > 0)   // a module's lease: say which
-      r.body["reason"] = "lease " + all[i].lease + ": " + r.body.value("reason", "");
-    return r;
+    nlohmann::json j{{"lease", all[i].lease}, {"group", all[i].group},
+                     {"status", r.body.value("status", r.ok ? "ok" : "unhealthy")}};
+    if (!r.ok) {
+      j["reason"] = r.body.value("reason", "");
+      if (i > 0)   // a module's lease: say which
+        r.body["reason"] = "lease " + all[i].lease + ": " + r.body.value("reason", "");
+      if (!first_failed)
+        first_failed = r;
+    }
+    each.push_back(std::move(j));
   }
-  return probe(all.front().status, src_.timings);
+  auto out = first_failed ? *first_failed : probe(all.front().status, src_.timings);
+  out.body["leases"] = std::move(each);
+  return out;
 }
 
 std::vector<lease_state> health_server::leases() const {

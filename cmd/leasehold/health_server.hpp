@@ -25,7 +25,8 @@ namespace leasehold::agent {
 
 // The paths:
 //   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp);
-//                 /livez, /healthz and /readyz judge every lease of the agent
+//                 /livez, /healthz and /readyz judge every lease of the agent,
+//                 and with more than one add "leases": each lease's answer
 //   /readyz       200 once electing (or idle) and the API has answered; else 503
 //   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
 //   /debug/state  the runner's status as JSON (holder with observed_at, age),
@@ -37,7 +38,8 @@ namespace leasehold::agent {
 //   /leader       the leader_endpoint module's view (at the module's
 //                 configured path) with observed_at and age_ms, "leader":
 //                 "unknown" when stale (holder_json), "leads": the leases this
-//                 replica leads; 404 when no such module runs
+//                 replica leads, "leases": as /debug/state's;
+//                 404 when no such module runs
 using yield_function =
   std::function<std::optional<yield_result>(const std::string& lease, const std::string& target)>;
 
@@ -77,9 +79,15 @@ std::pair<int, nlohmann::json> yield_reply(const std::string& remote_addr, const
                                            const yield_function& yield);
 /// /debug/state: the runner's status with holder_json's fields.
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
+/// /debug/state's "modules" of one runner: per module {name, type,
+/// leader_only, state, restarts, restarts_in_window, restart_policy,
+/// backing_off_until}.
+nlohmann::json modules_json(const runner_status& st);
 /// /debug/state's "leases": per lease {lease, group, state, leading, holder,
-/// term, competing} ("state": "unknown" when its runner did not answer).
-nlohmann::json leases_json(const std::vector<lease_state>& leases);
+/// term, competing, holder_observed_at, holder_age_ms, creation_hold,
+/// ms_since_renew, terms_won, terms_lost, yield, modules} ("state":
+/// "unknown" and nothing else when its runner did not answer).
+nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan lease_duration);
 /// /debug/state's "groups": per group {group, members, assigned, competing, moves}.
 nlohmann::json groups_json(const std::vector<group_state>& groups);
 /// /leader's "leads": the names of the leases this replica leads.

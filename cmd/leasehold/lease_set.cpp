@@ -111,6 +111,14 @@ std::optional<yield_result> lease_set::yield(caf::actor_system& sys, const std::
   return std::nullopt;
 }
 
+std::optional<runner_status> lease_set::status_of(caf::actor_system& sys, const std::string& lease,
+                                                  caf::timespan timeout) const {
+  for (auto& e : runners_)
+    if (e.lease == lease)
+      return status(sys, e.runner, timeout);
+  return std::nullopt;
+}
+
 bool lease_set::shut_down(caf::actor_system& sys, caf::timespan bound) {
   // At once: each group withdraws and releases its leases in parallel with
   // the agent's own lease, so the whole stop takes one release, not one per

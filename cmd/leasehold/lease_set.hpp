@@ -68,6 +68,9 @@ public:
   /// answer within `timeout`.
   std::optional<yield_result> yield(caf::actor_system& sys, const std::string& lease,
                                     const std::string& to, caf::timespan timeout) const;
+  /// The status of lease `lease`'s runner (nullopt: no such lease, or no answer).
+  std::optional<runner_status> status_of(caf::actor_system& sys, const std::string& lease,
+                                         caf::timespan timeout) const;
   /// Every group leaves (withdraws, then shuts its runners down) and every
   /// other runner shuts down, all at once; true when all confirmed within
   /// `bound`.

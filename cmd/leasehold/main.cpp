@@ -2,6 +2,7 @@
 //   leasehold run [--config FILE] [flags]
 //   leasehold validate [--config FILE] [flags]
 //   leasehold yield [--lease NAME] [--to IDENTITY] [--health-addr HOST:PORT] [--timeout-ms N]
+//   leasehold status [--config FILE | --namespace NS] [--server URL | --kubeconfig F] [-o json]
 //   leasehold version | leasehold --version
 //   leasehold fence check [--file F] [--margin-ms N] [--quiet]
 //   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
@@ -15,6 +16,7 @@
 
 #include "cmd/leasehold/agent.hpp"
 #include "cmd/leasehold/signals.hpp"
+#include "cmd/leasehold/status_command.hpp"
 #include "cmd/leasehold/yield_command.hpp"
 #include "modules/fence_keeper.hpp"
 
@@ -91,8 +93,9 @@ int main(int argc, char** argv) {
 
   leasehold::agent::yield_options yield_opts;
   auto* yield = app.add_subcommand(
-    "yield", "Ask the running agent (through its health port) to hand leadership over; exit 0 "
-             "once a successor took the lease, 1 when not (the reason is printed)");
+    "yield", "Ask a running agent of the lease (through its health port; the holder's, or any "
+             "other's, which carries it to the holder through the store) to hand leadership "
+             "over; exit 0 once a successor took the lease, 1 when not (the reason is printed)");
   yield->add_option("--to", yield_opts.to,
                     "Identity of the replica that should take over (default: any replica)");
   yield->add_option("--lease", yield_opts.lease,
@@ -126,6 +129,21 @@ int main(int argc, char** argv) {
                      "Run a command under a fence keeper (used by the exec module; see "
                      "modules/fence_keeper.hpp)");
 
+  run_options status_opts;
+  std::string status_output = "text";
+  auto* status = app.add_subcommand(
+    "status", "Every lease of a config (or, without one, of the namespace): holder, term, time "
+              "since renew; each balance group's members and whether it is balanced. Read from "
+              "the store, not from the agents");
+  status->add_option("--config", status_opts.config_path,
+                     "JSON or YAML config file: its leases and groups, namespace and server (env "
+                     "LEASEHOLD_CONFIG)")
+    ->envname("LEASEHOLD_CONFIG");
+  status->add_option("--output,-o", status_output, "text (default) or json")
+    ->check(CLI::IsMember({"text", "json"}));
+  add_override_flags(*status, status_opts);
+
+
   // CLI11 would only say "A subcommand is required" or "not expected".
   std::vector<std::string> commands;
   for (auto* sub : app.get_subcommands(std::function<bool(CLI::App*)>([](CLI::App*) { return true; })))
@@ -152,12 +170,16 @@ int main(int argc, char** argv) {
   auto getenv = [](const char* name) -> const char* { return std::getenv(name); };
   leasehold::agent::apply_environment(run_opts.overrides, getenv);
   leasehold::agent::apply_environment(validate_opts.overrides, getenv);
+  leasehold::agent::apply_environment(status_opts.overrides, getenv);
   if (*run)
     return leasehold::agent::run(run_opts);
   if (*validate)
     return leasehold::agent::validate_file(validate_opts, std::cout, std::cerr);
   if (*yield)
     return leasehold::agent::yield_command(yield_opts, std::cout, std::cerr);
+  if (*status)
+    return leasehold::agent::status_command(status_opts, status_output == "json", std::cout,
+                                            std::cerr);
   if (*check)
     return leasehold::modules::fence_check(fence_file, margin_ms * 1000000, quiet);
   if (*version) {

@@ -105,7 +105,9 @@ std::string metrics::render(const std::optional<runner_status>& st,
          "The renew_deadline this agent runs with: a leader that cannot renew for this long stops "
          "its leader-only work.");
   out << "leasehold_renew_deadline_seconds " << number(seconds(timings_.renew_deadline)) << '\n';
-  header(out, "leasehold_is_leader", "gauge", "1 when this replica holds the lease, else 0.");
+  header(out, "leasehold_is_leader", "gauge",
+         "1 when this replica holds the agent's own lease, else 0 (every lease: "
+         "leasehold_lease_leader).");
   out << "leasehold_is_leader " << (st && st->state == runner_state::leader ? 1 : 0) << '\n';
 
   if (st) {
@@ -212,6 +214,28 @@ std::string metrics::render(const std::optional<runner_status>& st,
     if (l.status)
       out << "leasehold_lease_term{lease=\"" << escape_label(l.lease) << "\",group=\""
           << escape_label(l.group) << "\"} " << l.status->term << '\n';
+  header(out, "leasehold_lease_creation_hold", "gauge",
+         "Per lease: 1 while this replica holds it after creating it, its term not started yet.");
+  for (auto& l : leases)
+    if (l.status)
+      out << "leasehold_lease_creation_hold{lease=\"" << escape_label(l.lease) << "\",group=\""
+          << escape_label(l.group) << "\"} " << (l.status->hold_ms >= 0 ? 1 : 0) << '\n';
+  // The module series again, labelled by the lease each module runs under.
+  auto per_module = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    for (auto& l : leases)
+      if (l.status)
+        for (auto& m : l.status->modules)
+          out << name << "{lease=\"" << escape_label(l.lease) << "\",group=\""
+              << escape_label(l.group) << "\",module=\"" << escape_label(m.name) << "\"} "
+              << value(m) << '\n';
+  };
+  per_module("leasehold_lease_module_restarts_total", "counter",
+             "Per lease: restarts of each module that runs under it.",
+             [](const module_status& m) { return m.restarts; });
+  per_module("leasehold_lease_module_running", "gauge",
+             "Per lease: 1 when the module that runs under it is running, else 0.",
+             [](const module_status& m) { return m.state == module_state::running ? 1 : 0; });
   header(out, "leasehold_lease_voluntary_handovers_total", "counter",
          "Per lease: times this replica handed it over on request (a yield, a preferredHolder, "
          "or its balance group moving it).");

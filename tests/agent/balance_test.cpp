@@ -417,3 +417,38 @@ TEST_CASE("a crash-looping module on a lease of its own fails /healthz naming th
   CHECK(reason.find("crash-loop") != std::string::npos);
   CHECK(http_get(a.health_port(), "/livez").status == 200);
 }
+
+TEST_CASE("Kubernetes: a SIGTERMed agent removes its own LeaseCandidate; a SIGKILLed one's is "
+          "removed by the others two lease durations after its last renew") {
+  temp_dir dir;
+  api_server api(dir);
+  auto doc = short_config();
+  doc["modules"] = json::array();
+  for (int k = 0; k < 2; ++k)
+    doc["modules"].push_back({{"type", "exec"},
+                              {"name", "w-" + std::to_string(k)},
+                              {"balance", "workers"},
+                              {"settings", {{"command", {"sleep", "3600"}}, {"grace", "100ms"}}}});
+  auto config = dir.file("config.json");
+  write_file(config, doc.dump());
+  three_agents agents(dir, config, {"--server", api.url()});
+  auto candidate = [&](agent* x) {
+    return http_get(api.port(), "/apis/coordination.k8s.io/v1beta1/namespaces/default/"
+                                "leasecandidates/workers-" + x->identity()).status;
+  };
+  for (auto* x : agents.all)
+    REQUIRE(wait_until([&] { return candidate(x) == 200; }, 10s));
+  auto* termed = agents.all[0];
+  auto* killed = agents.all[1];
+  termed->process().signal(SIGTERM);
+  REQUIRE(termed->process().wait(10s) == std::optional<int>(0));
+  CHECK(candidate(termed) == 404);   // withdrawn before the exit
+  killed->process().signal(SIGKILL);
+  REQUIRE(killed->process().wait(5s));
+  auto killed_at = std::chrono::steady_clock::now();
+  CHECK(candidate(killed) == 200);   // left behind
+  // Two lease durations (2 s each) on the survivor's clock, then its next round.
+  REQUIRE(wait_until([&] { return candidate(killed) == 404; }, 8s));
+  CHECK(std::chrono::steady_clock::now() - killed_at >= 3500ms);
+  CHECK(candidate(agents.all[2]) == 200);
+}

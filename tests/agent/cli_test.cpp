@@ -44,7 +44,7 @@ TEST_CASE("version and --help on every command") {
   auto r = run_cli(dir, {"version"});
   CHECK(r.code == 0);
   CHECK(r.out.rfind("leasehold ", 0) == 0);
-  for (auto cmd : {"run", "validate", "version"}) {
+  for (auto cmd : {"run", "validate", "version", "status", "yield"}) {
     r = run_cli(dir, {cmd, "--help"});
     CHECK_MESSAGE(r.code == 0, cmd);
     CHECK_MESSAGE(r.out.find("--help") != std::string::npos, cmd);
@@ -57,6 +57,12 @@ TEST_CASE("version and --help on every command") {
   CHECK(r.out.find("the hostname plus \"_\" and a 12-hex-digit per-process suffix")
         != std::string::npos);
   CHECK(r.out.find("kubeconfig context's namespace") != std::string::npos);
+  // fence-keeper: --help is a question (stdout, 0), a misuse is not (2).
+  r = run_cli(dir, {"fence-keeper", "--help"});
+  CHECK(r.code == 0);
+  CHECK(r.out.find("usage: ") == 0);
+  CHECK(r.out.find("-- COMMAND...") != std::string::npos);
+  CHECK(run_cli(dir, {"fence-keeper", "--bogus"}).code == 2);
 }
 
 TEST_CASE("run refuses bad input at start-up with a clear error") {

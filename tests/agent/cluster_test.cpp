@@ -271,3 +271,36 @@ TEST_CASE("a new Lease's creation hold: /leader, /debug/state, metrics and Event
     CHECK(x->process().wait(3s) == std::optional<int>(0));
   }
 }
+
+TEST_CASE("a second agent under an identity another live agent holds warns once and waits; the "
+          "holder keeps the lease") {
+  temp_dir dir, other_dir;   // one log file per identity and dir
+  api_server api(dir);
+  auto config = write_short_config(dir, short_config()["timings"]);
+  agent first(dir, "twin", config, {"--server", api.url()});
+  REQUIRE(first.health_port() > 0);
+  REQUIRE(wait_until([&] { return agent_state(first)["state"] == "leader"; }, 10s));
+  agent second(other_dir, "twin", config, {"--server", api.url()});
+  REQUIRE(second.health_port() > 0);
+  const std::string words = "the lease is held under this replica's identity by another live "
+                            "process (two replicas with one identity?): this one waits";
+  auto said = [&](agent& x) {
+    int n = 0;
+    for (auto& l : x.log_lines())
+      if (l.value("msg", "") == words) {
+        CHECK(l["level"] == "warn");
+        CHECK(l["holder"] == "twin");
+        ++n;
+      }
+    return n;
+  };
+  REQUIRE(wait_until([&] { return said(second) == 1; }, 5s));
+  std::this_thread::sleep_for(2s);   // several renews later: still once
+  CHECK(said(second) == 1);
+  CHECK(said(first) == 0);
+  CHECK(agent_state(first)["state"] == "leader");
+  CHECK(agent_state(second)["state"] != "leader");
+  auto lease = api.lease("default", "agent-test");
+  REQUIRE(lease);
+  CHECK((*lease)["spec"]["holderIdentity"] == "twin");
+}

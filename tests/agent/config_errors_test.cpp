@@ -113,6 +113,32 @@ const std::vector<bad_case> bad_cases = {
      return std::vector<std::string>{"--server", "http://127.0.0.1:9"};
    },
    "modules[2].settings.grace_ms: 5000ms must be below timings.module_stop_timeout (400ms)"},
+  {"a misspelt field",
+   [](const temp_dir&, json& c) {
+     c["lease_nmae"] = "x";
+     return std::vector<std::string>{"--server", "http://127.0.0.1:9"};
+   },
+   "lease_nmae: unknown field (did you mean \\\"lease_name\\\"?)"},
+  {"a misspelt module field",
+   [](const temp_dir&, json& c) {
+     c["modules"][0]["leader_onyl"] = true;
+     return std::vector<std::string>{"--server", "http://127.0.0.1:9"};
+   },
+   "modules[0].leader_onyl: unknown field (did you mean \\\"leader_only\\\"?)"},
+  {"a quoted false",
+   [](const temp_dir&, json& c) {
+     c["modules"][0]["enabled"] = "false";
+     return std::vector<std::string>{"--server", "http://127.0.0.1:9"};
+   },
+   "modules[0].enabled: must be true or false: \\\"false\\\" was read as a string (quoted); write "
+   "false without quotes"},
+  {"a missing etcd CA file",
+   [](const temp_dir&, json& c) {
+     c["backend"] = "etcd";
+     c["etcd"] = {{"endpoints", {"https://127.0.0.1:9"}}, {"ca_file", "no-such-ca.pem"}};
+     return std::vector<std::string>{};
+   },
+   "etcd.ca_file: no-such-ca.pem: cannot read the CA file: No such file or directory"},
 };
 
 } // namespace

@@ -1,7 +1,10 @@
 // `leasehold yield` between three agents against leasehold-apiserver:
 // the CLI's exit codes and messages, /leader, the Lease, the
 // metric, the Event, and the order of the journaled module stop and start;
-// and the POST /yield endpoint's refusals (loopback only, bad bodies).
+// a yield asked of a follower, carried to the holder through the Lease's
+// preferredHolder; a target that is no member of a balance group refused
+// before anything moves; and the POST /yield endpoint's refusals (loopback
+// only, bad bodies).
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -76,11 +79,12 @@ TEST_CASE("leasehold yield --to: the named agent leads, the old leader's module 
            != std::string::npos;
   }, 5s));
 
-  // Refusals: a follower, a target that is the leader itself.
-  r = run_cli(dir, {"yield", "--health-addr", addr(*other)}, 20s);
+  // Refusals: a target that is the leader itself, from a follower and
+  // from the leader.
+  r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*other)}, 20s);
   CHECK(r.code == 1);
-  CHECK_MESSAGE(r.err.find("not_leading") != std::string::npos, r.err);
-  CHECK(r.err.find("the leader is " + target->identity()) != std::string::npos);
+  CHECK_MESSAGE(r.err.find("unknown_target: \"" + target->identity() + "\" already holds the lease")
+                  != std::string::npos, r.err);
   r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*target)}, 20s);
   CHECK(r.code == 1);
   CHECK_MESSAGE(r.err.find("unknown_target") != std::string::npos, r.err);
@@ -168,4 +172,102 @@ TEST_CASE("etcd: leasehold yield --to hands over to each named agent in turn (th
     CHECK(journaled(*leader, "module_stopped") <= journaled(*target, "module_started"));
     leader = target;
   }
+}
+
+TEST_CASE("leasehold yield asked of a follower: carried to the holder through preferredHolder on "
+          "the Lease; without --to the follower asked takes it") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = write_short_config(dir, short_config()["timings"]);
+  three_agents agents(dir, config, {"--server", api.url()});
+  agent* leader = nullptr;
+  REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 15s));
+  std::vector<agent*> followers;
+  for (auto* x : agents.all)
+    if (x != leader)
+      followers.push_back(x);
+  auto* asked = followers[0];
+  auto* target = followers[1];
+  for (auto* f : followers)
+    REQUIRE(wait_until([&] { return agent_state(*f)["holder"] == leader->identity(); }, 5s));
+
+  auto r = run_cli(dir, {"yield", "--to", target->identity(), "--health-addr", addr(*asked)}, 20s);
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("handed over to " + target->identity() + ": carried through the store")
+        != std::string::npos);
+  auto lease = api.lease("default", "agent-test");
+  REQUIRE(lease);
+  CHECK((*lease)["spec"]["holderIdentity"] == target->identity());
+  REQUIRE(wait_until([&] { return leader_of(agents) == target; }, 5s));
+  REQUIRE(wait_until([&] { return journaled(*target, "module_started") > 0; }, 5s));
+  CHECK(journaled(*leader, "module_stopped") > 0);
+  CHECK(journaled(*leader, "module_stopped") <= journaled(*target, "module_started"));
+  CHECK(metric(leader->health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(1));
+
+  // Without --to: the follower asked names itself.
+  REQUIRE(wait_until([&] { return agent_state(*asked)["holder"] == target->identity(); }, 5s));
+  r = run_cli(dir, {"yield", "--health-addr", addr(*asked)}, 20s);
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("handed over to " + asked->identity()) != std::string::npos);
+  REQUIRE(wait_until([&] { return leader_of(agents) == asked; }, 5s));
+  lease = api.lease("default", "agent-test");
+  REQUIRE(lease);
+  CHECK((*lease)["spec"]["holderIdentity"] == asked->identity());
+}
+
+TEST_CASE("leasehold yield --to a name that is no member of the balance group is refused on every "
+          "agent before anything moves; a member named from a follower takes the lease") {
+  temp_dir dir;
+  api_server api(dir);
+  json mods = json::array();
+  for (int k = 0; k < 2; ++k)
+    mods.push_back({{"type", "exec"},
+                    {"name", "work-" + std::to_string(k)},
+                    {"balance", "workers"},
+                    {"settings", {{"command", {"sleep", "3600"}}, {"grace_ms", 100}}}});
+  auto doc = short_config();
+  doc["lease_name"] = "yield-group";
+  doc["modules"] = mods;
+  auto config = dir.file("config.json");
+  write_file(config, doc.dump());
+  agent a(dir, "agent-a", config, {"--server", api.url()});
+  agent b(dir, "agent-b", config, {"--server", api.url()});
+  REQUIRE(a.health_port() > 0);
+  REQUIRE(b.health_port() > 0);
+  auto holder_of = [&](const std::string& lease) -> std::string {
+    auto l = api.lease("default", lease);
+    return l ? (*l)["spec"].value("holderIdentity", "") : "";
+  };
+  auto members = [&](agent& x) {
+    auto g = agent_state(x)["groups"];
+    return g.is_array() && !g.empty() ? g[0]["members"].size() : 0;
+  };
+  REQUIRE(wait_until([&] {
+    return members(a) == 2 && members(b) == 2 && !holder_of("work-0").empty()
+           && holder_of("work-0") != holder_of("work-1") && !holder_of("work-1").empty();
+  }, 20s));
+  std::this_thread::sleep_for(500ms);   // settled
+  auto holder = holder_of("work-0");
+  agent& h = holder == "agent-a" ? a : b;
+  agent& n = holder == "agent-a" ? b : a;
+  for (agent* x : {&n, &h}) {
+    CAPTURE(x->identity());
+    auto r = run_cli(dir, {"yield", "--lease", "work-0", "--to", "agent-99", "--health-addr",
+                           addr(*x)}, 20s);
+    CHECK(r.code == 1);
+    CHECK_MESSAGE(r.err.find("unknown_target: agent-99 is not a settled member of group workers "
+                             "(members: agent-a, agent-b); lease work-0 stays where it is")
+                    != std::string::npos, r.err);
+    auto lease = api.lease("default", "work-0");
+    REQUIRE(lease);
+    CHECK((*lease)["spec"]["holderIdentity"] == holder);
+    CHECK((*lease)["spec"].value("preferredHolder", "") == "");
+  }
+  CHECK(metric(h.health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(0));
+
+  auto r = run_cli(dir, {"yield", "--lease", "work-0", "--to", n.identity(), "--health-addr",
+                         addr(n)}, 20s);
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("lease work-0: handed over to " + n.identity()) != std::string::npos);
+  CHECK(wait_until([&] { return holder_of("work-0") == n.identity(); }, 5s));
 }

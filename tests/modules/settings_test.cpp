@@ -29,7 +29,9 @@ TEST_CASE("ticker settings") {
   auto must = errors{"interval_ms: must be an integer > 0"};
   CHECK(check(t, {{"interval_ms", 0}}) == must);
   CHECK(check(t, {{"interval_ms", -5}}) == must);
-  CHECK(check(t, {{"interval_ms", "5"}}) == must);
+  CHECK(check(t, {{"interval_ms", "5"}})
+        == errors{"interval_ms: invalid duration \"5\": missing unit after \"5\" (ns, us, ms, s, m "
+                  "or h), e.g. \"5s\""});
   CHECK(check(t, {{"interval_ms", 1.5}}) == must);
   CHECK(check(t, {{"interval_ms", 100000000000}})
         == errors{"interval_ms: must be at most 86400000"});
@@ -64,11 +66,47 @@ TEST_CASE("exec settings") {
     return extra;
   };
   CHECK(check(t, with({{"grace_ms", -1}})) == errors{"grace_ms: must be an integer >= 0"});
-  CHECK(check(t, with({{"grace_ms", "1s"}})) == errors{"grace_ms: must be an integer >= 0"});
+  CHECK(parse_exec_settings(with({{"grace_ms", "1s"}})).value.grace_ms == 1000);
   CHECK(check(t, with({{"env", "A=1"}})) == errors{"env: must be an object of strings"});
   CHECK(check(t, with({{"env", {{"A", 1}}}})) == errors{"env.A: must be a string"});
   CHECK(check(t, with({{"workdir", 3}})) == errors{"workdir: must be a string"});
   CHECK(check(t, with({{"cmd", "x"}})) == errors{"cmd: unknown field"});
+}
+
+TEST_CASE("module settings take durations like the timings (grace: 2s), integer milliseconds "
+          "still; an unknown field names the closest known one") {
+  auto with = [](json extra) {
+    extra["command"] = {"true"};
+    return extra;
+  };
+  auto e = exec_module();
+  CHECK(parse_exec_settings(with({{"grace", "2s"}})).value.grace_ms == 2000);
+  CHECK(parse_exec_settings(with({{"grace", "1m30s"}})).value.grace_ms == 90000);
+  CHECK(parse_exec_settings(with({{"grace", "250ms"}})).value.grace_ms == 250);
+  CHECK(parse_exec_settings(with({{"grace", "0"}})).value.grace_ms == 0);
+  CHECK(parse_exec_settings(with({{"grace", 1500}})).value.grace_ms == 1500);
+  CHECK(parse_exec_settings(with({{"grace_ms", 1500}})).value.grace_ms == 1500);
+  CHECK(check(e, with({{"grace", "2s"}})).empty());
+  CHECK(check(e, with({{"grace", "2x"}}))
+        == errors{"grace: invalid duration \"2x\": unknown unit \"x\" (ns, us, ms, s, m or h)"});
+  CHECK(check(e, with({{"grace", "-1s"}}))
+        == errors{"grace: invalid duration \"-1s\": negative; durations are 0 or more"});
+  CHECK(check(e, with({{"grace", "25h"}}))
+        == errors{"grace: invalid duration \"25h\": above the maximum of 24h"});
+  CHECK(check(e, with({{"grace", "2s"}, {"grace_ms", 2000}}))
+        == errors{"grace: give grace or grace_ms, not both"});
+  auto t = ticker_module();
+  CHECK(parse_ticker_settings({{"interval", "1.5s"}}).value.interval_ms == 1500);
+  CHECK(check(t, {{"interval", "0s"}}) == errors{"interval: must be at least 1ms"});
+  auto w = webhook_module();
+  CHECK(check(w, {{"url", "http://127.0.0.1:1/x"}, {"timeout", "3s"}}).empty());
+  CHECK(parse_webhook_settings({{"url", "http://127.0.0.1:1/x"}, {"timeout", "3s"}}).value.timeout_ms
+        == 3000);
+  // Typos.
+  CHECK(check(e, with({{"grac", "2s"}})) == errors{"grac: unknown field (did you mean \"grace\"?)"});
+  CHECK(check(e, with({{"workdr", "/"}}))
+        == errors{"workdr: unknown field (did you mean \"workdir\"?)"});
+  CHECK(check(t, {{"mesage", "x"}}) == errors{"mesage: unknown field (did you mean \"message\"?)"});
 }
 
 TEST_CASE("webhook url parsing") {

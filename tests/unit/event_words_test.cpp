@@ -59,6 +59,8 @@ runtime_event event_of(const event_words& row) {
     ev.reason = "stdout";
   else if (v == "fence_kill")
     ev.reason = "fence_kill";
+  else if (v == "held")
+    ev.detail = "held";
   return ev;
 }
 
