@@ -338,7 +338,11 @@ private:
         ++p;
       }
     auto settled = members();
-    tell_candidates(settled);
+    // New members are told to the runners a round before leases move: a
+    // runner that now follows a preferredHolder naming a joiner reports the
+    // handover (a pin) first, so a join moves no more than the joiner's quota.
+    if (tell_candidates(settled))
+      return;
     auto target = balance_assignment(names, settled, holders, pinned);
     for (auto& [name, v] : leases_) {
       auto a = target.find(name);
@@ -360,15 +364,17 @@ private:
 
   /// The runners learn the settled members when they change: a yield or a
   /// preferredHolder naming anybody else moves nothing.
-  void tell_candidates(const std::vector<balance_member>& settled) {
+  /// true when the settled members changed (and the runners were told).
+  bool tell_candidates(const std::vector<balance_member>& settled) {
     std::vector<std::string> ids;
     for (auto& m : settled)
       ids.push_back(m.identity);
     if (ids == candidates_)
-      return;
+      return false;
     candidates_ = ids;
     for (auto& [name, v] : leases_)
       send(v.runner, candidates_atom::value, ids);
+    return true;
   }
 
   balance_status status() const {

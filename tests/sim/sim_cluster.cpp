@@ -1010,6 +1010,8 @@ private:
         restart_later(i, o.duration);
         break;
       case op_kind::restart:
+        if (procs_[i].out)
+          break;   // a replica that left the group stays out until it joins
         kill_proc(i, "restart");
         start_proc(i);
         break;
