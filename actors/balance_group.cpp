@@ -338,9 +338,9 @@ private:
         ++p;
       }
     auto settled = members();
-    // New members are told to the runners a round before leases move: a
-    // runner that now follows a preferredHolder naming a joiner reports the
-    // handover (a pin) first, so a join moves no more than the joiner's quota.
+    // A joiner is told to the runners a round before leases move: a runner
+    // that now follows a preferredHolder naming it reports the handover (a
+    // pin) first, so a join moves no more than the joiner's quota.
     if (tell_candidates(settled))
       return;
     auto target = balance_assignment(names, settled, holders, pinned);
@@ -364,17 +364,23 @@ private:
 
   /// The runners learn the settled members when they change: a yield or a
   /// preferredHolder naming anybody else moves nothing.
-  /// true when the settled members changed (and the runners were told).
+  /// Tells the runners the settled members when they changed; true when a
+  /// member joined others that were told before (not the group's start).
   bool tell_candidates(const std::vector<balance_member>& settled) {
     std::vector<std::string> ids;
     for (auto& m : settled)
       ids.push_back(m.identity);
     if (ids == candidates_)
       return false;
+    bool joined = !candidates_.empty()
+                  && std::any_of(ids.begin(), ids.end(), [&](const std::string& id) {
+                       return std::find(candidates_.begin(), candidates_.end(), id)
+                              == candidates_.end();
+                     });
     candidates_ = ids;
     for (auto& [name, v] : leases_)
       send(v.runner, candidates_atom::value, ids);
-    return true;
+    return joined;
   }
 
   balance_status status() const {
