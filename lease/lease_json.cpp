@@ -1,7 +1,6 @@
 #include "lease/lease_json.hpp"
 
-
-#include "lease/json_cursor.hpp"
+#include "lease/json_read.hpp"
 
 namespace leasehold {
 
@@ -13,15 +12,16 @@ constexpr std::string_view lease_api_version = "coordination.k8s.io/v1";
 
 // --- reading -------------------------------------------------------------------
 
-/// A member leasehold does not model: its value kept in `into[key]`.
-bool keep(json_cursor& c, std::string_view key, json& into) {
+/// A member leasehold does not model: its value kept in `into[key]`, read
+/// by nlohmann from its text (which checks what simdjson stepped over).
+bool keep(od::value& v, std::string_view key, json& into) {
   std::string_view span;
-  if (!c.value(&span))
+  if (!raw_value(v, span))
     return false;
-  auto v = json::parse(span.begin(), span.end(), nullptr, /*allow_exceptions*/ false);
-  if (v.is_discarded())
+  auto j = json::parse(span.begin(), span.end(), nullptr, /*allow_exceptions*/ false);
+  if (j.is_discarded())
     return false;
-  into[std::string(key)] = std::move(v);
+  into[std::string(key)] = std::move(j);
   return true;
 }
 
@@ -58,7 +58,7 @@ bool put_plain(std::string& out, std::string_view s) {
 /// One table per object, in key order, serves the reader and the writer.
 struct member {
   std::string_view key;
-  bool (*read)(json_cursor&, lease&);
+  bool (*read)(od::value&, lease&);
   bool (*present)(const lease&);
   bool (*write)(std::string&, const lease&);
 };
@@ -81,21 +81,21 @@ constexpr std::array<std::string_view, N> keys_of(const std::array<member, N>& m
 
 template <std::string lease::*F, bool Always = false>
 constexpr member metadata_string(std::string_view key) {
-  return {key, [](json_cursor& c, lease& l) { return read_plain(c, l.*F); },
+  return {key, [](od::value& v, lease& l) { return read_plain(v, l.*F); },
           [](const lease& l) { return Always || !(l.*F).empty(); },
           [](std::string& o, const lease& l) { return put_plain(o, l.*F); }};
 }
 
 template <std::string lease_spec::*F>
 constexpr member spec_string(std::string_view key) {
-  return {key, [](json_cursor& c, lease& l) { return read_plain(c, l.spec.*F); },
+  return {key, [](od::value& v, lease& l) { return read_plain(v, l.spec.*F); },
           [](const lease& l) { return !(l.spec.*F).empty(); },
           [](std::string& o, const lease& l) { return put_plain(o, l.spec.*F); }};
 }
 
 template <std::optional<wall_time> lease_spec::*F>
 constexpr member spec_time(std::string_view key) {
-  return {key, [](json_cursor& c, lease& l) { return read_time(c, l.spec.*F); },
+  return {key, [](od::value& v, lease& l) { return read_time(v, l.spec.*F); },
           [](const lease& l) { return (l.spec.*F).has_value(); },
           [](std::string& o, const lease& l) {
             put_string(o, format_micro_time(*(l.spec.*F)));
@@ -116,11 +116,11 @@ constexpr std::array<member, 7> spec_members = {{
   spec_time<&lease_spec::acquire_time>("acquireTime"),
   spec_string<&lease_spec::holder_identity>("holderIdentity"),
   {"leaseDurationSeconds",
-   [](json_cursor& c, lease& l) {
-     int v = 0;
-     if (!read_int(c, v))
+   [](od::value& v, lease& l) {
+     int d = 0;
+     if (!read_int(v, d))
        return false;
-     l.spec.lease_duration_seconds = v;
+     l.spec.lease_duration_seconds = d;
      return true;
    },
    [](const lease& l) { return l.spec.lease_duration_seconds.has_value(); },
@@ -128,7 +128,7 @@ constexpr std::array<member, 7> spec_members = {{
      o += std::to_string(*l.spec.lease_duration_seconds);
      return true;
    }},
-  {"leaseTransitions", [](json_cursor& c, lease& l) { return read_int(c, l.spec.lease_transitions); },
+  {"leaseTransitions", [](od::value& v, lease& l) { return read_int(v, l.spec.lease_transitions); },
    [](const lease&) { return true; },
    [](std::string& o, const lease& l) {
      o += std::to_string(l.spec.lease_transitions);
@@ -190,7 +190,7 @@ bool merge_object(std::string& out, const std::array<member, N>& members, const 
 }
 
 /// The top level, as the writer writes it (the reader reads it itself:
-/// read_plain_lease).
+/// read_lease).
 constexpr std::array<member, 4> top_members = {{
   {"apiVersion", nullptr, [](const lease&) { return true; },
    [](std::string& o, const lease&) { return put_plain(o, lease_api_version); }},
@@ -212,46 +212,66 @@ static_assert(in_key_order(top_members));
 const std::array<std::string_view, 5> modelled_metadata = keys_of(metadata_members);
 const std::array<std::string_view, 7> modelled_spec = keys_of(spec_members);
 
-std::optional<lease> read_plain_lease(std::string_view text) {
-  if (!json_ascii(text))
-    return std::nullopt;
-  json_cursor c(text);
-  lease l;
+namespace {
+
+/// The members of a Lease object `top` into `l` (the rest kept in l.raw):
+/// false when one is not plain, as read_plain_lease says.
+bool read_lease(od::object& top, lease& l) {
   json rest;
   bool meta = false, spec = false;
   // A member of `part` (metadata or spec): into its member of l, or kept.
   auto in = [&](const auto& members, const char* part) {
-    return [&, ms = &members, part](std::string_view k) {
+    return [&, ms = &members, part](std::string_view k, od::value& v) {
       for (auto& m : *ms)
         if (k == m.key)
-          return m.read(c, l);
-      return keep(c, k, rest[part]);
+          return m.read(v, l);
+      return keep(v, k, rest[part]);
     };
   };
-  bool ok = c.object([&](std::string_view k) {
+  bool ok = each_member(top, [&](std::string_view k, od::value& v) {
+    std::string kind;
     if (k == "apiVersion")
-      return c.value();
-    if (k == "kind") {
-      std::string kind;
-      return read_plain(c, kind) && (kind.empty() || kind == "Lease");
-    }
-    if (k == "metadata") {
-      if (meta)
-        return false;   // a second one: the document keeps the last alone
-      meta = true;
-      return c.object(in(metadata_members, "metadata"));
-    }
-    if (k == "spec") {
-      if (spec)
-        return false;
-      spec = true;
-      return c.object(in(spec_members, "spec"));
-    }
-    return keep(c, k, rest);
+      return read_plain(v, kind);
+    if (k == "kind")
+      return read_plain(v, kind) && (kind.empty() || kind == "Lease");
+    if (k == "metadata")   // a second one: the document keeps the last alone
+      return !std::exchange(meta, true) && each_member(v, in(metadata_members, "metadata"));
+    if (k == "spec")
+      return !std::exchange(spec, true) && each_member(v, in(spec_members, "spec"));
+    return keep(v, k, rest);
   });
-  if (!ok || !c.at_end() || !meta || !spec || l.name.empty())
-    return std::nullopt;
+  if (!ok || !meta || !spec || l.name.empty())
+    return false;
   l.raw = std::move(rest);
+  return true;
+}
+
+} // namespace
+
+std::optional<lease> read_plain_lease(std::string_view text) {
+  json_text t(text);
+  od::object top;
+  lease l;
+  if (!t.object(top) || !read_lease(top, l) || !t.at_end())
+    return std::nullopt;
+  return l;
+}
+
+std::optional<lease> read_plain_event(std::string_view line, std::string& type) {
+  json_text t(line);
+  od::object top;
+  lease l;
+  bool typed = false, has_object = false;
+  bool ok = t.object(top) && each_member(top, [&](std::string_view k, od::value& v) {
+    od::object o;
+    if (k == "type")
+      return !std::exchange(typed, true) && read_plain(v, type);
+    if (k == "object")
+      return !std::exchange(has_object, true) && !v.get_object().get(o) && read_lease(o, l);
+    return false;   // another member: the document decides
+  });
+  if (!ok || !typed || !has_object || !t.at_end())
+    return std::nullopt;
   return l;
 }
 

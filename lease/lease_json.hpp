@@ -30,6 +30,10 @@ extern const std::array<std::string_view, 7> modelled_spec;
 /// valid and the whole text is valid JSON (the same lease the document
 /// path reads); nullopt otherwise.
 std::optional<lease> read_plain_lease(std::string_view text);
+/// A watch line {"type":T,"object":LEASE} (either order, nothing else)
+/// whose T is plain and LEASE read_plain_lease reads: that lease, T in
+/// `type`; nullopt otherwise.
+std::optional<lease> read_plain_event(std::string_view line, std::string& type);
 
 /// `l`'s JSON text, byte for byte what nlohmann's dump() of to_json_value(l)
 /// writes (compact, members in key order), appended to `out`; false (and

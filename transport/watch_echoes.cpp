@@ -1,6 +1,6 @@
 #include "transport/watch_echoes.hpp"
 
-#include "lease/json_cursor.hpp"
+#include "lease/json_read.hpp"
 
 #include <functional>
 
@@ -29,11 +29,13 @@ std::uint64_t digest(std::string_view bytes) {
 } // namespace
 
 std::string_view watch_echoes::object_name(std::string_view object) {
-  json_cursor c(object);
-  std::string_view name;
-  bool plain = false;
-  if (c.member("metadata") && c.member("name") && c.string(name, plain) && plain)
-    return name;
+  json_text t(object);
+  od::object top, meta;
+  od::value name;
+  std::string_view s;
+  if (t.object(top) && !top["metadata"].get_object().get(meta) && !meta["name"].get(name) &&
+      plain_string(name, s))
+    return t.original(s);
   return {};
 }
 

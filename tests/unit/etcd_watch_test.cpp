@@ -334,7 +334,7 @@ leasehold::parse_result<leasehold::lease_spec> document_spec(const std::string& 
 } // namespace
 
 TEST_CASE("an etcd record's value read in place is what nlohmann's document reads, value or error, over 40 values") {
-  // CPU per key: to_lease reads a plain value with json_cursor; anything it
+  // CPU per key: to_lease reads a plain value with simdjson in place; anything it
   // does not handle (an escape, a byte >= 0x80, a mistyped or repeated
   // member, invalid JSON) goes to the document, whose answer stands.
   const std::vector<std::string> values = {
@@ -400,8 +400,8 @@ TEST_CASE("an etcd record's value read in place is what nlohmann's document read
 
 TEST_CASE("a txn answer of ranges read in place is what nlohmann's document reads, per key, "
           "value or error, over 48 answers") {
-  // CPU per renewal: a batch of renews reads its txn answer with json_cursor;
-  // what the cursor does not take (a repeated member, an escape, another
+  // CPU per renewal: a batch of renews reads its txn answer in place (simdjson);
+  // what it does not take (a repeated member, an escape, another
   // type, a count that is not the batch's, invalid JSON) goes to the
   // document, whose answer stands. The first answer is etcd 3.4's own.
   const std::string real =
@@ -579,7 +579,7 @@ TEST_CASE("a lone range answer read in place is what nlohmann's document reads, 
     CAPTURE(body);
     auto got = etcd_range_answer(body, k, "/v3/kv/range", "http://127.0.0.1:1");
     auto want = etcd_range_answer(body, k, "/v3/kv/range", "http://127.0.0.1:1", false);
-    // The plain ones are those the cursor takes (as the range of a txn).
+    // The plain ones are those read in place (as the range of a txn).
     etcd_ranges_read read;
     CHECK(read_ranges_in_place(R"({"responses":[{"response_range":)" + body + "}]}", 1, read)
           == plain);

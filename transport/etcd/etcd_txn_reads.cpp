@@ -10,7 +10,7 @@
 
 #include "transport/base64.hpp"
 #include "transport/etcd/etcd_connection.hpp"
-#include "lease/json_cursor.hpp"
+#include "lease/json_read.hpp"
 
 namespace leasehold {
 
@@ -106,18 +106,19 @@ api_result<etcd_current_key> current_of(const lease_key& k, etcd_ranges_read::ra
 
 /// An int64 as etcd's gateway sends it next: a plain string of digits, or
 /// an integer, that fits an int64 (int64_field reads both the same).
-bool read_int64(json_cursor& c, std::int64_t& out) {
-  std::string_view t;
-  bool flag = false;
-  json_cursor probe = c;
-  if (probe.string(t, flag)) {
-    if (!flag)
-      return false;
-    c = probe;
-  } else if (!c.number(t, flag) || !flag) {
+bool read_int64(od::value& v, std::int64_t& out) {
+  od::json_type type;
+  if (v.type().get(type))
     return false;
+  if (type == od::json_type::number) {
+    std::uint64_t u = 0;
+    if (v.get_uint64().get(u) || u > static_cast<std::uint64_t>(INT64_MAX))
+      return false;
+    out = static_cast<std::int64_t>(u);
+    return true;
   }
-  if (t.empty() || t.size() > 19)
+  std::string_view t;
+  if (!plain_string(v, t) || t.empty() || t.size() > 19)
     return false;
   for (char ch : t)
     if (ch < '0' || ch > '9')
@@ -126,21 +127,21 @@ bool read_int64(json_cursor& c, std::int64_t& out) {
 }
 
 /// A header object next: its revision (0 when it has none).
-bool read_header(json_cursor& c, std::int64_t& revision) {
+bool read_header(od::value& v, std::int64_t& revision) {
   json_members_seen seen;
-  return c.object([&](std::string_view k) {
+  return each_member(v, [&](std::string_view k, od::value& x) {
     if (k != "revision")
-      return c.value();
-    return seen.first(1) && read_int64(c, revision);
+      return skip(x);
+    return seen.first(1) && read_int64(x, revision);
   });
 }
 
 /// A base64 string next (plain), decoded.
-bool read_bytes(json_cursor& c, std::string& out) {
-  std::string text;
-  if (!read_plain(c, text))
+bool read_bytes(od::value& v, std::string& out) {
+  std::string_view text;
+  if (!plain_string(v, text))
     return false;
-  auto bytes = decode_base64(text);
+  auto bytes = decode_base64(std::string(text));
   if (!bytes)
     return false;
   out = std::move(*bytes);
@@ -148,50 +149,51 @@ bool read_bytes(json_cursor& c, std::string& out) {
 }
 
 /// A key-value object next, as parse_kv reads a valid one.
-bool read_kv(json_cursor& c, etcd_kv& kv) {
+bool read_kv(od::value& v, etcd_kv& kv) {
   json_members_seen seen;
   kv.lease_id = "0";
-  bool ok = c.object([&](std::string_view k) {
+  bool ok = each_member(v, [&](std::string_view k, od::value& x) {
     if (k == "key")
-      return seen.first(1) && read_bytes(c, kv.key);
+      return seen.first(1) && read_bytes(x, kv.key);
     if (k == "value")
-      return seen.first(2) && read_bytes(c, kv.value);
+      return seen.first(2) && read_bytes(x, kv.value);
     if (k == "create_revision")
-      return seen.first(4) && read_int64(c, kv.create_revision);
+      return seen.first(4) && read_int64(x, kv.create_revision);
     if (k == "mod_revision")
-      return seen.first(8) && read_int64(c, kv.mod_revision);
+      return seen.first(8) && read_int64(x, kv.mod_revision);
     if (k == "lease") {
       if (!seen.first(16))
         return false;
-      json_cursor probe = c;
-      if (read_plain(probe, kv.lease_id)) {
-        c = probe;
-        return true;
-      }
+      od::json_type type;
+      if (x.type().get(type))
+        return false;
+      if (type == od::json_type::string)
+        return read_plain(x, kv.lease_id);
       std::int64_t id = 0;
-      if (!read_int64(c, id))
+      if (!read_int64(x, id))
         return false;
       kv.lease_id = std::to_string(id);
       return true;
     }
-    return c.value();
+    return skip(x);
   });
   return ok && kv.create_revision > 0 && kv.mod_revision > 0;
 }
 
 /// A response_range object next.
-bool read_range(json_cursor& c, etcd_ranges_read::range& r) {
+template <class Object>
+bool read_range(Object& o, etcd_ranges_read::range& r) {
   json_members_seen seen;
-  return c.object([&](std::string_view k) {
+  return each_member(o, [&](std::string_view k, od::value& v) {
     if (k == "header")
-      return seen.first(1) && read_header(c, r.revision);
+      return seen.first(1) && read_header(v, r.revision);
     if (k != "kvs")
-      return c.value();
-    return seen.first(2) && c.array([&](std::size_t i) {
+      return skip(v);
+    return seen.first(2) && each_element(v, [&](std::size_t i, od::value& x) {
       if (i > 0)
-        return c.value();   // one key per range: kvs[0]
+        return skip(x);   // one key per range: kvs[0]
       r.kv.emplace();
-      return read_kv(c, *r.kv);
+      return read_kv(x, *r.kv);
     });
   });
 }
@@ -206,36 +208,36 @@ api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
 
 bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out) {
   out = etcd_ranges_read{};
-  if (!json_ascii(body))
-    return false;
-  json_cursor c(body);
+  json_text t(body);
+  od::object top;
   json_members_seen seen;
-  bool ok = c.object([&](std::string_view k) {
+  bool ok = t.object(top) && each_member(top, [&](std::string_view k, od::value& v) {
     if (k == "header")
-      return seen.first(1) && read_header(c, out.revision);
+      return seen.first(1) && read_header(v, out.revision);
     if (k != "responses")
-      return c.value();
+      return skip(v);
     out.ranges.reserve(n);
-    return seen.first(2) && c.array([&](std::size_t) {
+    return seen.first(2) && each_element(v, [&](std::size_t, od::value& x) {
       out.ranges.emplace_back();
       bool got = false;
-      return c.object([&](std::string_view op) {
+      return each_member(x, [&](std::string_view op, od::value& y) {
         if (op != "response_range")
-          return c.value();
-        return !std::exchange(got, true) && read_range(c, out.ranges.back());
+          return skip(y);
+        return !std::exchange(got, true) && read_range(y, out.ranges.back());
       }) && got;
     });
   });
-  return ok && (seen.bits & 2) && out.ranges.size() == n && c.at_end();
+  return ok && (seen.bits & 2) && out.ranges.size() == n && t.at_end();
 }
 
 api_result<etcd_current_key> etcd_range_answer(const std::string& body, const lease_key& k,
                                                const std::string& path,
                                                const std::string& endpoint, bool in_place) {
-  if (in_place && json_ascii(body)) {
-    json_cursor c(body);
+  if (in_place) {
+    json_text t(body);
+    od::object top;
     etcd_ranges_read::range r;
-    if (read_range(c, r) && c.at_end())
+    if (t.object(top) && read_range(top, r) && t.at_end())
       return current_of(k, std::move(r), 0, [&] { return path; });
   }
   auto doc = etcd_connection::object_of(path, body, endpoint);

@@ -63,7 +63,7 @@ struct etcd_ranges_read {
   std::vector<range> ranges;
 };
 
-/// Txn answer `body` of `n` ranges read in place (json_cursor), without a
+/// Txn answer `body` of `n` ranges read in place (lease/json_read.hpp), without a
 /// document: what a batch of renews reads (nlohmann's document
 /// of the answer was ~15 % of a 10,000-key holder's CPU). False when the
 /// answer is not plain: not ASCII, not n range answers, a member read

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "transport/base64.hpp"
-#include "lease/json_cursor.hpp"
+#include "lease/json_read.hpp"
 
 namespace leasehold {
 
@@ -123,36 +123,34 @@ parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
 namespace {
 
 /// The record's members that to_lease reads, from `value` read in place
-/// (json_cursor) when it is plain: ASCII, one object, each of those members
-/// at most once and of its type (strings without escapes, an int, a time
-/// parse_micro_time reads). Anything else is left to the document path,
-/// whose answer stands: false. Every key's value is read or stepped over
-/// (json_cursor checks the grammar), so a text this accepts nlohmann reads
-/// the same.
+/// (lease/json_read.hpp) when it is plain: ASCII, one object, each of those
+/// members at most once and of its type (strings without escapes, an int, a
+/// time parse_micro_time reads). Anything else is left to the document
+/// path, whose answer stands: false. Every other value is stepped over with
+/// its grammar checked, so a text this accepts nlohmann reads the same.
 bool read_plain_record(std::string_view value, lease_spec& spec) {
-  if (!json_ascii(value))
-    return false;
-  json_cursor c(value);
+  json_text t(value);
+  od::object o;
   json_members_seen seen;
-  bool ok = c.object([&](std::string_view k) {
+  bool ok = t.object(o) && each_member(o, [&](std::string_view k, od::value& v) {
     if (k == "holderIdentity")
-      return seen.first(1) && read_plain(c, spec.holder_identity);
+      return seen.first(1) && read_plain(v, spec.holder_identity);
     if (k == "leaseDurationSeconds") {
       int d = 0;
-      if (!seen.first(2) || !read_int(c, d))
+      if (!seen.first(2) || !read_int(v, d))
         return false;
       spec.lease_duration_seconds = d;
       return true;
     }
     if (k == "acquireTime")
-      return seen.first(4) && read_time(c, spec.acquire_time);
+      return seen.first(4) && read_time(v, spec.acquire_time);
     if (k == "preferredHolder")
-      return seen.first(8) && read_plain(c, spec.preferred_holder);
+      return seen.first(8) && read_plain(v, spec.preferred_holder);
     if (k == "strategy")
-      return seen.first(16) && read_plain(c, spec.strategy);
-    return c.value();
+      return seen.first(16) && read_plain(v, spec.strategy);
+    return skip(v);
   });
-  return ok && c.at_end();
+  return ok && t.at_end();
 }
 
 } // namespace
@@ -161,7 +159,7 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
   parse_result<lease> out;
   lease_spec spec;
   if (!read_plain_record(kv.value, spec)) {
-    spec = lease_spec{};   // what the cursor read before it gave up is not the document's
+    spec = lease_spec{};   // what was read before it gave up is not the document's
     auto v = json::parse(kv.value, nullptr, false);
     if (!v.is_object()) {
       out.error = where + ".value: not a JSON object";

@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lease/json_cursor.hpp"
 #include "transport/kube/kube_client.hpp"
 #include "lease/lease_json.hpp"
 #include "transport/transport_pool.hpp"
@@ -33,31 +32,18 @@ std::optional<watch_line::type> change_of(std::string_view type) {
 }
 
 /// An ADDED, MODIFIED or DELETED line whose object is a plain Lease
-/// (read_plain_lease), read in place; nullopt for anything else (the
+/// (read_plain_event), read in place; nullopt for anything else (the
 /// document path reads it).
 std::optional<watch_line> plain_watch_line(const std::string& line) {
-  json_cursor c(line);
-  std::string_view type, object;
-  bool typed = false, has_object = false;
-  bool read = c.object([&](std::string_view k) {
-    bool plain;
-    if (k == "type" && !typed)
-      return (typed = c.string(type, plain) && plain);
-    if (k == "object" && !has_object)
-      return (has_object = c.value(&object));
-    return false;   // a repeated or another member: the document decides
-  });
-  if (!read || !c.at_end() || !typed || !has_object)
-    return std::nullopt;
-  auto what = change_of(type);
+  std::string type;
+  auto l = read_plain_event(line, type);
+  auto what = l ? change_of(type) : std::nullopt;
   if (!what)
     return std::nullopt;
   watch_line w;
   w.what = *what;
-  w.record = read_plain_lease(object);
-  if (!w.record)
-    return std::nullopt;
-  w.resource_version = w.record->resource_version;
+  w.resource_version = l->resource_version;
+  w.record = std::move(l);
   return w;
 }
 
