@@ -15,6 +15,7 @@
 #include "leasehold/transports.hpp"
 #include "transport/kube/kube_client.hpp"
 #include "transport/kube/kube_watch.hpp"
+#include "lease/lease_json.hpp"
 #include "transport/transport_pool.hpp"
 #include "transport/watch_fanout.hpp"
 
@@ -151,6 +152,46 @@ TEST_CASE("watch lines: every type parses; a bad line names what is wrong") {
   CHECK(bad_spec.error.find("object.spec.leaseTransitions") == 0);
   CHECK(lease_watch_path(key, "", 300).find("resourceVersion") == std::string::npos);
   CHECK(lease_watch_path(key, "17", 300).find("&resourceVersion=17") != std::string::npos);
+}
+
+TEST_CASE("a watch line read in place is what the document reads, on every truncation and "
+          "one-byte change") {
+  // What read_plain_event takes, nlohmann's document reads the same: the
+  // type and, through parse_lease, the same lease, raw included.
+  const std::string swaps = "\"{}[],:\\0x -.e\x80";
+  std::size_t taken = 0;
+  auto same = [&](const std::string& line) {
+    std::string type;
+    auto fast = read_plain_event(line, type);
+    if (!fast)
+      return;
+    ++taken;
+    INFO("line: " << line);
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j.size() == 2);
+    CHECK(j["type"] == type);
+    auto doc = parse_lease(j["object"]);
+    REQUIRE(doc.ok());
+    CHECK(fast->name == doc.value->name);
+    CHECK(fast->resource_version == doc.value->resource_version);
+    CHECK(fast->spec == doc.value->spec);
+    CHECK(fast->raw == doc.value->raw);
+  };
+  for (const auto& line : {event("MODIFIED", "7", "pod-a"),
+                           R"( {"object" : )" + test::lease_body("x", "6", "pod-b", 2) +
+                             R"( , "type":"DELETED" } )"}) {
+    same(line);
+    for (std::size_t n = 0; n < line.size(); ++n) {
+      same(line.substr(0, n));
+      for (char c : swaps) {
+        auto changed = line;
+        changed[n] = c;
+        same(changed);
+      }
+    }
+  }
+  CHECK(taken > 100);
 }
 
 TEST_CASE("the watch stream delivers in order, resumes, re-lists on 410 and survives every stream fault") {
