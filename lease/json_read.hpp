@@ -3,7 +3,9 @@
 // a few members and step over the rest without building a document. A
 // reader takes plain text only (ASCII, plain strings where it reads one)
 // and says false for anything else; its caller then gives the text to
-// nlohmann, whose answer stands (lease/lease_json.cpp).
+// nlohmann, whose answer stands (lease/lease_json.cpp). Built for baseline
+// x86-64, On-Demand runs simdjson's portable kernel ("fallback"): the
+// figures of bench/README.md are that kernel's.
 #pragma once
 
 #include <cstddef>
