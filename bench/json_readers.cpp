@@ -32,9 +32,17 @@ namespace {
 std::string renew_answer(int i) {
   return R"({"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"lease-)" +
          std::to_string(i) +
-         R"(","namespace":"default","uid":"7d6a6f7c-0f5e-4a8e-9a55-1c6a2f0b3e11","resourceVersion":")" +
+         R"(","namespace":"default","uid":"7d6a6f7c-0f5e-4a8e-9a55-1c6a2f0b3e11",)"
+         R"("resourceVersion":")" +
          std::to_string(100000 + i) +
-         R"(","creationTimestamp":"2024-05-01T10:00:00Z","managedFields":[{"manager":"leasehold","operation":"Update","apiVersion":"coordination.k8s.io/v1","time":"2024-05-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:acquireTime":{},"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:leaseTransitions":{},"f:renewTime":{}}}}]},"spec":{"holderIdentity":"many-leases","leaseDurationSeconds":15,"acquireTime":"2024-05-01T10:00:00.123456Z","renewTime":"2024-05-01T10:00:02.654321Z","leaseTransitions":3}})";
+         R"(","creationTimestamp":"2024-05-01T10:00:00Z","managedFields":[{"manager":)"
+         R"("leasehold","operation":"Update","apiVersion":"coordination.k8s.io/v1",)"
+         R"("time":"2024-05-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":)"
+         R"({"f:acquireTime":{},"f:holderIdentity":{},"f:leaseDurationSeconds":{},)"
+         R"("f:leaseTransitions":{},"f:renewTime":{}}}}]},"spec":{"holderIdentity":)"
+         R"("many-leases","leaseDurationSeconds":15,"acquireTime":)"
+         R"("2024-05-01T10:00:00.123456Z","renewTime":"2024-05-01T10:00:02.654321Z",)"
+         R"("leaseTransitions":3}})";
 }
 
 /// nlohmann's SAX reader, taking what lease models and stepping over the
