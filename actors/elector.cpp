@@ -48,7 +48,7 @@ elector_actor::behavior_type elector_actor::make_behavior() {
     req.resource_version = mem_.record ? mem_.record->resource_version : std::move(opt_.seen_version);
     req.idle_timeout = opt_.timings.lease_duration;
     req.subscriber = this;
-    send(opt_.transport, watch_lease_atom::value, std::move(req));
+    send(opt_.backend->transport, watch_lease_atom::value, std::move(req));
   }
   // One behaviour for every elector (actors/shared_behavior.hpp).
   static const behavior_type shared{

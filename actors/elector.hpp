@@ -115,7 +115,6 @@ struct elector_options {
   std::string identity;
   lease_key lease;
   election_timings timings;
-  lease_transport_actor transport;
   /// Receives leadership_acquired / lost, lease_observed, leader_observed: typed, so every report the elector sends is checked
   /// against the runner's interface when compiled.
   runner_internal_actor runner;
@@ -135,8 +134,8 @@ struct elector_options {
   /// sends nothing until the lease could expire. While the watch is down the
   /// elector polls every retry_period, as without it.
   bool watch = true;
-  /// How the store names requests (lease_backend::path_of): shared with
-  /// the runner and every elector it starts.
+  /// The transport and how the store names requests (lease_backend::path_of):
+  /// shared with the runner and every elector it starts.
   std::shared_ptr<const lease_backend> backend;
   /// What the store can say about this lease beyond its record
   /// (lease_evidence.hpp): the runner's, kept across its electors.
@@ -251,7 +250,7 @@ private:
     call_reply_ = std::move(on_reply);
     if (!(tick_pending_ && tick_at_ <= call_deadline_))
       arm_tick(call_deadline_, /*attempt*/ false);
-    request(opt_.transport, caf::infinite, atom, std::move(arg))
+    request(opt_.backend->transport, caf::infinite, atom, std::move(arg))
       .then([=](lease_reply& r) { end_call(seq, r); },
             [=](caf::error& e) {   // the path is built only here, not per request
               auto r = lease_reply::failure(

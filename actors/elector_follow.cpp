@@ -261,7 +261,6 @@ lease_evidence::view elector_actor::view() const {
   v.held_by_other = mem_.record && held_by_other(*mem_.record);
   v.stream_up = watch_up_;
   v.stream_up_since = watch_up_since_;
-  v.waits_on_stream = waits_on_watch();
   return v;
 }
 

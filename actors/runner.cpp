@@ -187,7 +187,6 @@ void runner_impl::start_elector() {
   eo.identity = opt_.identity;
   eo.lease = opt_.lease;
   eo.timings = opt_.timings;
-  eo.transport = backend_->transport;
   eo.backend = backend_;
   eo.evidence = evidence_;
   eo.runner = caf::actor_cast<runner_internal_actor>(this);

@@ -29,7 +29,6 @@ public:
     bool held_by_other = false;      // another's term, not expired by our clock
     bool stream_up = false;          // the watch streams the lease's changes
     time_point stream_up_since{};    // since when, without a gap
-    bool waits_on_stream = false;    // a follower of a held record, stream up
   };
 
   /// A follower's attempt that may need no request (answer_without_read).
