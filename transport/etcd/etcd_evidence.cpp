@@ -68,7 +68,7 @@ class etcd_evidence final : public lease_evidence {
 public:
   etcd_evidence(const election_timings& t, std::uint64_t seed,
                 std::shared_ptr<const etcd_shared_readings> shared)
-    : t_(t), seed_(seed), shared_(std::move(shared)) {}
+    : t_(t), spread_(draw(seed)), shared_(std::move(shared)) {}
 
   bool store_ends_terms() const override { return true; }
 
@@ -112,7 +112,7 @@ public:
 
   caf::timespan next_wake(const view& v, time_point now, caf::timespan d) override {
     if (v.record && !outside_wait_until_ && ttl_tells_expiry(t_, ttl_of(*v.record))) {
-      d = next_ttl_read(r_, t_, now, d, shares(v) ? spread() : 0.0);
+      d = next_ttl_read(r_, t_, now, d, shares(v) ? spread_ : 0.0);
     }
     if (outside_wait_until_ && *outside_wait_until_ > now)
       d = std::min(d, *outside_wait_until_ - now);   // wake when the wait ends
@@ -242,16 +242,16 @@ private:
     r_.zero_revision = 0;
   }
 
-  /// This follower's own draw in [0, 1) (splitmix64 of its seed).
-  double spread() const {
-    auto z = seed_ + 0x9e3779b97f4a7c15ull;
+  /// A follower's own draw in [0, 1): splitmix64 of its seed.
+  static double draw(std::uint64_t seed) {
+    auto z = seed + 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return static_cast<double>((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
   }
 
   election_timings t_;
-  std::uint64_t seed_;
+  double spread_;   // this follower's draw (next_ttl_read's spread)
   std::shared_ptr<const etcd_shared_readings> shared_;
   etcd_key_readings r_;
   std::optional<time_point> outside_wait_until_;   // no create before this (a vanish judged)
