@@ -256,17 +256,13 @@ private:
     }
     if (differing_[rec.identity] != rec.leases) {
       differing_[rec.identity] = rec.leases;
-      if (opt_.events) {
-        runtime_event ev;
-        ev.type = event_type::group_config_differs;
-        ev.identity = opt_.identity;
-        ev.lease = opt_.ns + "/" + opt_.group;
-        ev.holder = rec.identity;
-        ev.reason = rec.identity + " lists different leases for group " + opt_.group + " ("
-                    + rec.leases + "; this replica " + me_.leases
-                    + ", as count/hash): neither counts the other until the lists agree";
-        opt_.events(ev);
-      }
+      event_emitter(opt_.events, opt_.identity, opt_.ns + "/" + opt_.group)(
+        event_type::group_config_differs, [&](runtime_event& ev) {
+          ev.holder = rec.identity;
+          ev.reason = rec.identity + " lists different leases for group " + opt_.group + " ("
+                      + rec.leases + "; this replica " + me_.leases
+                      + ", as count/hash): neither counts the other until the lists agree";
+        });
     }
     return false;
   }
