@@ -22,11 +22,6 @@
 
 namespace leasehold {
 
-/// The strategy written with a preferredHolder when the Lease has none (the
-/// API accepts preferredHolder only with a strategy; "prefix/name" is a
-/// custom strategy, which Kubernetes' own election controller leaves alone).
-constexpr const char* handover_strategy = "leasehold/yield";
-
 /// The record a releasing leader writes (`released`: released_spec of its
 /// term): preferredHolder `target` (with handover_strategy when there is no
 /// strategy); without a target, a preferredHolder that names the releaser

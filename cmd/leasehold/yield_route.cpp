@@ -33,7 +33,7 @@ std::string write_preferred(caf::actor_system& sys, const yield_route& r, const 
       return "the lease changed hands meanwhile (held by \"" + rec->spec.holder_identity + "\")";
     rec->spec.preferred_holder = target;
     if (rec->spec.strategy.empty())
-      rec->spec.strategy = "leasehold/yield";
+      rec->spec.strategy = handover_strategy;
     bool retry = false;
     bool done = false;
     self->request(r.transport, r.request_timeout, update_lease_atom::value, *rec)

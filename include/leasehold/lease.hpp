@@ -67,6 +67,11 @@ struct lease_spec {
   bool operator!=(const lease_spec& o) const { return !(*this == o); }
 };
 
+/// The strategy leasehold writes with a preferredHolder when the Lease has
+/// none (the API accepts preferredHolder only with a strategy; "prefix/name"
+/// is a custom strategy, which Kubernetes' own election controller leaves alone).
+constexpr const char* handover_strategy = "leasehold/yield";
+
 /// The record encoding's one mark of a release (released_spec, and
 /// client-go's release): holder "" and leaseDurationSeconds 1 (or none). A
 /// holder emptied with its duration kept was emptied by somebody else.
