@@ -62,10 +62,11 @@ void parse_restart(const nlohmann::json& j, const std::string& path, restart_pol
   std::int64_t ms = 0;
   if (bounded_integer(j, path, "within_ms", 1, 24LL * 3600 * 1000, ms, errs))
     out.within = std::chrono::milliseconds(ms);
+  static const std::vector<std::string> fields{"max_restarts", "within_ms"};
   for (auto& kv : j.items())
-    if (kv.key() != "max_restarts" && kv.key() != "within_ms")
+    if (!one_of(kv.key(), fields))
       errs.push_back(path + "." + kv.key() + ": unknown field (known: max_restarts, within_ms)"
-                     + did_you_mean(kv.key(), {"max_restarts", "within_ms"}));
+                     + did_you_mean(kv.key(), fields));
 }
 
 /// `balance: {"group": G, "settle_ms": N}` (the plain string is the group
@@ -83,10 +84,11 @@ bool parse_balance(const nlohmann::json& j, const std::string& path, module_spec
   std::int64_t ms = 0;
   if (bounded_integer(j, path, "settle_ms", 0, module_spec::max_settle_ms, ms, errs))
     m.balance_settle_ms = ms;
+  static const std::vector<std::string> fields{"group", "settle_ms"};
   for (auto& kv : j.items())
-    if (kv.key() != "group" && kv.key() != "settle_ms")
+    if (!one_of(kv.key(), fields))
       errs.push_back(path + "." + kv.key() + ": unknown field (known: group, settle_ms)"
-                     + did_you_mean(kv.key(), {"group", "settle_ms"}));
+                     + did_you_mean(kv.key(), fields));
   return errs.size() == before;
 }
 
@@ -228,13 +230,11 @@ std::vector<std::string> parse_modules(const nlohmann::json& modules, const modu
       else
         ok = false;
     }
+    static const std::vector<std::string> fields{"type",     "name",    "leader_only", "enabled",
+                                                 "settings", "restart", "lease",       "balance"};
     for (auto& kv : j.items())
-      if (kv.key() != "type" && kv.key() != "name" && kv.key() != "leader_only"
-          && kv.key() != "enabled" && kv.key() != "settings" && kv.key() != "restart"
-          && kv.key() != "lease" && kv.key() != "balance")
-        errs.push_back(path + "." + kv.key() + ": unknown field"
-                       + did_you_mean(kv.key(), {"type", "name", "leader_only", "enabled",
-                                                          "settings", "restart", "lease", "balance"}));
+      if (!one_of(kv.key(), fields))
+        errs.push_back(path + "." + kv.key() + ": unknown field" + did_you_mean(kv.key(), fields));
     for (auto* key : {"lease", "balance"})
       if (j.contains(key) && !m.leader_only)
         errs.push_back(path + "." + key + ": only a leader-only module runs under a lease of "

@@ -70,18 +70,14 @@ void parse_timings(const json& j, const config_overrides& over, election_timings
     errs.push_back("timings: must be an object");
     return;
   }
-  if (j.is_object())
-    for (auto& kv : j.items()) {
-      bool known = false;
-      std::vector<std::string> names;
-      for (auto& f : timing_fields) {
-        known = known || kv.key() == f.key;
-        names.emplace_back(f.key);
-      }
-      if (!known)
-        errs.push_back("timings." + kv.key() + ": unknown field"
-                       + did_you_mean(kv.key(), names));
-    }
+  if (j.is_object()) {
+    std::vector<std::string> names;
+    for (auto& f : timing_fields)
+      names.emplace_back(f.key);
+    for (auto& kv : j.items())
+      if (!one_of(kv.key(), names))
+        errs.push_back("timings." + kv.key() + ": unknown field" + did_you_mean(kv.key(), names));
+  }
   for (auto& f : timing_fields) {
     std::string path = std::string("timings.") + f.key;
     std::optional<std::string> text;

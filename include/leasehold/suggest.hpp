@@ -28,6 +28,11 @@ inline std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+/// `name` is one of `known`.
+inline bool one_of(const std::string& name, const std::vector<std::string>& known) {
+  return std::find(known.begin(), known.end(), name) != known.end();
+}
+
 /// " (did you mean \"lease_name\"?)" for the closest of `known` within a
 /// third of the name's length (at least 1, at most 3 edits), or "".
 inline std::string did_you_mean(const std::string& name, const std::vector<std::string>& known) {
