@@ -213,3 +213,35 @@ TEST_CASE("etcd history: a key judged ran out must be present, gone once, then a
   CHECK(etcd_unwritten_between(history({{11, false}}, reads), own, key, 10, 12));
   CHECK_FALSE(etcd_unwritten_between(history({{11, true}}, reads), own, key, 10, 12));
 }
+
+TEST_CASE("etcd history: the creates of one batch ask every history in one txn, each judged alone") {
+  // A killed process's keys are taken in batches of up to 128 creates; a
+  // history txn per create timed the creates out in the workers' queue.
+  etcd_session own;
+  const std::string other = encode_base64("/lh/ns1/other");
+  std::vector<json> bodies;
+  auto call = [&](const std::string& path, const json& body) -> api_result<json> {
+    bodies.push_back(body);
+    json responses = json::array();
+    for (auto& op : body["success"]) {
+      auto& r = op["request_range"];
+      auto rev = std::stoll(r["revision"].get<std::string>());
+      // `key` expired at 11 and nothing since; `other` was taken at 12.
+      bool there = r["key"] == other && rev == 12;
+      responses.push_back({{"response_range", there ? json{{"count", "1"}} : json::object()}});
+    }
+    CHECK(path == "/v3/kv/txn");
+    return api_result<json>::success({{"responses", responses}});
+  };
+  auto ok = etcd_unwritten_between(call, own, {{key, 10, 14, true}, {other, 10, 14, true},
+                                               {key, 13, 14, false}});
+  CHECK(ok == std::vector<bool>{true, false, true});
+  REQUIRE(bodies.size() == 1);
+  CHECK(bodies[0]["success"].size() == 6);   // 11-13 for each seen key; none for the next revision
+  // A failed txn fails each check it carried, and only those.
+  auto failing = [](const std::string& path, const json&) -> api_result<json> {
+    return api_result<json>::failure(api_error{error_kind::timeout, 0, "POST", path, "down", 0});
+  };
+  CHECK(etcd_unwritten_between(failing, own, {{key, 10, 14, true}, {key, 13, 14, false}})
+        == std::vector<bool>{false, true});
+}

@@ -254,7 +254,7 @@ struct etcd_client::impl {
       return api_result<lease>::failure(t.error);
     if (t.value->value("succeeded", false)) {
       session->wrote(header_revision(*t.value), {key});
-      return created(l, key, id, header_revision(*t.value), path);
+      return created({l}, {key}, id, header_revision(*t.value), path).front();
     }
     auto cur = range(l.key());
     if (cur.ok() && cur.value->record)
@@ -264,26 +264,41 @@ struct etcd_client::impl {
       api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
   }
 
-  /// The create of `l` (key `key`, base64) that a txn (`path`) put on etcd
-  /// lease `id` at revision `rev`: its record, with whether the key's
-  /// history since l.absent_at_revision shows no other write.
-  api_result<lease> created(const lease& l, const std::string& key, const std::string& id,
-                            std::int64_t rev, const std::string& path) {
-    if (rev <= 0)
-      return api_result<lease>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"});
-    etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
-    auto rec = to_lease(l.key(), kv);
-    if (!rec.ok())
-      return api_result<lease>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, rec.error});
-    if (l.seen_at_revision > 0)
-      rec.value->unwritten_since_read =
-        etcd_unwritten_between(caller, *session, key, l.seen_at_revision, rev, true);
-    else if (l.absent_at_revision > 0)
-      rec.value->unwritten_since_read =
-        etcd_unwritten_between(caller, *session, key, l.absent_at_revision, rev);
-    return api_result<lease>::success(std::move(*rec.value));
+  /// The creates `ls` (keys `keys`, base64) that a txn (`path`) put on etcd
+  /// lease `id` at revision `rev`: their records, each with whether the
+  /// key's history since l.absent_at_revision (or l.seen_at_revision)
+  /// shows no other write, asked of etcd for all of them at once.
+  std::vector<api_result<lease>> created(const std::vector<lease>& ls,
+                                         const std::vector<std::string>& keys,
+                                         const std::string& id, std::int64_t rev,
+                                         const std::string& path) {
+    std::vector<api_result<lease>> out;
+    std::vector<etcd_history_check> checks;
+    std::vector<std::size_t> asked;   // the index in out of each check
+    for (std::size_t i = 0; i < ls.size(); ++i) {
+      auto& l = ls[i];
+      if (rev <= 0) {
+        out.push_back(api_result<lease>::failure(
+          api_error{error_kind::malformed_body, 200, "POST", path, "header.revision: missing"}));
+        continue;
+      }
+      etcd_kv kv{key_of(l.key()), rev, rev, id, value_of(l.spec)};
+      auto rec = to_lease(l.key(), kv);
+      if (!rec.ok()) {
+        out.push_back(api_result<lease>::failure(
+          api_error{error_kind::malformed_body, 200, "POST", path, rec.error}));
+        continue;
+      }
+      if (auto from = l.seen_at_revision > 0 ? l.seen_at_revision : l.absent_at_revision; from > 0) {
+        checks.push_back({keys[i], from, rev, l.seen_at_revision > 0});
+        asked.push_back(i);
+      }
+      out.push_back(api_result<lease>::success(std::move(*rec.value)));
+    }
+    auto unwritten = etcd_unwritten_between(caller, *session, checks);
+    for (std::size_t j = 0; j < asked.size(); ++j)
+      out[asked[j]].value->unwritten_since_read = unwritten[j];
+    return out;
   }
 
   /// Creates of `ls` at once (the pool's backlog): ONE txn whose compares
@@ -341,9 +356,7 @@ struct etcd_client::impl {
     for (auto& l : ls)
       written.push_back(encode_base64(key_of(l.key())));
     session->wrote(rev, written);
-    for (auto& l : ls)
-      out.push_back(created(l, encode_base64(key_of(l.key())), id, rev, path));
-    return out;
+    return created(ls, written, id, rev, path);
   }
 
   /// A write of `key` (base64) that keeps its term: the key is in use

@@ -27,45 +27,63 @@ constexpr std::int64_t history_revisions = 16 * etcd_txn_ops;
 bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
                             const std::string& key, std::int64_t read, std::int64_t created,
                             bool seen_present) {
-  if (created == read + 1 && !seen_present)
-    return true;   // the very next write of the whole store
-  if (created <= read || created - read - 1 > history_revisions)
-    return false;
-  bool present = seen_present;   // the key at the latest revision looked at
-  // Revisions this transport's own txns wrote, to other keys only, need no
-  // read (etcd_session::wrote): a killed process's 1,000 keys are 1,000
-  // creates of the follower's own in a row, and each create asked for every
-  // one before it (up to 8 txns of 128 ranges each: the workers' time
-  // during the takeover).
-  std::vector<std::int64_t> unknown;
-  for (auto rev = read + 1; rev < created; ++rev)
-    if (!own.wrote_other_at(rev, key))
-      unknown.push_back(rev);
-  for (std::size_t from = 0; from < unknown.size(); from += etcd_txn_ops) {
-    auto until = std::min(unknown.size(), from + static_cast<std::size_t>(etcd_txn_ops));
+  return etcd_unwritten_between(call, own, {{key, read, created, seen_present}}).front();
+}
+
+std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
+                                         const std::vector<etcd_history_check>& checks) {
+  std::vector<bool> out(checks.size(), false);
+  std::vector<bool> present(checks.size());   // each key at the latest revision looked at
+  // One count-only range per (check, revision), in each check's revision
+  // order: a batch of creates asks all its histories in as few txns as fit
+  // (a killed process's keys taken in batches of 128 were 128 history
+  // txns per batch, and the workers' queue timed the creates out).
+  std::vector<std::pair<std::size_t, std::int64_t>> ops;
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    auto& c = checks[i];
+    present[i] = c.seen_present;
+    if (c.created == c.read + 1 && !c.seen_present) {
+      out[i] = true;   // the very next write of the whole store
+      continue;
+    }
+    if (c.created <= c.read || c.created - c.read - 1 > history_revisions)
+      continue;
+    out[i] = true;   // until a range says otherwise
+    // Revisions this transport's own txns wrote, to other keys only, need
+    // no read (etcd_session::wrote): a killed process's 1,000 keys are
+    // 1,000 creates of the follower's own in a row, and each create asked
+    // for every one before it.
+    for (auto rev = c.read + 1; rev < c.created; ++rev)
+      if (!own.wrote_other_at(rev, c.key))
+        ops.emplace_back(i, rev);
+  }
+  for (std::size_t from = 0; from < ops.size(); from += etcd_txn_ops) {
+    auto until = std::min(ops.size(), from + static_cast<std::size_t>(etcd_txn_ops));
     json ranges = json::array();
-    for (auto i = from; i < until; ++i)
-      ranges.push_back({{"request_range", {{"key", key}, {"revision", std::to_string(unknown[i])},
+    for (auto j = from; j < until; ++j)
+      ranges.push_back({{"request_range", {{"key", checks[ops[j].first].key},
+                                           {"revision", std::to_string(ops[j].second)},
                                            {"count_only", true}}}});
     auto r = call("/v3/kv/txn", {{"success", std::move(ranges)}});
-    if (!r.ok())
-      return false;
-    auto responses = r.value->find("responses");   // call() answers JSON objects only
-    if (responses == r.value->end() || !responses->is_array() || responses->size() != until - from)
-      return false;
-    for (auto& op : *responses) {
-      auto range = op.find("response_range");
-      if (range == op.end() || !range->is_object())
-        return false;
+    const json* responses = nullptr;
+    if (r.ok())
+      if (auto i = r.value->find("responses"); i != r.value->end() && i->is_array()
+                                               && i->size() == until - from)
+        responses = &*i;   // call() answers JSON objects only
+    for (auto j = from; j < until; ++j) {
+      auto i = ops[j].first;
       std::int64_t count = 0;   // etcd leaves a zero count out
-      if (range->contains("count") && !int64_field(*range, "count", count))
-        return false;
-      if (count != 0 && !present)
-        return false;   // written after it was gone (or, unseen, at all)
-      present = count != 0;
+      auto range = responses ? (*responses)[j - from].find("response_range") : json::const_iterator{};
+      bool read = responses && range != (*responses)[j - from].end() && range->is_object()
+                  && (!range->contains("count") || int64_field(*range, "count", count));
+      if (!read || (count != 0 && !present[i]))
+        out[i] = false;   // not known, or written after it was gone (or, unseen, at all)
+      present[i] = count != 0;
     }
   }
-  return !present;   // gone before the create (it could not create otherwise)
+  for (std::size_t i = 0; i < checks.size(); ++i)
+    out[i] = out[i] && !present[i];   // gone before the create (it could not create otherwise)
+  return out;
 }
 
 

@@ -39,6 +39,19 @@ bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_sessio
                             const std::string& key, std::int64_t read, std::int64_t created,
                             bool seen_present = false);
 
+/// One create's question to etcd_unwritten_between.
+struct etcd_history_check {
+  std::string key;   // base64
+  std::int64_t read = 0;
+  std::int64_t created = 0;
+  bool seen_present = false;
+};
+
+/// The same for the creates of one batch, their ranges packed into as few
+/// txns as fit; one answer per check, in order.
+std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
+                                         const std::vector<etcd_history_check>& checks);
+
 /// One key as a range read it.
 struct etcd_current_key {
   std::optional<etcd_kv> kv;       // none: no such key
