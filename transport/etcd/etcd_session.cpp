@@ -69,7 +69,6 @@ api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string&
     }
     s.in_flight = true;
     auto mine = ++s.started;
-    ++sent_;
     auto stale = stale_keys_locked(id, clock::now());
     lk.unlock();
     auto sent = clock::now();
@@ -91,7 +90,6 @@ api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string&
     answered_.notify_all();
     return s.last;
   }
-  ++shared_;
   return s.last;
 }
 
@@ -102,10 +100,8 @@ api_result<etcd_session::kept_alive> etcd_session::renewed(const std::string& id
   {
     std::lock_guard<std::mutex> g(mx_);
     auto& s = sending_[id];
-    if (s.alive && keepalive_serves_renew(s.alive->sent, max_age, began)) {
-      ++shared_;
+    if (s.alive && keepalive_serves_renew(s.alive->sent, max_age, began))
       return api_result<kept_alive>::success(*s.alive);
-    }
   }
   return keep_alive(id, call);
 }
@@ -290,11 +286,6 @@ void etcd_session::reap(const std::string& id, const std::vector<stale_key>& key
   }
 }
 
-std::uint64_t etcd_session::keepalives_sent() const {
-  std::lock_guard<std::mutex> g(mx_);
-  return sent_;
-}
-
 void etcd_session::wrote(std::int64_t revision, const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> g(mx_);
   own_revisions_locked(revision, keys);
@@ -318,11 +309,6 @@ bool etcd_session::wrote_other_at(std::int64_t revision, const std::string& key)
   auto i = own_revisions_.find(revision);
   return i != own_revisions_.end()
          && !std::binary_search(i->second.begin(), i->second.end(), std::hash<std::string>{}(key));
-}
-
-std::uint64_t etcd_session::keepalives_shared() const {
-  std::lock_guard<std::mutex> g(mx_);
-  return shared_;
 }
 
 } // namespace leasehold

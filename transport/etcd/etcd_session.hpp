@@ -121,11 +121,6 @@ public:
   bool wrote_other_at(std::int64_t revision, const std::string& key) const;
   static constexpr std::size_t own_revisions_kept = 8192;
 
-  /// Keepalives sent and renews they served since start (the agent's
-  /// metrics; the bench).
-  std::uint64_t keepalives_sent() const;
-  std::uint64_t keepalives_shared() const;
-
 private:
   struct sending {
     bool in_flight = false;
@@ -175,7 +170,6 @@ private:
   std::string reap_from_;   // where stale_keys_locked looks first
   std::map<std::string, std::size_t> lease_ids_;   // the IDs keys_ names -> how many keys name each
   std::map<std::int64_t, std::vector<std::size_t>> own_revisions_;   // revision -> its keys' hashes, sorted
-  std::uint64_t sent_ = 0, shared_ = 0;
 };
 
 } // namespace leasehold
