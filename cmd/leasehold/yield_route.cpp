@@ -1,6 +1,5 @@
 #include "cmd/leasehold/yield_route.hpp"
 
-#include <algorithm>
 #include <thread>
 
 namespace leasehold::agent {
@@ -15,7 +14,6 @@ yield_result answer(yield_status s, std::string successor, std::string reason) {
 /// on the version read; a lost race reads again). "" on success, else why not.
 std::string write_preferred(const yield_route& r, const std::string& target,
                             const std::string& holder) {
-  std::string why = "conflict (the record changed meanwhile), five times";
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto rec = r.read();
     if (!rec.ok())
@@ -31,7 +29,7 @@ std::string write_preferred(const yield_route& r, const std::string& target,
     if (w.kind() != error_kind::conflict)
       return w.error.describe();
   }
-  return why;
+  return "conflict (the record changed meanwhile), five times";
 }
 
 } // namespace
