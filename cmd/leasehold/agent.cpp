@@ -27,7 +27,9 @@
 #include "cmd/leasehold/probes.hpp"
 #include "cmd/leasehold/signals.hpp"
 #include "cmd/leasehold/yield_route.hpp"
+#include "leasehold/blocking_request.hpp"
 #include "leasehold/runtime.hpp"
+#include "transport/etcd/etcd_client.hpp"
 #include "transport/thread_name.hpp"
 #include "transport/http/http_client.hpp"
 #include "transport/kube/kube_config.hpp"
@@ -356,11 +358,20 @@ public:
         return leases_.yield(sys_, lease, to, bound);
       };
       route.status = [this, lease] { return leases_.status_of(sys_, lease, status_timeout); };
-      if (!on_etcd())   // etcd: a follower's write would bind the key to its own etcd lease
-        route.transport = transport_;
-      route.request_timeout = cfg_.timings.effective_request_timeout();
+      auto key = route.lease;
+      if (on_etcd()) {   // not through the transport: its writes bind a key to its own etcd lease
+        route.read = [c = cfg_.etcd, key] { return etcd_client(c).get_lease(key); };
+        route.write = [c = cfg_.etcd](const leasehold::lease& l) { return etcd_client(c).put_record(l); };
+      } else {
+        auto ask = [this, t = cfg_.timings.effective_request_timeout()](auto... xs) {
+          return blocking_request<lease_reply>(sys_, transport_, t, xs...)
+            .value_or(lease_reply::failure({error_kind::other, 0, "", "", "the transport did not answer"}));
+        };
+        route.read = [ask, key] { return ask(get_lease_atom::value, key); };
+        route.write = [ask](const leasehold::lease& l) { return ask(update_lease_atom::value, l); };
+      }
       route.timeout = bound;
-      return yield_anywhere(sys_, route, target);
+      return yield_anywhere(route, target);
     };
     health_ = std::make_unique<health_server>(sources);
     health_port_ = health_->bind(cfg_.health_addr);

@@ -2,7 +2,8 @@
 //   leasehold run [--config FILE] [flags]
 //   leasehold validate [--config FILE] [flags]
 //   leasehold yield [--lease NAME] [--to IDENTITY] [--health-addr HOST:PORT] [--timeout-ms N]
-//   leasehold status [--config FILE | --namespace NS] [--server URL | --kubeconfig F] [-o json]
+//   leasehold status [--config FILE | --namespace NS] [--server URL | --kubeconfig F |
+//                    --backend etcd --etcd-endpoints URLS] [-o json]
 //   leasehold version | leasehold --version
 //   leasehold fence check [--file F] [--margin-ms N] [--quiet]
 //   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)

@@ -9,6 +9,8 @@
 
 #include "cmd/leasehold/agent.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
+#include "transport/base64.hpp"
+#include "transport/etcd/etcd_client.hpp"
 #include "transport/http/http_client.hpp"
 #include "transport/kube/kube_client.hpp"
 #include "transport/kube/kube_config.hpp"
@@ -207,24 +209,9 @@ std::vector<status_member> parse_members(const nlohmann::json& list) {
   return out;
 }
 
-} // namespace
-
-int status_command(const run_options& opts, bool json_output, std::ostream& out,
-                   std::ostream& err) {
-  auto modules = make_builtin_modules();
-  agent_config cfg;
-  auto errs = load_config(opts.config_path, *modules.registry, opts.overrides,
-                          config_environment::from_process(), cfg);
-  for (auto& e : errs)
-    err << "leasehold status: " << e << '\n';
-  if (!errs.empty())
-    return 2;
-  if (cfg.backend == "etcd") {
-    err << "leasehold status: backend etcd: not supported yet; read the keys with etcdctl get "
-           "--prefix "
-        << cfg.etcd.prefix << "/" << cfg.ns << "/\n";
-    return 2;
-  }
+/// Kubernetes: the namespace's Leases and LeaseCandidates, as `kubectl get`
+/// lists them. The exit code: 0 read, 1 the Leases unread, 2 no connection.
+int read_kube(agent_config& cfg, status_input& in, std::ostream& err) {
   auto r = load_connection_config(cfg.server, cfg.kubeconfig);
   if (!r.ok()) {
     err << "leasehold status: " << r.error << '\n';
@@ -245,10 +232,6 @@ int status_command(const run_options& opts, bool json_output, std::ostream& out,
     body = nlohmann::json::parse(res.value->body, nullptr, false);
     return body.is_discarded() ? "GET " + path + ": the body is not JSON" : "";
   };
-  status_input in;
-  in.ns = cfg.ns;
-  in.member_ttl = cfg.timings.lease_duration;
-  in.now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
   nlohmann::json list;
   if (auto e = get(leases_path(cfg.ns), list); !e.empty()) {
     err << "leasehold status: cannot list the Leases of namespace " << cfg.ns << ": " << e << '\n';
@@ -264,6 +247,73 @@ int status_command(const run_options& opts, bool json_output, std::ostream& out,
     in.members = parse_members(cands);
   else if (e != "404")   // an API server without LeaseCandidates: no groups
     err << "leasehold status: warning: cannot list the LeaseCandidates: " << e << '\n';
+  return 0;
+}
+
+/// etcd: the namespace's keys, as `etcdctl get --prefix <prefix>/<ns>/`
+/// reads them, and its groups' member keys (etcd_members.hpp: a key is
+/// there while its member announces, so each is live). An etcd renew is a
+/// keepalive that changes no key: the time since renew is the time since
+/// the key's etcd lease was last kept alive (its granted TTL less what is
+/// left, whole seconds, so rounded up). The exit code: 0 read, 1 not.
+int read_etcd(const agent_config& cfg, status_input& in, std::ostream& err) {
+  etcd_client client(cfg.etcd);
+  auto keys = client.read_scope(cfg.ns);
+  if (!keys.ok()) {
+    err << "leasehold status: cannot read the keys of namespace " << cfg.ns << ": "
+        << keys.error.describe() << '\n';
+    return 1;
+  }
+  std::map<std::string, std::optional<std::int64_t>> idle;   // etcd lease ID -> seconds unkept
+  for (auto& [name, rec] : keys.value->records) {
+    auto l = rec.to_lease({cfg.ns, name});
+    auto& id = rec.etcd_lease_id;
+    if (!id.empty() && id != "0" && !idle.count(id)) {
+      auto& v = idle[id];
+      auto t = client.post("/v3/lease/timetolive", {{"ID", id}});
+      std::int64_t left = 0, granted = 0;
+      if (t.ok() && int64_field(*t.value, "TTL", left) && int64_field(*t.value, "grantedTTL", granted)
+          && left >= 0)
+        v = granted - left;
+    }
+    if (auto i = idle.find(id); i != idle.end() && i->second)
+      l.spec.renew_time = in.now - std::chrono::seconds(*i->second);
+    in.leases.push_back(std::move(l));
+  }
+  etcd_scope groups{cfg.etcd.prefix + "/_members", cfg.ns};   // keys <group>/<identity>
+  auto r = client.post("/v3/kv/range", {{"key", encode_base64(groups.dir())},
+                                        {"range_end", encode_base64(groups.range_end())},
+                                        {"keys_only", true}});
+  if (!r.ok()) {
+    err << "leasehold status: warning: cannot read the member keys: " << r.error.describe() << '\n';
+    return 0;
+  }
+  for (auto& item : r.value->value("kvs", nlohmann::json::array()))
+    if (auto kv = parse_kv(item, "kvs[]"); kv.ok())
+      if (auto name = groups.name_of(kv.value->key); name && name->find('/') != std::string::npos)
+        in.members.push_back({name->substr(0, name->find('/')), name->substr(name->find('/') + 1),
+                              in.now});
+  return 0;
+}
+
+} // namespace
+
+int status_command(const run_options& opts, bool json_output, std::ostream& out,
+                   std::ostream& err) {
+  auto modules = make_builtin_modules();
+  agent_config cfg;
+  auto errs = load_config(opts.config_path, *modules.registry, opts.overrides,
+                          config_environment::from_process(), cfg);
+  for (auto& e : errs)
+    err << "leasehold status: " << e << '\n';
+  if (!errs.empty())
+    return 2;
+  status_input in;
+  in.member_ttl = cfg.timings.lease_duration;
+  in.now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
+  if (int code = cfg.backend == "etcd" ? read_etcd(cfg, in, err) : read_kube(cfg, in, err))
+    return code;
+  in.ns = cfg.ns;
   if (!opts.config_path.empty()) {
     in.config_leases.emplace_back(cfg.leases.main.lease, "");
     for (auto& p : cfg.leases.others)

@@ -2,7 +2,8 @@
 // holder, term and time since renew, and each balance group's members and
 // whether it is balanced, read from the store as `kubectl get leases` reads
 // (not from the agents' ports). Kubernetes: the Lease and LeaseCandidate
-// lists of the namespace. The judgement is a pure function (status_report)
+// lists of the namespace; etcd: its keys and its groups' member keys, as
+// `etcdctl get --prefix` reads them. The judgement is a pure function (status_report)
 // so that tests can give it any store.
 #pragma once
 
@@ -23,7 +24,7 @@ struct run_options;
 /// A member of a group as the store lists it.
 struct status_member {
   std::string group, identity;
-  std::optional<wall_time> renewed;   // the LeaseCandidate's renewTime
+  std::optional<wall_time> renewed;   // the LeaseCandidate's renewTime (etcd: now)
 };
 
 struct status_input {

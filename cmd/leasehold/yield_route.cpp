@@ -1,6 +1,5 @@
 #include "cmd/leasehold/yield_route.hpp"
 
-#include <algorithm>
 #include <thread>
 
 namespace leasehold::agent {
@@ -11,71 +10,45 @@ yield_result answer(yield_status s, std::string successor, std::string reason) {
   return {s, std::move(successor), std::move(reason)};
 }
 
-/// Writes preferredHolder `target` on the Lease (GET, then PUT on its
-/// resourceVersion; a lost race reads again). "" on success, else why not.
-std::string write_preferred(caf::actor_system& sys, const yield_route& r, const std::string& target,
+/// Writes preferredHolder `target` on the lease's record (read, then written
+/// on the version read; a lost race reads again). "" on success, else why not.
+std::string write_preferred(const yield_route& r, const std::string& target,
                             const std::string& holder) {
-  caf::scoped_actor self{sys};
-  std::string why = "no answer";
   for (int attempt = 0; attempt < 5; ++attempt) {
-    std::optional<lease> rec;
-    self->request(r.transport, r.request_timeout, get_lease_atom::value, r.lease)
-      .receive([&](const lease_reply& rep) {
-                 if (rep.ok())
-                   rec = *rep.value;
-                 else
-                   why = rep.error.describe();
-               },
-               [&](const caf::error& e) { why = "GET: " + caf::to_string(e); });
-    if (!rec)
-      return why;
-    if (rec->spec.holder_identity != holder)
-      return "the lease changed hands meanwhile (held by \"" + rec->spec.holder_identity + "\")";
-    rec->spec.preferred_holder = target;
-    if (rec->spec.strategy.empty())
-      rec->spec.strategy = handover_strategy;
-    bool retry = false;
-    bool done = false;
-    self->request(r.transport, r.request_timeout, update_lease_atom::value, *rec)
-      .receive([&](const lease_reply& rep) {
-                 if (rep.ok())
-                   done = true;
-                 else if (rep.kind() == error_kind::conflict)
-                   retry = true;
-                 else
-                   why = rep.error.describe();
-               },
-               [&](const caf::error& e) { why = "PUT: " + caf::to_string(e); });
-    if (done)
+    auto rec = r.read();
+    if (!rec.ok())
+      return rec.error.describe();
+    if (rec.value->spec.holder_identity != holder)
+      return "the lease changed hands meanwhile (held by \"" + rec.value->spec.holder_identity + "\")";
+    rec.value->spec.preferred_holder = target;
+    if (rec.value->spec.strategy.empty())
+      rec.value->spec.strategy = handover_strategy;
+    auto w = r.write(*rec.value);
+    if (w.ok())
       return "";
-    if (!retry)
-      return why;
-    why = "PUT: conflict (the holder renewed meanwhile), five times";
+    if (w.kind() != error_kind::conflict)
+      return w.error.describe();
   }
-  return why;
+  return "conflict (the record changed meanwhile), five times";
 }
 
 } // namespace
 
-std::optional<yield_result> yield_anywhere(caf::actor_system& sys, const yield_route& r,
-                                           const std::string& to) {
+std::optional<yield_result> yield_anywhere(const yield_route& r, const std::string& to) {
   auto local = r.local(to);
   if (!local || local->status != yield_status::not_leading)
     return local;
   auto st = r.status();
-  if (!st || st->holder.empty() || st->holder == r.identity)
+  if (!st || st->holder.empty() || st->holder == r.identity || !r.read)
     return local;   // nobody to carry it to
   auto holder = st->holder;
-  if (!r.transport)
-    return answer(yield_status::not_leading, holder,
-                  local->reason + "; on etcd a yield goes to the holder's own agent");
   auto target = to.empty() ? r.identity : to;
   if (target == holder)
     return answer(yield_status::unknown_target, holder,
                   "\"" + target + "\" already holds the lease; nothing moved");
-  if (auto err = write_preferred(sys, r, target, holder); !err.empty())
+  if (auto err = write_preferred(r, target, holder); !err.empty())
     return answer(yield_status::not_leading, holder,
-                  "this agent does not lead; writing preferredHolder " + target + " on Lease "
+                  "this agent does not lead; writing preferredHolder " + target + " on lease "
                     + r.lease.to_string() + " for the holder " + holder + " failed: " + err);
   auto deadline = std::chrono::steady_clock::now() + r.timeout;
   std::string now_holder = holder;
@@ -86,7 +59,7 @@ std::optional<yield_result> yield_anywhere(caf::actor_system& sys, const yield_r
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  auto via = "carried through the store: preferredHolder " + target + " written on Lease "
+  auto via = "carried through the store: preferredHolder " + target + " written on lease "
              + r.lease.to_string() + ", the holder " + holder;
   if (now_holder == holder)
     return answer(yield_status::not_taken, holder, via + " has not handed over");

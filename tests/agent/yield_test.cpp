@@ -1,8 +1,8 @@
 // `leasehold yield` between three agents against leasehold-apiserver:
 // the CLI's exit codes and messages, /leader, the Lease, the
 // metric, the Event, and the order of the journaled module stop and start;
-// a yield asked of a follower, carried to the holder through the Lease's
-// preferredHolder; a target that is no member of a balance group refused
+// a yield asked of a follower, carried to the holder through the record's
+// preferredHolder (Kubernetes and etcd); a target that is no member of a balance group refused
 // before anything moves; and the POST /yield endpoint's refusals (loopback
 // only, bad bodies).
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cmd/leasehold/health_server.hpp"
+#include "transport/etcd/etcd_client.hpp"
 #include "tests/agent/harness.hpp"
 
 using namespace leasehold::test;
@@ -174,14 +175,14 @@ TEST_CASE("etcd: leasehold yield --to hands over to each named agent in turn (th
   }
 }
 
-TEST_CASE("leasehold yield asked of a follower: carried to the holder through preferredHolder on "
-          "the Lease; without --to the follower asked takes it") {
-  temp_dir dir;
-  api_server api(dir);
-  auto config = write_short_config(dir, short_config()["timings"]);
-  three_agents agents(dir, config, {"--server", api.url()});
+namespace {
+
+/// A yield asked of a follower of `agents`: --to the other follower, then
+/// without --to; `stored_holder` reads the holder the store keeps.
+void yield_asked_of_follower(const temp_dir& dir, three_agents& agents,
+                             const std::function<std::string()>& stored_holder) {
   agent* leader = nullptr;
-  REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 15s));
+  REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 20s));
   std::vector<agent*> followers;
   for (auto* x : agents.all)
     if (x != leader)
@@ -195,14 +196,13 @@ TEST_CASE("leasehold yield asked of a follower: carried to the holder through pr
   CHECK_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("handed over to " + target->identity() + ": carried through the store")
         != std::string::npos);
-  auto lease = api.lease("default", "agent-test");
-  REQUIRE(lease);
-  CHECK((*lease)["spec"]["holderIdentity"] == target->identity());
+  CHECK(stored_holder() == target->identity());
   REQUIRE(wait_until([&] { return leader_of(agents) == target; }, 5s));
   REQUIRE(wait_until([&] { return journaled(*target, "module_started") > 0; }, 5s));
   CHECK(journaled(*leader, "module_stopped") > 0);
   CHECK(journaled(*leader, "module_stopped") <= journaled(*target, "module_started"));
   CHECK(metric(leader->health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(1));
+  CHECK(metric(asked->health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(0));
 
   // Without --to: the follower asked names itself.
   REQUIRE(wait_until([&] { return agent_state(*asked)["holder"] == target->identity(); }, 5s));
@@ -210,9 +210,37 @@ TEST_CASE("leasehold yield asked of a follower: carried to the holder through pr
   CHECK_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("handed over to " + asked->identity()) != std::string::npos);
   REQUIRE(wait_until([&] { return leader_of(agents) == asked; }, 5s));
-  lease = api.lease("default", "agent-test");
-  REQUIRE(lease);
-  CHECK((*lease)["spec"]["holderIdentity"] == asked->identity());
+  CHECK(stored_holder() == asked->identity());
+}
+
+} // namespace
+
+TEST_CASE("leasehold yield asked of a follower: carried to the holder through preferredHolder on "
+          "the Lease; without --to the follower asked takes it") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = write_short_config(dir, short_config()["timings"]);
+  three_agents agents(dir, config, {"--server", api.url()});
+  yield_asked_of_follower(dir, agents, [&]() -> std::string {
+    auto lease = api.lease("default", "agent-test");
+    return lease ? (*lease)["spec"].value("holderIdentity", "") : "(no Lease)";
+  });
+}
+
+TEST_CASE("etcd: leasehold yield asked of a follower: carried to the holder through preferredHolder "
+          "in the key's value, the key left on the holder's etcd lease; without --to the follower "
+          "asked takes it") {
+  temp_dir dir;
+  etcd_server etcd(dir);
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
+  auto config = write_short_config(dir, short_config()["timings"]);
+  three_agents agents(dir, config, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()});
+  leasehold::etcd_config store;
+  store.endpoints = {etcd.endpoint()};
+  yield_asked_of_follower(dir, agents, [&] {
+    auto l = leasehold::etcd_client(store).get_lease({"default", "agent-test"});
+    return l.ok() ? l.value->spec.holder_identity : l.error.describe();
+  });
 }
 
 TEST_CASE("leasehold yield --to a name that is no member of the balance group is refused on every "

@@ -370,6 +370,27 @@ TEST_CASE("etcd transport: the lease mapping on a real etcd") {
     CHECK(a.update_lease(take).kind() == error_kind::conflict);   // that version is gone
   }
 
+  SUBCASE("another replica's put_record writes preferredHolder on the holder's key: same term, "
+          "same etcd lease, refused on a stale version") {
+    auto created = a.create_lease(record("mapping", "A"));
+    REQUIRE_MESSAGE(created.ok(), created.error.describe());
+    auto got = b.get_lease(key);
+    REQUIRE(got.ok());
+    auto prefer = *got.value;
+    prefer.spec.preferred_holder = "B";
+    auto put = b.put_record(prefer);
+    REQUIRE_MESSAGE(put.ok(), put.error.describe());
+    auto now = a.get_lease(key);
+    REQUIRE(now.ok());
+    CHECK(now.value->spec.holder_identity == "A");
+    CHECK(now.value->spec.preferred_holder == "B");
+    CHECK(now.value->spec.lease_transitions == created.value->spec.lease_transitions);
+    CHECK(now.value->etcd_lease_id == got.value->etcd_lease_id);   // still A's to keep alive
+    CHECK(now.value->resource_version == put.value->resource_version);
+    CHECK(b.put_record(prefer).kind() == error_kind::conflict);   // `got`'s version is gone
+    CHECK(a.update_lease(*now.value).ok());   // the holder renews on
+  }
+
   SUBCASE("the TTL ends a term: the key is gone and a renew is not_found") {
     auto created = a.create_lease(record("ttl", "A", 1));
     REQUIRE(created.ok());

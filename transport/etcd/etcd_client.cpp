@@ -65,6 +65,26 @@ api_result<lease> etcd_client::update_lease(const lease& l) {
   return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
 }
 
+api_result<lease> etcd_client::put_record(const lease& l) {
+  const std::string path = "/v3/kv/txn";
+  return guarded(path.c_str(), [&] {
+    auto key = encode_base64(impl_->key_of(l.key()));
+    json put = {{"key", key}, {"value", encode_base64(impl::value_of(l.spec))}, {"ignore_lease", true}};
+    auto t = impl_->call(path, {{"compare", json::array({{{"key", key}, {"target", "MOD"},
+                                                          {"result", "EQUAL"},
+                                                          {"mod_revision", l.resource_version}}})},
+                                {"success", json::array({{{"request_put", std::move(put)}}})}});
+    if (!t.ok())
+      return api_result<lease>::failure(t.error);
+    if (!t.value->value("succeeded", false))
+      return api_result<lease>::failure(api_error{error_kind::conflict, 409, "POST", path,
+          "key " + impl_->key_of(l.key()) + " changed since revision " + l.resource_version});
+    auto out = l;
+    out.resource_version = std::to_string(header_revision(*t.value));
+    return api_result<lease>::success(std::move(out));
+  });
+}
+
 namespace {
 
 /// A batch's replies (`each()`); an exception answers every request with it.

@@ -48,6 +48,11 @@ public:
   api_result<lease> get_lease(const lease_key& k);
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);
+  /// Puts `l`'s record on its key if the key is still at l.resource_version
+  /// (its mod_revision; else a conflict), keeping the key's etcd lease and
+  /// so its term: another replica's write of preferredHolder for the holder
+  /// (cmd/leasehold/yield_route.hpp). Like `etcdctl put --ignore-lease`.
+  api_result<lease> put_record(const lease& l);
   /// A batch of reads / of renews (the transport pool's backlog): one txn
   /// of ranges (no compares) per 128 keys, each key's range judged as
   /// get_lease / update_lease judge their own, then each renew's keepalive
