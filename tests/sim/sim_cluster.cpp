@@ -1101,9 +1101,10 @@ private:
           rec->spec.strategy = to.empty() ? std::string() : "OldestEmulationVersion";
           note("preferredHolder := " + (to.empty() ? std::string("(none)") : to) + at_lease(k));
           kube_->update("kubectl", *rec);
-        } else if (auto l = current_leader(k); l && !to.empty() && !procs_[*l].paused) {
-          note(procs_[*l].identity + " yields to " + to + at_lease(k) + " (preferredHolder on etcd)");
-          caf::anon_send(procs_[*l].runners[k], yield_atom::value, to);
+        } else if (etcd_) {   // a follower's yield put on the holder's key (leasehold yield)
+          note("preferredHolder := " + (to.empty() ? std::string("(none)") : to) + at_lease(k)
+               + " (put keeping the key's etcd lease)");
+          etcd_->outside_prefer(leases_[k], to);
         }
         break;
       }

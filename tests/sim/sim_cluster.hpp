@@ -175,9 +175,8 @@ enum class op_kind {
   /// exits and stays out), a member is killed and stays out, a replica
   /// flaps (joins and leaves `param` times, `duration` apart), and
   /// preferredHolder is written on the op's lease naming replica param (as
-  /// yield: -1 clears it, 7 names one that does not exist; on etcd, which
-  /// has no such field to write from outside, the leader is asked to yield
-  /// to that replica).
+  /// yield: -1 clears it, 7 names one that does not exist; on etcd a put
+  /// keeping the key's etcd lease, as a follower carrying a yield writes).
   join, leave, kill, flap, prefer,
 };
 const char* to_string(op_kind k);

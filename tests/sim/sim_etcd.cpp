@@ -416,4 +416,24 @@ void sim_etcd::outside_revoke(const lease_key& k) {
     poke_watchers();
 }
 
+void sim_etcd::outside_prefer(const lease_key& k, const std::string& to) {
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> g(mx_);
+    expire_locked(changed);
+    if (auto i = keys_.find(k); i != keys_.end()) {
+      // A put with ignore_lease, compared on the version just read: the key
+      // keeps its etcd lease and create_revision (its term).
+      i->second.value.preferred_holder = to;
+      i->second.value.strategy = to.empty() ? std::string() : handover_strategy;
+      i->second.mod_revision = ++revision_;
+      record_change(change{k, static_cast<std::uint64_t>(revision_), to_lease(k, i->second)});
+      changed = true;
+      log("yield", "PUT", k, error_kind::none, i->second.value.holder_identity);
+    }
+  }
+  if (changed)
+    poke_watchers();
+}
+
 } // namespace leasehold

@@ -86,6 +86,9 @@ public:
   std::string path_of(const std::string& verb, const lease_key& k) const override;
   void outside_delete(const lease_key& k) override;   // etcdctl del
   void outside_revoke(const lease_key& k) override;   // etcdctl lease revoke
+  /// A follower carrying a yield to the holder (leasehold yield): the
+  /// key's record with preferredHolder `to`, put keeping its etcd lease.
+  void outside_prefer(const lease_key& k, const std::string& to);
   /// The keys bound to the same etcd lease as `k` now (`k` too; none when
   /// `k` has no key): what revoking its lease deletes.
   std::vector<lease_key> keys_sharing_lease(const lease_key& k) const;
