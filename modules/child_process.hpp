@@ -82,8 +82,6 @@ public:
 
   /// The keeper's pid.
   pid_t pid() const { return pid_; }
-  /// The command's pid (= its process group); 0 until the keeper reported it.
-  pid_t child_pid() const { return child_pid_.load(); }
   /// Sends `sig` to the command's whole process group (through the keeper);
   /// does nothing once reaped.
   void signal_group(int sig);
