@@ -1,8 +1,6 @@
 #include "transport/http/http_client.hpp"
 
-#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 
 #include <httplib.h>

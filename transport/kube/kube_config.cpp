@@ -4,8 +4,6 @@
 #include "transport/http/server_url.hpp"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <unistd.h>
 
