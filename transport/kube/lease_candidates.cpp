@@ -57,48 +57,40 @@ json lease_candidate_object(const candidate& c, wall_time now) {
 parse_result<std::vector<member_record>> parse_lease_candidates(const std::string& body,
                                                                 const std::string& group) {
   parse_result<std::vector<member_record>> out;
+  auto fail = [&out](std::string why) {
+    out.error = std::move(why);
+    return out;
+  };
   auto doc = json::parse(body, nullptr, false);
-  if (!doc.is_object()) {
-    out.error = "body: not a JSON object";
-    return out;
-  }
+  if (!doc.is_object())
+    return fail("body: not a JSON object");
   auto items = doc.find("items");
-  if (items == doc.end() || !items->is_array()) {
-    out.error = "items: expected an array";
-    return out;
-  }
+  if (items == doc.end() || !items->is_array())
+    return fail("items: expected an array");
   std::vector<member_record> members;
   for (std::size_t i = 0; i < items->size(); ++i) {
     auto& item = (*items)[i];
     auto where = "items[" + std::to_string(i) + "].";
     auto md = item.find("metadata");
-    if (!item.is_object() || md == item.end() || !md->is_object()) {
-      out.error = where + "metadata: expected an object";
-      return out;
-    }
+    if (!item.is_object() || md == item.end() || !md->is_object())
+      return fail(where + "metadata: expected an object");
     auto labels = md->value("labels", json::object());
     if (!labels.is_object() || labels.value(group_label, json()) != group)
       continue;   // another group's (a selector the server ignored)
     auto annotations = md->value("annotations", json::object());
     auto id = annotations.is_object() ? annotations.find(identity_annotation) : annotations.end();
-    if (!annotations.is_object() || id == annotations.end() || !id->is_string() || id->get<std::string>().empty()) {
-      out.error = where + "metadata.annotations." + identity_annotation + ": expected a string";
-      return out;
-    }
+    if (!annotations.is_object() || id == annotations.end() || !id->is_string() || id->get<std::string>().empty())
+      return fail(where + "metadata.annotations." + identity_annotation + ": expected a string");
     auto created = md->find("creationTimestamp");
     auto joined = created != md->end() && created->is_string()
                     ? parse_micro_time(created->get<std::string>())   // the API's Time: whole seconds
                     : std::nullopt;
-    if (!joined) {
-      out.error = where + "metadata.creationTimestamp: expected an RFC 3339 time";
-      return out;
-    }
+    if (!joined)
+      return fail(where + "metadata.creationTimestamp: expected an RFC 3339 time");
     auto spec = item.value("spec", json::object());
     auto renew = spec.is_object() ? spec.value("renewTime", json()) : json();
-    if (!renew.is_string()) {
-      out.error = where + "spec.renewTime: expected a MicroTime string";
-      return out;
-    }
+    if (!renew.is_string())
+      return fail(where + "spec.renewTime: expected a MicroTime string");
     auto since_epoch = std::chrono::duration_cast<std::chrono::seconds>(joined->time_since_epoch());
     auto leases = annotations.value(leases_annotation, json());
     members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>(),
