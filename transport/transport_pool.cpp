@@ -94,13 +94,9 @@ struct pool_job {
   }
   /// This request alone.
   lease_reply call(lease_client& c) const {
-    switch (op) {
-      case pool_op::get: return c.get_lease(key);
-      case pool_op::create: return c.create_lease(written);
-      case pool_op::update:
-      case pool_op::write: break;
-    }
-    return c.update_lease(written);
+    return op == pool_op::get      ? c.get_lease(key)
+           : op == pool_op::create ? c.create_lease(written)
+                                   : c.update_lease(written);   // a renew or a write
   }
 };
 
