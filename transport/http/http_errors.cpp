@@ -88,6 +88,16 @@ api_error classify_response(const std::string& verb, const std::string& path, in
   return e;
 }
 
+api_error reply_error(const std::string& verb, const std::string& path,
+                      const api_result<http_response>& reply, int also_fine) {
+  if (!reply.ok())
+    return reply.error;
+  auto& r = *reply.value;
+  if (is_success(r.status) || r.status == also_fine)
+    return {};
+  return classify_response(verb, path, r.status, r.body, r.retry_after);
+}
+
 api_result<lease> lease_from_response(const std::string& verb, const std::string& path,
                                       int status, const std::string& body,
                                       const std::string& retry_after_header) {

@@ -109,8 +109,8 @@ members_reply lease_candidates::announce(const candidate& c) {
   // or POST when there is none. A lost race (409) is harmless: the next
   // round renews.
   auto got = client_.send("GET", path, nullptr);
-  if (!got.ok())
-    return failed(got.error);
+  if (auto e = reply_error("GET", path, got, 404); e.kind != error_kind::none)
+    return failed(e);
   const char* verb = "POST";
   auto target = base;
   if (is_success(got.value->status)) {
@@ -123,24 +123,15 @@ members_reply lease_candidates::announce(const candidate& c) {
     object["metadata"]["resourceVersion"] = rv;
     verb = "PUT";
     target = path;
-  } else if (got.value->status != 404) {
-    return failed(classify_response("GET", path, got.value->status, got.value->body,
-                                    got.value->retry_after));
   }
   auto body = object.dump();
   auto wrote = client_.send(verb, target, &body);
-  if (!wrote.ok())
-    return failed(wrote.error);
-  if (!is_success(wrote.value->status) && wrote.value->status != 409)
-    return failed(classify_response(verb, target, wrote.value->status, wrote.value->body,
-                                    wrote.value->retry_after));
+  if (auto e = reply_error(verb, target, wrote, 409); e.kind != error_kind::none)
+    return failed(e);
   auto list_path = base + "?labelSelector=" + std::string(group_label) + "%3D" + c.group;
   auto list = client_.send("GET", list_path, nullptr);
-  if (!list.ok())
-    return failed(list.error);
-  if (!is_success(list.value->status))
-    return failed(classify_response("GET", list_path, list.value->status, list.value->body,
-                                    list.value->retry_after));
+  if (auto e = reply_error("GET", list_path, list); e.kind != error_kind::none)
+    return failed(e);
   auto parsed = parse_lease_candidates(list.value->body, c.group);
   if (!parsed.ok())
     return failed(api_error{error_kind::malformed_body, list.value->status, "GET", list_path,
@@ -151,14 +142,9 @@ members_reply lease_candidates::announce(const candidate& c) {
 withdraw_reply lease_candidates::withdraw(const candidate& c) {
   auto path = lease_candidates_path(c.ns) + "/" + lease_candidate_name(c);
   auto del = client_.send("DELETE", path, nullptr);
-  if (!del.ok())
-    return withdraw_reply::failure(del.error);
-  if (del.value->status == 404)
-    return withdraw_reply::success(false);
-  if (!is_success(del.value->status))
-    return withdraw_reply::failure(classify_response("DELETE", path, del.value->status,
-                                                     del.value->body, del.value->retry_after));
-  return withdraw_reply::success(true);
+  if (auto e = reply_error("DELETE", path, del, 404); e.kind != error_kind::none)
+    return withdraw_reply::failure(e);
+  return withdraw_reply::success(del.value->status != 404);
 }
 
 membership_actor spawn_http_membership(caf::actor_system& sys, connection_config cfg) {
