@@ -62,12 +62,12 @@ struct http_client::impl {
     if (!parsed)
       return fail_setup(error_kind::other, err);
     ep = *parsed;
-    if (ep.tls) {
-      if (!setup_tls())
-        return;
-    } else {
+    if (ep.tls)
+      setup_tls();
+    else
       http = std::make_unique<httplib::ClientImpl>(ep.host, ep.port);
-    }
+    if (!http)
+      return;
     http->set_connection_timeout(cfg.connect_timeout);
     http->set_read_timeout(cfg.read_timeout);
     http->set_write_timeout(cfg.write_timeout);
@@ -76,33 +76,27 @@ struct http_client::impl {
     http->set_follow_location(false);
   }
 
-  bool setup_tls() {
+  /// Sets `http` to a TLS client, or fails the setup.
+  void setup_tls() {
     std::string err;
     auto id = read_client_identity(cfg, err);
-    if (!id) {
-      fail_setup(error_kind::tls_error, err);
-      return false;
-    }
+    if (!id)
+      return fail_setup(error_kind::tls_error, err);
     // The SSL context takes its own references to the certificate and key.
     auto ssl = id->cert ? std::make_unique<httplib::SSLClient>(ep.host, ep.port, id->cert.get(),
                                                                id->key.get())
                         : std::make_unique<httplib::SSLClient>(ep.host, ep.port);
-    if (!ssl->is_valid()) {
-      fail_setup(error_kind::tls_error, "client certificate and key do not match");
-      return false;
-    }
+    if (!ssl->is_valid())
+      return fail_setup(error_kind::tls_error, "client certificate and key do not match");
     if (!cfg.ca_data.empty()) {
-      if (!ca_file_from_data.write(cfg.ca_data)) {
-        fail_setup(error_kind::tls_error, "cannot write CA data to a temporary file");
-        return false;
-      }
+      if (!ca_file_from_data.write(cfg.ca_data))
+        return fail_setup(error_kind::tls_error, "cannot write CA data to a temporary file");
       ssl->set_ca_cert_path(ca_file_from_data.path());
     } else if (!cfg.ca_file.empty()) {
       ssl->set_ca_cert_path(cfg.ca_file);
     }
     ssl->enable_server_certificate_verification(!cfg.insecure_skip_tls_verify);
     http = std::move(ssl);
-    return true;
   }
 
   /// The bearer token for the next request: the token file is re-read on
