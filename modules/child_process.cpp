@@ -156,12 +156,10 @@ child_process::start_result child_process::start(const command& cmd, const std::
       ::kill(pid, SIGKILL);
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR)
         ;
+    } else {
+      errno = rc;
     }
-    close_fd(out[0]);
-    close_fd(err[0]);
-    close_fd(ctl[0]);
-    return {nullptr, "cannot start the fence keeper for " + cmd.argv[0] + ": "
-                       + std::strerror(rc != 0 ? rc : errno)};
+    return fail("cannot start the fence keeper for " + cmd.argv[0]);
   }
   for (int fd : {out[0], err[0], watch_ctl})
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
