@@ -310,47 +310,37 @@ nlohmann::json to_json_value(const lease& l) {
 
 parse_result<lease> parse_lease(const nlohmann::json& j) {
   parse_result<lease> r;
+  auto fail = [&r](std::string why) {
+    r.error = std::move(why);
+    return r;
+  };
   try {
-    if (!j.is_object()) {
-      r.error = "body: expected object";
-      return r;
-    }
+    if (!j.is_object())
+      return fail("body: expected object");
     lease l;
     std::string kind;
     if (!read_string(j, "kind", "", kind, r.error))
       return r;
-    if (!kind.empty() && kind != "Lease") {
-      r.error = "kind: expected Lease, got " + kind;
-      return r;
-    }
-    if (absent(j, "metadata")) {
-      r.error = "metadata: missing";
-      return r;
-    }
+    if (!kind.empty() && kind != "Lease")
+      return fail("kind: expected Lease, got " + kind);
+    if (absent(j, "metadata"))
+      return fail("metadata: missing");
     const auto& meta = j.at("metadata");
-    if (!meta.is_object()) {
-      r.error = "metadata: expected object";
-      return r;
-    }
+    if (!meta.is_object())
+      return fail("metadata: expected object");
     if (!read_string(meta, "name", "metadata.", l.name, r.error) ||
         !read_string(meta, "namespace", "metadata.", l.ns, r.error) ||
         !read_string(meta, "resourceVersion", "metadata.", l.resource_version, r.error) ||
         !read_string(meta, "uid", "metadata.", l.uid, r.error) ||
         !read_string(meta, "creationTimestamp", "metadata.", l.creation_timestamp, r.error))
       return r;
-    if (l.name.empty()) {
-      r.error = "metadata.name: missing";
-      return r;
-    }
-    if (absent(j, "spec")) {
-      r.error = "spec: missing";
-      return r;
-    }
+    if (l.name.empty())
+      return fail("metadata.name: missing");
+    if (absent(j, "spec"))
+      return fail("spec: missing");
     const auto& spec = j.at("spec");
-    if (!spec.is_object()) {
-      r.error = "spec: expected object";
-      return r;
-    }
+    if (!spec.is_object())
+      return fail("spec: expected object");
     std::optional<int> transitions;
     if (!read_string(spec, "holderIdentity", "spec.", l.spec.holder_identity, r.error) ||
         !read_int(spec, "leaseDurationSeconds", "spec.", l.spec.lease_duration_seconds,

@@ -1,7 +1,5 @@
 #include "leasehold/timings.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace leasehold {

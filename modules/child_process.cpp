@@ -78,10 +78,6 @@ struct spawn_setup {
   }
 };
 
-} // namespace
-
-namespace {
-
 /// Moves `fd` to a number >= 10 (close-on-exec): the spawn's dup2 onto 1, 2
 /// and 3 then never meets an fd that already has that number.
 bool raise_fd(int& fd) {
@@ -91,10 +87,6 @@ bool raise_fd(int& fd) {
   ::close(fd);
   fd = high;
   return true;
-}
-
-std::int64_t now_ns() {
-  return monotonic_ns();
 }
 
 constexpr std::int64_t keeper_kill_bound_ns = 2000000000;   // then the keeper itself is SIGKILLed
@@ -164,12 +156,10 @@ child_process::start_result child_process::start(const command& cmd, const std::
       ::kill(pid, SIGKILL);
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR)
         ;
+    } else {
+      errno = rc;
     }
-    close_fd(out[0]);
-    close_fd(err[0]);
-    close_fd(ctl[0]);
-    return {nullptr, "cannot start the fence keeper for " + cmd.argv[0] + ": "
-                       + std::strerror(rc != 0 ? rc : errno)};
+    return fail("cannot start the fence keeper for " + cmd.argv[0]);
   }
   for (int fd : {out[0], err[0], watch_ctl})
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -203,7 +193,7 @@ void child_process::signal_group(int sig) {
     return;
   send_control("S " + std::to_string(sig) + "\n");
   if (sig == SIGKILL && kill_requested_ns_ == 0)
-    kill_requested_ns_ = now_ns();
+    kill_requested_ns_ = monotonic_ns();
 }
 
 void child_process::extend(std::int64_t valid_until_ns) {
@@ -262,7 +252,7 @@ bool child_process::reap_if_exited() {
     std::lock_guard<std::mutex> guard{mtx_};
     // A keeper that does not carry out a SIGKILL in time (stopped, stuck)
     // is killed itself: the command then dies of PR_SET_PDEATHSIG.
-    if (kill_requested_ns_ != 0 && now_ns() - kill_requested_ns_ > keeper_kill_bound_ns)
+    if (kill_requested_ns_ != 0 && monotonic_ns() - kill_requested_ns_ > keeper_kill_bound_ns)
       ::kill(pid_, SIGKILL);
   }
   // WNOWAIT: look without reaping, so the pid stays ours until we hold mtx_.

@@ -1,14 +1,9 @@
-// A command running in its own process group under a fence keeper
-// (modules/fence_keeper.hpp), watched by one thread.
-//
-// The keeper is this program re-executed as `leasehold-fence-keeper` in a
-// process group of its own; the command is its child, in a new process
-// group, with PR_SET_PDEATHSIG on the keeper. Agent and keeper talk over a
-// socket: when this process dies, however it dies, the socket closes and the
-// keeper SIGKILLs the command's whole group. With a fence (leader-only
-// work), the keeper also kills the group when the deadline passes without
-// an extension (extend()), so the command never runs past valid_until.
-// How the watcher thread reaps and reports: see class child_process below.
+// A command running in its own process group under a fence keeper, watched
+// by one thread. The keeper is this program re-executed as
+// `leasehold-fence-keeper`; when and why it kills the command's group (this
+// process gone, a fence deadline passed without extend()):
+// modules/fence_keeper.hpp. How the watcher thread reaps and reports: see
+// class child_process below.
 #pragma once
 
 #include <atomic>
@@ -40,16 +35,6 @@ public:
     std::optional<std::string> workdir;
   };
   enum class stream { out, err };
-  /// Called on the watcher thread for each line (without the newline;
-  /// lines longer than max_line are split).
-  using line_handler = std::function<void(stream, std::string line)>;
-  /// Called on the watcher thread once, after the child is reaped.
-  /// `fence_kill` is empty unless the keeper killed the group because the
-  /// fence deadline passed; then it says so ("fence expired 0.4 ms ago ...").
-  using exit_handler = std::function<void(int wait_status, const std::string& fence_kill)>;
-  /// Called on the watcher thread when the keeper kills the group at the
-  /// fence deadline (before the exit), with the same text.
-  using fence_kill_handler = std::function<void(const std::string& fence_kill)>;
 
   /// A leader-only child: killed at valid_until_ns (CLOCK_MONOTONIC) unless
   /// extended. `file`: the fence file the keeper maintains (empty: none).
@@ -65,12 +50,19 @@ public:
     std::unique_ptr<child_process> child;
     std::string error;                      // set when child is null
   };
+  /// Called on the watcher thread.
   struct handlers {
-    line_handler on_line;
-    exit_handler on_exit;
-    /// Called on the watcher thread when the keeper started the command.
+    /// Each line (without the newline; lines longer than max_line are split).
+    std::function<void(stream, std::string line)> on_line;
+    /// Once, after the child is reaped. `fence_kill` is empty unless the
+    /// keeper killed the group because the fence deadline passed; then it
+    /// says so ("fence expired 0.4 ms ago ...").
+    std::function<void(int wait_status, const std::string& fence_kill)> on_exit;
+    /// When the keeper started the command.
     std::function<void(pid_t command_pid)> on_started;
-    fence_kill_handler on_fence_kill;   // optional
+    /// When the keeper kills the group at the fence deadline (before the
+    /// exit), with the same text; optional.
+    std::function<void(const std::string& fence_kill)> on_fence_kill;
   };
 
   /// Without a fence the command only dies with this process (or its exit).
@@ -82,8 +74,6 @@ public:
 
   /// The keeper's pid.
   pid_t pid() const { return pid_; }
-  /// The command's pid (= its process group); 0 until the keeper reported it.
-  pid_t child_pid() const { return child_pid_.load(); }
   /// Sends `sig` to the command's whole process group (through the keeper);
   /// does nothing once reaped.
   void signal_group(int sig);

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <sstream>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -349,9 +348,7 @@ std::optional<fence_state> read_fence_file(const std::string& path, std::string&
     error = "cannot read " + path;
     return std::nullopt;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("valid_until_mono_ns")
       || !j["valid_until_mono_ns"].is_number_integer()) {
     error = path + ": not a fence file";

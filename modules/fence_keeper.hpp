@@ -43,8 +43,7 @@ constexpr const char* fence_keeper_argv0 = "leasehold-fence-keeper";
 //
 // Fence file (--fence-file): rewritten atomically (tmp + rename) at start,
 // on every extension and when the fence ends; one JSON line:
-//   {"term":3,"valid_until_mono_ns":N,"valid_until_wall":"2024-05-01T10:00:00.123456Z",
-//    "pid":1234}
+//   {"term":3,"valid_until_mono_ns":N,"valid_until_wall":"2024-05-01T10:00:00.123456Z"}
 // valid_until_mono_ns is 0 once the fence ended or the keeper killed the
 // group. `leasehold fence check` (fence_check below) reads it.
 //
@@ -70,7 +69,6 @@ struct fence_state {
   std::int64_t term = 0;
   std::int64_t valid_until_mono_ns = 0;
   std::string valid_until_wall;
-  long pid = 0;
 };
 
 /// Reads a fence file; nullopt (and `error` set) when absent or malformed.

@@ -5,22 +5,14 @@
 
 namespace leasehold::modules {
 
-nlohmann::json leader_view::snapshot::to_json() const {
-  return {{"leader", leader}, {"term", term}, {"self", self}, {"leading", leading}};
-}
-
 std::optional<std::string> leader_view::respond(const std::string& request_path) const {
-  if (auto s = get(request_path))
-    return s->to_json().dump();
-  return std::nullopt;
-}
-
-std::optional<leader_view::snapshot> leader_view::get(const std::string& path) const {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto i = published_.find(path);
+  auto i = published_.find(request_path);
   if (i == published_.end())
     return std::nullopt;
-  return i->second;
+  auto& s = i->second;
+  return nlohmann::json{
+    {"leader", s.leader}, {"term", s.term}, {"self", s.self}, {"leading", s.leading}}.dump();
 }
 
 void leader_view::publish(const std::string& path, const snapshot& s) {

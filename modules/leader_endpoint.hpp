@@ -45,12 +45,10 @@ public:
     std::int64_t term = -1; // -1 while unknown
     std::string self;       // this replica's identity
     bool leading = false;
-    nlohmann::json to_json() const;
   };
 
   /// The JSON body to serve for `request_path`, nullopt if nothing is published there.
   std::optional<std::string> respond(const std::string& request_path) const;
-  std::optional<snapshot> get(const std::string& path) const;
 
   // Module side. Several instances may publish at different paths; at the
   // same path the last publisher wins.

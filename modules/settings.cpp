@@ -13,74 +13,70 @@ const nlohmann::json& empty_object() {
   static const nlohmann::json empty = nlohmann::json::object();
   return empty;
 }
+
+/// Reads `text` as parse_duration does; on failure `why` says why.
+std::optional<caf::timespan> read_duration(const std::string& text, std::string& why) {
+  static const std::string units = "ns, us, ms, s, m or h";
+  if (text == "0")
+    return caf::timespan{0};
+  if (text.empty())
+    why = "empty; write a number and a unit (" + units + "), e.g. \"15s\"";
+  else if (text.front() == '-')
+    why = "negative; durations are 0 or more";
+  else if (text.front() == '+')
+    why = "a sign is not allowed; write e.g. \"15s\"";
+  if (!why.empty())
+    return std::nullopt;
+  static const std::map<std::string, double> scales = {
+    {"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
+  auto digit = [&](std::size_t i) {
+    return std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.';
+  };
+  double total_ns = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t start = i;
+    while (i < text.size() && digit(i))
+      ++i;
+    if (i == start) {
+      why = "expected a number at \"" + text.substr(start) + "\"";
+      return std::nullopt;
+    }
+    auto number = text.substr(start, i - start);
+    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".") {
+      why = "malformed number \"" + number + "\"";
+      return std::nullopt;
+    }
+    std::size_t unit_start = i;
+    while (i < text.size() && !digit(i))
+      ++i;
+    auto unit = text.substr(unit_start, i - unit_start);
+    auto scale = scales.find(unit);
+    if (unit.empty())
+      why = "missing unit after \"" + number + "\" (" + units + "), e.g. \"" + number + "s\"";
+    else if (scale == scales.end())
+      why = "unknown unit \"" + unit + "\" (" + units + ")";
+    if (!why.empty())
+      return std::nullopt;
+    total_ns += std::stod(number) * scale->second;
+  }
+  if (total_ns > static_cast<double>(caf::timespan{max_duration}.count())) {
+    why = "above the maximum of " + std::to_string(max_duration.count()) + "h";
+    return std::nullopt;
+  }
+  return caf::timespan{static_cast<caf::timespan::rep>(std::llround(total_ns))};
+}
+
 } // namespace
 
 std::string duration_error(const std::string& text) {
-  static const std::string units = "ns, us, ms, s, m or h";
-  if (text.empty())
-    return "empty; write a number and a unit (" + units + "), e.g. \"15s\"";
-  if (text.front() == '-')
-    return "negative; durations are 0 or more";
-  if (text.front() == '+')
-    return "a sign is not allowed; write e.g. \"15s\"";
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-      ++i;
-    if (i == start)
-      return "expected a number at \"" + text.substr(start) + "\"";
-    auto number = text.substr(start, i - start);
-    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
-      return "malformed number \"" + number + "\"";
-    size_t unit_start = i;
-    while (i < text.size() && !std::isdigit(static_cast<unsigned char>(text[i])) && text[i] != '.')
-      ++i;
-    auto unit = text.substr(unit_start, i - unit_start);
-    if (unit.empty())
-      return "missing unit after \"" + number + "\" (" + units + "), e.g. \"" + number + "s\"";
-    if (unit != "ns" && unit != "us" && unit != "µs" && unit != "ms" && unit != "s" && unit != "m"
-        && unit != "h")
-      return "unknown unit \"" + unit + "\" (" + units + ")";
-  }
-  if (!parse_duration(text))
-    return "above the maximum of " + std::to_string(max_duration.count()) + "h";
-  return "";
+  std::string why;
+  read_duration(text, why);
+  return why;
 }
 
 std::optional<caf::timespan> parse_duration(const std::string& text) {
-  if (text == "0")
-    return caf::timespan{0};
-  size_t i = 0;
-  double total_ns = 0;
-  if (text.empty())
-    return std::nullopt;
-  while (i < text.size()) {
-    size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-      ++i;
-    if (i == start)
-      return std::nullopt;
-    auto number = text.substr(start, i - start);
-    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".")
-      return std::nullopt;
-    size_t unit_start = i;
-    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i])))
-      ++i;
-    auto unit = text.substr(unit_start, i - unit_start);
-    double scale = 0;
-    if (unit == "ns") scale = 1;
-    else if (unit == "us" || unit == "µs") scale = 1e3;
-    else if (unit == "ms") scale = 1e6;
-    else if (unit == "s") scale = 1e9;
-    else if (unit == "m") scale = 60e9;
-    else if (unit == "h") scale = 3600e9;
-    else return std::nullopt;
-    total_ns += std::stod(number) * scale;
-  }
-  if (total_ns > static_cast<double>(caf::timespan{max_duration}.count()))
-    return std::nullopt;
-  return caf::timespan{static_cast<caf::timespan::rep>(std::llround(total_ns))};
+  std::string why;
+  return read_duration(text, why);
 }
 
 settings_reader::settings_reader(const nlohmann::json& settings)

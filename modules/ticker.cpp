@@ -31,7 +31,6 @@ struct ticker_state {
   output_reporter out;
   bool leader_only = false;
   fencing_token fence;
-  std::int64_t term = 0;
   std::uint64_t ticks = 0;
   // A settings change reschedules: ticks of an older generation are ignored.
   std::uint64_t generation = 0;
@@ -49,7 +48,6 @@ caf::behavior ticker(ticker_actor* self, module_context ctx, ticker_settings set
   self->state.out = output_reporter{ctx};
   self->state.leader_only = ctx.leader_only;
   self->state.fence = ctx.fence;
-  self->state.term = ctx.fence.term;
   schedule_tick(self);
   return {
     [=](tick_atom, std::uint64_t generation) {
@@ -61,7 +59,7 @@ caf::behavior ticker(ticker_actor* self, module_context ctx, ticker_settings set
         st.out.line("tick skipped: the lease is not confirmed (fence expired)");
         return;
       }
-      auto line = "tick " + std::to_string(++st.ticks) + " term " + std::to_string(st.term);
+      auto line = "tick " + std::to_string(++st.ticks) + " term " + std::to_string(st.fence.term);
       if (st.settings.message)
         line += ": " + *st.settings.message;
       st.out.line(std::move(line));

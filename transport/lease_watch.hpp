@@ -4,12 +4,9 @@
 // by every subscriber in it (watch_fanout demultiplexes by lease name).
 // The backends' streams: transport/kube/kube_watch.hpp (the Kubernetes Lease
 // collection) and transport/etcd/etcd_watch.hpp (the keys under a prefix).
-//
-// The stream is bounded and restartable: a stream that ends is reopened
-// after the last version delivered; a stream silent for the idle timeout, a
-// malformed line or a failed connect closes it with a `down` event naming
-// the request, and it is retried with backoff. The subscriber polls while
-// the watch is down: nothing here is needed for safety, only for speed.
+// How a stream ends and is reopened: lease_watch_loop below. The subscriber
+// polls while the watch is down: nothing here is needed for safety, only
+// for speed.
 #pragma once
 
 #include <atomic>

@@ -94,13 +94,9 @@ struct pool_job {
   }
   /// This request alone.
   lease_reply call(lease_client& c) const {
-    switch (op) {
-      case pool_op::get: return c.get_lease(key);
-      case pool_op::create: return c.create_lease(written);
-      case pool_op::update:
-      case pool_op::write: break;
-    }
-    return c.update_lease(written);
+    return op == pool_op::get      ? c.get_lease(key)
+           : op == pool_op::create ? c.create_lease(written)
+                                   : c.update_lease(written);   // a renew or a write
   }
 };
 
@@ -124,18 +120,14 @@ struct pool_queue {
       j.to->enqueue(from, j.mid.response_id(), caf::make_message(std::move(r)), nullptr);
   }
 
-  /// A job that waited longer than max_wait: answered `timeout` unsent
-  /// (its requester has given up by then; sending it would only lengthen
-  /// the queue). The request's path is named only then, not per request.
-  /// Not a release: sent late, it still frees its lease for the other
-  /// replicas a lease duration before it would expire, where dropped it
-  /// leaves the lease held by nobody until then (a SIGTERM of 10,000
-  /// leases queued 10,000 releases at once: the last thousands expired
-  /// here, and the successor waited out each of those leases). A release
-  /// is a conditional write of the term its elector held, after its
-  /// modules stopped: as safe late as on time. There is at most one per
-  /// elector, so they wait their turn, unbounded while the pool lives;
-  /// once it ended (close()), until release_drain from then.
+  /// A job that waited longer than max_wait (spawn_transport_pool): answered
+  /// `timeout` unsent, its path named only then, not per request. Not a
+  /// release: dropped, it would leave its lease held by nobody until it
+  /// expires (a SIGTERM of 10,000 leases queued 10,000 releases at once: the
+  /// last thousands expired here, and the successor waited out each of those
+  /// leases); a conditional write of its elector's term, after its modules
+  /// stopped, is as safe late as on time. At most one per elector: they wait
+  /// unbounded while the pool lives; once it ended (close()), release_drain.
   bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
     auto now = steady::now();
     if (j.release && !closed)
@@ -349,10 +341,9 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
   st->q->opts = std::move(opts);
   ++census::pools;
   // The workers hold the queue, not the dispatcher's state: ending the
-  // dispatcher ends them (they monitor it) once they sent the releases
-  // queued (pool_queue::close: the rest is dropped, its requesters' own
-  // deadlines answer them), or the workers' threads wait for their
-  // destruction forever and so does the actor system.
+  // dispatcher ends them (they monitor it) once they sent the releases left
+  // (pool_queue::close), or their threads wait for their destruction
+  // forever and so does the actor system.
   self->attach_functor([st] {
     --census::pools;
     st->q->close();

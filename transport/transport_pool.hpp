@@ -22,7 +22,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -55,29 +54,8 @@ public:
   virtual std::vector<lease_reply> write_leases(const std::vector<lease>& ls);
 };
 
-/// Whether backend client `C` sends batches itself (get_leases,
-/// renew_leases and create_leases of vectors, as etcd_client).
-template <class C, class = void>
-struct sends_batches : std::false_type {};
-template <class C>
-struct sends_batches<C, std::void_t<decltype(std::declval<C&>().get_leases(
-                                      std::declval<const std::vector<lease_key>&>())),
-                                    decltype(std::declval<C&>().renew_leases(
-                                      std::declval<const std::vector<lease>&>())),
-                                    decltype(std::declval<C&>().create_leases(
-                                      std::declval<const std::vector<lease>&>()))>>
-  : std::true_type {};
-
-/// Whether backend client `C` sends batches of writes itself (write_leases
-/// of a vector, as etcd_client).
-template <class C, class = void>
-struct sends_write_batches : std::false_type {};
-template <class C>
-struct sends_write_batches<C, std::void_t<decltype(std::declval<C&>().write_leases(
-                                            std::declval<const std::vector<lease>&>()))>>
-  : std::true_type {};
-
-/// A lease_client over a backend client `C` (kube_client, etcd_client).
+/// A lease_client over a backend client `C` (kube_client, etcd_client),
+/// which sends each kind of batch its own way.
 template <class C>
 class lease_client_of final : public lease_client {
 public:
@@ -87,28 +65,16 @@ public:
   lease_reply create_lease(const lease& l) override { return c_.create_lease(l); }
   lease_reply update_lease(const lease& l) override { return c_.update_lease(l); }
   std::vector<lease_reply> get_leases(const std::vector<lease_key>& ks) override {
-    if constexpr (sends_batches<C>::value)
-      return c_.get_leases(ks);
-    else
-      return lease_client::get_leases(ks);
+    return c_.get_leases(ks);
   }
   std::vector<lease_reply> renew_leases(const std::vector<lease>& ls) override {
-    if constexpr (sends_batches<C>::value)
-      return c_.renew_leases(ls);
-    else
-      return lease_client::renew_leases(ls);
+    return c_.renew_leases(ls);
   }
   std::vector<lease_reply> create_leases(const std::vector<lease>& ls) override {
-    if constexpr (sends_batches<C>::value)
-      return c_.create_leases(ls);
-    else
-      return lease_client::create_leases(ls);
+    return c_.create_leases(ls);
   }
   std::vector<lease_reply> write_leases(const std::vector<lease>& ls) override {
-    if constexpr (sends_write_batches<C>::value)
-      return c_.write_leases(ls);
-    else
-      return lease_client::write_leases(ls);
+    return c_.write_leases(ls);
   }
 private:
   C c_;

@@ -14,10 +14,6 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
-bool starts_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
-}
-
 bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
 }
@@ -77,9 +73,9 @@ std::string_view watch_echoes::modified_object(std::string_view line) {
   constexpr std::string_view type_first = R"({"type":"MODIFIED","object":)";
   constexpr std::string_view object_first = R"({"object":)";
   constexpr std::string_view type_last = R"(,"type":"MODIFIED"})";
-  if (starts_with(line, type_first) && ends_with(line, "}"))
+  if (line.substr(0, type_first.size()) == type_first && ends_with(line, "}"))
     return line.substr(type_first.size(), line.size() - type_first.size() - 1);
-  if (starts_with(line, object_first) && ends_with(line, type_last))
+  if (line.substr(0, object_first.size()) == object_first && ends_with(line, type_last))
     return line.substr(object_first.size(), line.size() - object_first.size() - type_last.size());
   return {};
 }

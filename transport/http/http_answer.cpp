@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <string_view>
 
 namespace leasehold {
@@ -31,6 +32,13 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
     s.remove_suffix(1);
   return s;
+}
+
+/// `text`, all of it, as a number in `base` (digits only: no sign, no prefix).
+bool whole_number(std::string_view text, std::size_t& out, int base) {
+  auto end = text.data() + text.size();
+  auto [at, ec] = std::from_chars(text.data(), end, out, base);
+  return ec == std::errc{} && at == end;
 }
 
 /// What one answer's head says about its body.
@@ -68,13 +76,11 @@ bool parse_head(std::string_view h, head_info& out, std::string& err) {
     auto name = trim(field.substr(0, colon));
     auto value = trim(field.substr(colon + 1));
     if (iequals(name, "Content-Length")) {
-      if (value.empty() || value.size() > 9 ||
-          !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      if (value.size() > 9 || !whole_number(value, out.length, 10)) {
         err = "Content-Length: not a number";
         return false;
       }
       out.has_length = true;
-      out.length = std::stoul(std::string(value));
     } else if (iequals(name, "Transfer-Encoding")) {
       out.chunked = icontains(value, "chunked");
     } else if (iequals(name, "Connection")) {
@@ -103,20 +109,9 @@ http_answer_parse::state_t read_chunked(const char* p, std::size_t n, std::strin
     auto size_text = trim(in.substr(at, eol - at));
     size_text = size_text.substr(0, size_text.find(';'));   // chunk extensions
     std::size_t size = 0;
-    if (size_text.empty() || size_text.size() > 8) {
+    if (size_text.size() > 8 || !whole_number(size_text, size, 16)) {
       err = "chunk size: not a hex number";
       return http_answer_parse::malformed;
-    }
-    for (char c : size_text) {
-      int d = c >= '0' && c <= '9'   ? c - '0'
-              : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                     : -1;
-      if (d < 0) {
-        err = "chunk size: not a hex number";
-        return http_answer_parse::malformed;
-      }
-      size = size * 16 + static_cast<std::size_t>(d);
     }
     at = eol + 2;
     if (size == 0) {   // trailers, then a blank line

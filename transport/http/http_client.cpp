@@ -1,8 +1,6 @@
 #include "transport/http/http_client.hpp"
 
-#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 
 #include <httplib.h>
@@ -64,12 +62,12 @@ struct http_client::impl {
     if (!parsed)
       return fail_setup(error_kind::other, err);
     ep = *parsed;
-    if (ep.tls) {
-      if (!setup_tls())
-        return;
-    } else {
+    if (ep.tls)
+      setup_tls();
+    else
       http = std::make_unique<httplib::ClientImpl>(ep.host, ep.port);
-    }
+    if (!http)
+      return;
     http->set_connection_timeout(cfg.connect_timeout);
     http->set_read_timeout(cfg.read_timeout);
     http->set_write_timeout(cfg.write_timeout);
@@ -78,33 +76,27 @@ struct http_client::impl {
     http->set_follow_location(false);
   }
 
-  bool setup_tls() {
+  /// Sets `http` to a TLS client, or fails the setup.
+  void setup_tls() {
     std::string err;
     auto id = read_client_identity(cfg, err);
-    if (!id) {
-      fail_setup(error_kind::tls_error, err);
-      return false;
-    }
+    if (!id)
+      return fail_setup(error_kind::tls_error, err);
     // The SSL context takes its own references to the certificate and key.
     auto ssl = id->cert ? std::make_unique<httplib::SSLClient>(ep.host, ep.port, id->cert.get(),
                                                                id->key.get())
                         : std::make_unique<httplib::SSLClient>(ep.host, ep.port);
-    if (!ssl->is_valid()) {
-      fail_setup(error_kind::tls_error, "client certificate and key do not match");
-      return false;
-    }
+    if (!ssl->is_valid())
+      return fail_setup(error_kind::tls_error, "client certificate and key do not match");
     if (!cfg.ca_data.empty()) {
-      if (!ca_file_from_data.write(cfg.ca_data)) {
-        fail_setup(error_kind::tls_error, "cannot write CA data to a temporary file");
-        return false;
-      }
+      if (!ca_file_from_data.write(cfg.ca_data))
+        return fail_setup(error_kind::tls_error, "cannot write CA data to a temporary file");
       ssl->set_ca_cert_path(ca_file_from_data.path());
     } else if (!cfg.ca_file.empty()) {
       ssl->set_ca_cert_path(cfg.ca_file);
     }
     ssl->enable_server_certificate_verification(!cfg.insecure_skip_tls_verify);
     http = std::move(ssl);
-    return true;
   }
 
   /// The bearer token for the next request: the token file is re-read on
@@ -129,14 +121,8 @@ struct http_client::impl {
                                      const std::string* body, const http_headers& extra = {}) {
     std::lock_guard<std::mutex> guard(mtx);
     httplib::Request req;
-    if (auto err = prepare(req, verb, path))
+    if (auto err = prepare(req, verb, path, body, extra))
       return api_result<http_response>::failure(*err);
-    for (auto& h : extra)
-      req.headers.emplace(h.first, h.second);
-    if (body) {
-      req.body = *body;
-      req.headers.emplace("Content-Type", "application/json");
-    }
     bool got_headers = false;
     bool declares_trailer = false;
     int status = 0;
@@ -167,15 +153,22 @@ struct http_client::impl {
       {res->status, std::move(received), res->get_header_value("Retry-After")});
   }
 
-  /// A request without a body, with the headers every request carries.
+  /// A request with the headers every request carries, plus `extra` (a
+  /// `body` is sent as JSON).
   std::optional<api_error> prepare(httplib::Request& req, const std::string& verb,
-                                   const std::string& path) {
+                                   const std::string& path, const std::string* body,
+                                   const http_headers& extra) {
     http_headers headers;
     if (auto err = common_headers(verb, path, headers))
       return err;
     req.method = verb;
     req.path = ep.prefix + path;
     req.headers = {headers.begin(), headers.end()};
+    req.headers.insert(extra.begin(), extra.end());
+    if (body) {
+      req.body = *body;
+      req.headers.emplace("Content-Type", "application/json");
+    }
     return std::nullopt;
   }
 
@@ -255,16 +248,15 @@ struct http_client::impl {
     std::vector<api_result<http_response>> out(calls.size());
     std::vector<pipelined_request> reqs;
     std::vector<std::size_t> sent_index;   // reqs[j] is calls[sent_index[j]]
-    http_headers headers;
+    http_headers headers;   // the same for every call: read (the token) once
     std::optional<api_error> header_error;
+    if (!calls.empty())
+      header_error = common_headers(calls.front().verb, calls.front().path, headers);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       auto& c = calls[i];
       pipelined_request r{c.verb, c.path, {}};
-      auto err = i == 0 ? common_headers(c.verb, c.path, headers) : std::nullopt;
-      if (i == 0)
-        header_error = err;
-      if (header_error) {
-        err = *header_error;
+      auto err = header_error;
+      if (err) {
         err->verb = c.verb;
         err->path = c.path;
       } else {
@@ -301,18 +293,12 @@ api_error http_client::stream(const std::string& verb, const std::string& path,
   auto& d = *impl_;
   std::lock_guard<std::mutex> guard(d.mtx);
   httplib::Request req;
-  if (auto err = d.prepare(req, verb, path))
+  if (auto err = d.prepare(req, verb, path, body, headers))
     return *err;
-  for (auto& h : headers)
-    req.headers.emplace(h.first, h.second);
   // A stream's connection is not kept for the next one: between streams (a
   // backoff after a refusal, say) it would hold one of the server's worker
   // threads for nothing.
   req.headers.emplace("Connection", "close");
-  if (body) {
-    req.body = *body;
-    req.headers.emplace("Content-Type", "application/json");
-  }
   d.http->set_read_timeout(idle_timeout);
   int status = 0;
   std::string error_body;   // a non-200 answer's Status, kept for the error

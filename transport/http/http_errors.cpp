@@ -26,58 +26,38 @@ std::string body_excerpt(int status, const std::string& body) {
 api_error transport_error(const std::string& verb, const std::string& path, httplib::Error e,
                           bool got_headers, std::chrono::milliseconds elapsed,
                           const connection_config& cfg) {
-  api_error err;
-  err.verb = verb;
-  err.path = path;
+  auto failed = [&](error_kind kind, const std::string& reason) {
+    return api_error{kind, 0, verb, path, reason + " (" + httplib::to_string(e) + ")", 0};
+  };
   // httplib reports a read or handshake timeout with the same code as a
   // closed connection; the time spent tells them apart.
   auto waited = [&](std::chrono::milliseconds limit) { return elapsed * 10 >= limit * 9; };
-  auto detail = " (" + httplib::to_string(e) + ")";
+  auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + "ms"; };
   switch (e) {
     case httplib::Error::Connection:
-      err.kind = error_kind::connection_refused;
-      err.reason = "cannot connect" + detail;
-      break;
+      return failed(error_kind::connection_refused, "cannot connect");
     case httplib::Error::ConnectionTimeout:
-      err.kind = error_kind::timeout;
-      err.reason = "connect timed out after " + std::to_string(cfg.connect_timeout.count()) +
-                   "ms" + detail;
-      break;
+      return failed(error_kind::timeout, "connect timed out after " + ms(cfg.connect_timeout));
     case httplib::Error::Read:
-      if (waited(cfg.read_timeout)) {
-        err.kind = error_kind::timeout;
-        err.reason = "no response within " + std::to_string(cfg.read_timeout.count()) + "ms" +
-                     detail;
-      } else if (got_headers) {
-        err.kind = error_kind::malformed_body;
-        err.reason = "body: truncated (connection closed before the end)" + detail;
-      } else {
-        err.kind = error_kind::connection_refused;
-        err.reason = "connection closed before a response" + detail;
-      }
-      break;
+      if (waited(cfg.read_timeout))
+        return failed(error_kind::timeout, "no response within " + ms(cfg.read_timeout));
+      if (got_headers)
+        return failed(error_kind::malformed_body,
+                      "body: truncated (connection closed before the end)");
+      return failed(error_kind::connection_refused, "connection closed before a response");
     case httplib::Error::Write:
-      err.kind = waited(cfg.write_timeout) ? error_kind::timeout : error_kind::connection_refused;
-      err.reason = "cannot send request" + detail;
-      break;
+      return failed(waited(cfg.write_timeout) ? error_kind::timeout : error_kind::connection_refused,
+                    "cannot send request");
     case httplib::Error::SSLConnection:
-      err.kind = waited(cfg.connect_timeout) ? error_kind::timeout : error_kind::tls_error;
-      err.reason = "TLS handshake failed" + detail;
-      break;
+      return failed(waited(cfg.connect_timeout) ? error_kind::timeout : error_kind::tls_error,
+                    "TLS handshake failed");
     case httplib::Error::SSLServerVerification:
-      err.kind = error_kind::tls_error;
-      err.reason = "server certificate not trusted" + detail;
-      break;
+      return failed(error_kind::tls_error, "server certificate not trusted");
     case httplib::Error::SSLLoadingCerts:
-      err.kind = error_kind::tls_error;
-      err.reason = "cannot load CA certificates" + detail;
-      break;
+      return failed(error_kind::tls_error, "cannot load CA certificates");
     default:
-      err.kind = error_kind::other;
-      err.reason = "request failed" + detail;
-      break;
+      return failed(error_kind::other, "request failed");
   }
-  return err;
 }
 
 api_error classify_response(const std::string& verb, const std::string& path, int status,
@@ -106,6 +86,16 @@ api_error classify_response(const std::string& verb, const std::string& path, in
     default: e.kind = status >= 500 && status < 600 ? error_kind::server_error : error_kind::other;
   }
   return e;
+}
+
+api_error reply_error(const std::string& verb, const std::string& path,
+                      const api_result<http_response>& reply, int also_fine) {
+  if (!reply.ok())
+    return reply.error;
+  auto& r = *reply.value;
+  if (is_success(r.status) || r.status == also_fine)
+    return {};
+  return classify_response(verb, path, r.status, r.body, r.retry_after);
 }
 
 api_result<lease> lease_from_response(const std::string& verb, const std::string& path,

@@ -11,6 +11,7 @@
 #include "leasehold/api_result.hpp"
 #include "leasehold/lease.hpp"
 #include "leasehold/transports.hpp"
+#include "transport/http/http_client.hpp"
 
 namespace leasehold {
 
@@ -50,6 +51,11 @@ api_error transport_error(const std::string& verb, const std::string& path, http
 api_error classify_response(const std::string& verb, const std::string& path,
                             int status, const std::string& body,
                             const std::string& retry_after_header);
+
+/// `reply`'s error: its own when no response came, else classify_response
+/// of a status neither 2xx nor `also_fine`; kind none otherwise.
+api_error reply_error(const std::string& verb, const std::string& path,
+                      const api_result<http_response>& reply, int also_fine = 0);
 
 /// A Lease response: classify_response for non-2xx, else the parsed Lease or
 /// malformed_body naming the field ("spec.leaseTransitions: expected integer").

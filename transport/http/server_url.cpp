@@ -6,6 +6,10 @@
 namespace leasehold {
 
 std::optional<endpoint> parse_server_url(const std::string& url, std::string& err) {
+  auto bad = [&](const std::string& what) -> std::optional<endpoint> {
+    err = "server \"" + url + "\": " + what;
+    return std::nullopt;
+  };
   endpoint ep;
   std::string rest;
   if (url.rfind("https://", 0) == 0) {
@@ -14,8 +18,7 @@ std::optional<endpoint> parse_server_url(const std::string& url, std::string& er
   } else if (url.rfind("http://", 0) == 0) {
     rest = url.substr(7);
   } else {
-    err = "server \"" + url + "\": expected http:// or https:// URL";
-    return std::nullopt;
+    return bad("expected http:// or https:// URL");
   }
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
@@ -32,16 +35,12 @@ std::optional<endpoint> parse_server_url(const std::string& url, std::string& er
   std::string port_text;
   if (!authority.empty() && authority.front() == '[') { // [ipv6]:port
     auto close = authority.find(']');
-    if (close == std::string::npos) {
-      err = "server \"" + url + "\": unterminated IPv6 address";
-      return std::nullopt;
-    }
+    if (close == std::string::npos)
+      return bad("unterminated IPv6 address");
     ep.host = authority.substr(1, close - 1);
     if (close + 1 < authority.size()) {
-      if (authority[close + 1] != ':') {
-        err = "server \"" + url + "\": invalid authority";
-        return std::nullopt;
-      }
+      if (authority[close + 1] != ':')
+        return bad("invalid authority");
       port_text = authority.substr(close + 2);
     }
   } else {
@@ -50,20 +49,16 @@ std::optional<endpoint> parse_server_url(const std::string& url, std::string& er
     if (colon != std::string::npos)
       port_text = authority.substr(colon + 1);
   }
-  if (ep.host.empty()) {
-    err = "server \"" + url + "\": missing host";
-    return std::nullopt;
-  }
+  if (ep.host.empty())
+    return bad("missing host");
   ep.port = ep.tls ? 443 : 80;
   if (!port_text.empty()) {
     bool digits = port_text.size() <= 5 &&
                   std::all_of(port_text.begin(), port_text.end(),
                               [](char c) { return c >= '0' && c <= '9'; });
     int port = digits ? std::atoi(port_text.c_str()) : 0;
-    if (port < 1 || port > 65535) {
-      err = "server \"" + url + "\": invalid port \"" + port_text + "\"";
-      return std::nullopt;
-    }
+    if (port < 1 || port > 65535)
+      return bad("invalid port \"" + port_text + "\"");
     ep.port = port;
   }
   return ep;

@@ -143,12 +143,9 @@ api_result<bool> kube_client::create_event(const kube_event& e) {
   const auto path = events_path(e.involved.ns);
   return never_throw<bool>("POST", path, [&] {
     auto body = to_json_value(e).dump();
-    auto reply = http_.send("POST", path, &body);
-    if (!reply.ok())
-      return api_result<bool>::failure(reply.error);
-    if (!is_success(reply.value->status))
-      return api_result<bool>::failure(classify_response(
-        "POST", path, reply.value->status, reply.value->body, reply.value->retry_after));
+    auto e = reply_error("POST", path, http_.send("POST", path, &body));
+    if (e.kind != error_kind::none)
+      return api_result<bool>::failure(e);
     return api_result<bool>::success(true);
   });
 }

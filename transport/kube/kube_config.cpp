@@ -4,8 +4,6 @@
 #include "transport/http/server_url.hpp"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <unistd.h>
 
@@ -148,17 +146,17 @@ private:
 
 kube_config_result read_kubeconfig(kubeconfig_reader& rd, const YAML::Node& root,
                                    const std::string& context) {
-  if (!root.IsMap()) {
-    rd.fail("document", "expected map");
+  auto fail = [&](const std::string& field, const std::string& message) {
+    rd.fail(field, message);
     return failure(rd.error());
-  }
+  };
+  if (!root.IsMap())
+    return fail("document", "expected map");
   std::string ctx_name = context;
   if (ctx_name.empty() && !rd.str(root, "current-context", "", ctx_name))
     return failure(rd.error());
-  if (ctx_name.empty()) {
-    rd.fail("current-context", "missing");
-    return failure(rd.error());
-  }
+  if (ctx_name.empty())
+    return fail("current-context", "missing");
   YAML::Node ctx, cluster, user;
   std::string ctx_at, cluster_at, user_at, cluster_name, user_name;
   kube_config_result r;
@@ -167,10 +165,8 @@ kube_config_result read_kubeconfig(kubeconfig_reader& rd, const YAML::Node& root
       !rd.str(ctx, "cluster", ctx_at, cluster_name) ||
       !rd.str(ctx, "user", ctx_at, user_name) || !rd.str(ctx, "namespace", ctx_at, r.ns))
     return failure(rd.error());
-  if (cluster_name.empty()) {
-    rd.fail(ctx_at + "cluster", "missing");
-    return failure(rd.error());
-  }
+  if (cluster_name.empty())
+    return fail(ctx_at + "cluster", "missing");
   connection_config cfg;
   if (!rd.find_named(root, "clusters", "cluster", cluster_name, ctx_at + "cluster", cluster,
                      cluster_at) ||
@@ -180,14 +176,10 @@ kube_config_result read_kubeconfig(kubeconfig_reader& rd, const YAML::Node& root
       !rd.base64(cluster, "certificate-authority-data", cluster_at, cfg.ca_data) ||
       (cfg.ca_data.empty() && !rd.path(cluster, "certificate-authority", cluster_at, cfg.ca_file)))
     return failure(rd.error());
-  if (cfg.server.empty()) {
-    rd.fail(cluster_at + "server", "missing");
-    return failure(rd.error());
-  }
-  if (auto error = server_url_error(cfg.server); !error.empty()) {
-    rd.fail(cluster_at + "server", error);
-    return failure(rd.error());
-  }
+  if (cfg.server.empty())
+    return fail(cluster_at + "server", "missing");
+  if (auto error = server_url_error(cfg.server); !error.empty())
+    return fail(cluster_at + "server", error);
   if (!user_name.empty()) {
     if (!rd.find_named(root, "users", "user", user_name, ctx_at + "user", user, user_at) ||
         !rd.str(user, "token", user_at, cfg.token) ||
@@ -200,17 +192,13 @@ kube_config_result read_kubeconfig(kubeconfig_reader& rd, const YAML::Node& root
       return failure(rd.error());
     bool has_cert = !cfg.client_cert_data.empty() || !cfg.client_cert_file.empty();
     bool has_key = !cfg.client_key_data.empty() || !cfg.client_key_file.empty();
-    if (has_cert != has_key) {
-      rd.fail(user_at + (has_cert ? "client-key" : "client-certificate"),
-              "missing (client certificate and key go together)");
-      return failure(rd.error());
-    }
+    if (has_cert != has_key)
+      return fail(user_at + (has_cert ? "client-key" : "client-certificate"),
+                  "missing (client certificate and key go together)");
     bool has_credentials = !cfg.token.empty() || !cfg.token_file.empty() || has_cert;
     for (const char* plugin : {"exec", "auth-provider"})
-      if (!has_credentials && user[plugin]) {
-        rd.fail(user_at + plugin, "not supported (use a token, tokenFile or client certificate)");
-        return failure(rd.error());
-      }
+      if (!has_credentials && user[plugin])
+        return fail(user_at + plugin, "not supported (use a token, tokenFile or client certificate)");
   }
   r.config = std::move(cfg);
   return r;

@@ -51,23 +51,21 @@ std::optional<watch_line> plain_watch_line(const std::string& line) {
 
 parse_result<watch_line> parse_watch_line(const std::string& line) {
   parse_result<watch_line> out;
+  auto fail = [&out](std::string why) {
+    out.error = std::move(why);
+    return out;
+  };
   if ((out.value = plain_watch_line(line)))
     return out;
   auto j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    out.error = "not a JSON object";
-    return out;
-  }
+  if (j.is_discarded() || !j.is_object())
+    return fail("not a JSON object");
   auto type = j.find("type");
   auto obj = j.find("object");
-  if (type == j.end() || !type->is_string()) {
-    out.error = "type: expected a string";
-    return out;
-  }
-  if (obj == j.end() || !obj->is_object()) {
-    out.error = "object: expected an object";
-    return out;
-  }
+  if (type == j.end() || !type->is_string())
+    return fail("type: expected a string");
+  if (obj == j.end() || !obj->is_object())
+    return fail("object: expected an object");
   watch_line w;
   auto t = type->get<std::string>();
   if (t == "ERROR") {
@@ -84,16 +82,12 @@ parse_result<watch_line> parse_watch_line(const std::string& line) {
     return out;
   }
   auto what = change_of(t);
-  if (!what) {
-    out.error = "type: unknown event type \"" + t + "\"";
-    return out;
-  }
+  if (!what)
+    return fail("type: unknown event type \"" + t + "\"");
   w.what = *what;
   auto rec = parse_lease(*obj);
-  if (!rec.ok()) {
-    out.error = "object." + rec.error;
-    return out;
-  }
+  if (!rec.ok())
+    return fail("object." + rec.error);
   w.record = std::move(rec.value);
   out.value = std::move(w);
   return out;

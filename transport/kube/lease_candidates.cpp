@@ -57,48 +57,40 @@ json lease_candidate_object(const candidate& c, wall_time now) {
 parse_result<std::vector<member_record>> parse_lease_candidates(const std::string& body,
                                                                 const std::string& group) {
   parse_result<std::vector<member_record>> out;
+  auto fail = [&out](std::string why) {
+    out.error = std::move(why);
+    return out;
+  };
   auto doc = json::parse(body, nullptr, false);
-  if (!doc.is_object()) {
-    out.error = "body: not a JSON object";
-    return out;
-  }
+  if (!doc.is_object())
+    return fail("body: not a JSON object");
   auto items = doc.find("items");
-  if (items == doc.end() || !items->is_array()) {
-    out.error = "items: expected an array";
-    return out;
-  }
+  if (items == doc.end() || !items->is_array())
+    return fail("items: expected an array");
   std::vector<member_record> members;
   for (std::size_t i = 0; i < items->size(); ++i) {
     auto& item = (*items)[i];
     auto where = "items[" + std::to_string(i) + "].";
     auto md = item.find("metadata");
-    if (!item.is_object() || md == item.end() || !md->is_object()) {
-      out.error = where + "metadata: expected an object";
-      return out;
-    }
+    if (!item.is_object() || md == item.end() || !md->is_object())
+      return fail(where + "metadata: expected an object");
     auto labels = md->value("labels", json::object());
     if (!labels.is_object() || labels.value(group_label, json()) != group)
       continue;   // another group's (a selector the server ignored)
     auto annotations = md->value("annotations", json::object());
     auto id = annotations.is_object() ? annotations.find(identity_annotation) : annotations.end();
-    if (!annotations.is_object() || id == annotations.end() || !id->is_string() || id->get<std::string>().empty()) {
-      out.error = where + "metadata.annotations." + identity_annotation + ": expected a string";
-      return out;
-    }
+    if (!annotations.is_object() || id == annotations.end() || !id->is_string() || id->get<std::string>().empty())
+      return fail(where + "metadata.annotations." + identity_annotation + ": expected a string");
     auto created = md->find("creationTimestamp");
     auto joined = created != md->end() && created->is_string()
                     ? parse_micro_time(created->get<std::string>())   // the API's Time: whole seconds
                     : std::nullopt;
-    if (!joined) {
-      out.error = where + "metadata.creationTimestamp: expected an RFC 3339 time";
-      return out;
-    }
+    if (!joined)
+      return fail(where + "metadata.creationTimestamp: expected an RFC 3339 time");
     auto spec = item.value("spec", json::object());
     auto renew = spec.is_object() ? spec.value("renewTime", json()) : json();
-    if (!renew.is_string()) {
-      out.error = where + "spec.renewTime: expected a MicroTime string";
-      return out;
-    }
+    if (!renew.is_string())
+      return fail(where + "spec.renewTime: expected a MicroTime string");
     auto since_epoch = std::chrono::duration_cast<std::chrono::seconds>(joined->time_since_epoch());
     auto leases = annotations.value(leases_annotation, json());
     members.push_back({id->get<std::string>(), since_epoch.count(), renew.get<std::string>(),
@@ -117,8 +109,8 @@ members_reply lease_candidates::announce(const candidate& c) {
   // or POST when there is none. A lost race (409) is harmless: the next
   // round renews.
   auto got = client_.send("GET", path, nullptr);
-  if (!got.ok())
-    return failed(got.error);
+  if (auto e = reply_error("GET", path, got, 404); e.kind != error_kind::none)
+    return failed(e);
   const char* verb = "POST";
   auto target = base;
   if (is_success(got.value->status)) {
@@ -131,24 +123,15 @@ members_reply lease_candidates::announce(const candidate& c) {
     object["metadata"]["resourceVersion"] = rv;
     verb = "PUT";
     target = path;
-  } else if (got.value->status != 404) {
-    return failed(classify_response("GET", path, got.value->status, got.value->body,
-                                    got.value->retry_after));
   }
   auto body = object.dump();
   auto wrote = client_.send(verb, target, &body);
-  if (!wrote.ok())
-    return failed(wrote.error);
-  if (!is_success(wrote.value->status) && wrote.value->status != 409)
-    return failed(classify_response(verb, target, wrote.value->status, wrote.value->body,
-                                    wrote.value->retry_after));
+  if (auto e = reply_error(verb, target, wrote, 409); e.kind != error_kind::none)
+    return failed(e);
   auto list_path = base + "?labelSelector=" + std::string(group_label) + "%3D" + c.group;
   auto list = client_.send("GET", list_path, nullptr);
-  if (!list.ok())
-    return failed(list.error);
-  if (!is_success(list.value->status))
-    return failed(classify_response("GET", list_path, list.value->status, list.value->body,
-                                    list.value->retry_after));
+  if (auto e = reply_error("GET", list_path, list); e.kind != error_kind::none)
+    return failed(e);
   auto parsed = parse_lease_candidates(list.value->body, c.group);
   if (!parsed.ok())
     return failed(api_error{error_kind::malformed_body, list.value->status, "GET", list_path,
@@ -159,14 +142,9 @@ members_reply lease_candidates::announce(const candidate& c) {
 withdraw_reply lease_candidates::withdraw(const candidate& c) {
   auto path = lease_candidates_path(c.ns) + "/" + lease_candidate_name(c);
   auto del = client_.send("DELETE", path, nullptr);
-  if (!del.ok())
-    return withdraw_reply::failure(del.error);
-  if (del.value->status == 404)
-    return withdraw_reply::success(false);
-  if (!is_success(del.value->status))
-    return withdraw_reply::failure(classify_response("DELETE", path, del.value->status,
-                                                     del.value->body, del.value->retry_after));
-  return withdraw_reply::success(true);
+  if (auto e = reply_error("DELETE", path, del, 404); e.kind != error_kind::none)
+    return withdraw_reply::failure(e);
+  return withdraw_reply::success(del.value->status != 404);
 }
 
 membership_actor spawn_http_membership(caf::actor_system& sys, connection_config cfg) {
