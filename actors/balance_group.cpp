@@ -157,22 +157,20 @@ private:
       return;
     in_flight_ = true;
     request(opt_.membership, opt_.timings.effective_request_timeout(), announce_atom::value, me_)
-      .then(
-        [=](members_reply& r) {
-          in_flight_ = false;
-          if (r.ok())
-            observe(*r.value);
-          else
-            blind();
-          decide();
-          next_round();
-        },
-        [=](caf::error&) {
-          in_flight_ = false;
-          blind();
-          decide();   // what we knew stands; free leases still become everyone's
-          next_round();
-        });
+      .then([=](members_reply& r) { round_done(r.ok() ? &*r.value : nullptr); },
+            [=](caf::error&) { round_done(nullptr); });
+  }
+
+  /// `listed`: the members the round listed; null when it failed (what we
+  /// knew stands; free leases still become everyone's).
+  void round_done(const std::vector<member_record>* listed) {
+    in_flight_ = false;
+    if (listed)
+      observe(*listed);
+    else
+      blind();
+    decide();
+    next_round();
   }
 
   void next_round() {
@@ -358,8 +356,6 @@ private:
         assigned_.push_back(name);
   }
 
-  /// The runners learn the settled members when they change: a yield or a
-  /// preferredHolder naming anybody else moves nothing.
   /// Tells the runners the settled members when they changed; true when a
   /// member joined others that were told before (not the group's start).
   bool tell_candidates(const std::vector<balance_member>& settled) {

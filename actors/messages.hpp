@@ -3,12 +3,9 @@
 // All are local (never serialized): allowed as unsafe message types.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -58,7 +55,6 @@ struct leader_observed {
   std::int64_t term = 0;
   std::string preferred;   // the record's preferredHolder
 };
-
 
 } // namespace leasehold
 

@@ -23,13 +23,6 @@ std::vector<std::string> module_registry::types() const {
   return out;
 }
 
-bool module_config::any_leader_only_enabled() const {
-  for (auto& m : modules)
-    if (m.enabled && m.leader_only)
-      return true;
-  return false;
-}
-
 namespace {
 /// The integer `j[key]` in [min, max] into `dst` (true); absent: false; else
 /// an error naming `path.key` and the bounds (false).
@@ -98,9 +91,7 @@ std::string known_types(const module_registry& reg) {
     s += (s.empty() ? "" : ", ") + t;
   return s;
 }
-} // namespace
 
-namespace {
 /// One module's registry checks (name, type, settings), at its JSON `path`.
 void validate_module(const module_spec& m, const std::string& path, const module_registry& reg,
                      std::set<std::string>& names, std::vector<std::string>& errs) {
@@ -121,6 +112,9 @@ void validate_module(const module_spec& m, const std::string& path, const module
       errs.push_back(path + ".settings." + e);
 }
 
+/// An error when the module's stop_time is not below `module_stop_timeout`
+/// (the limit named in the message), e.g. "modules[0].settings.grace_ms:
+/// 5000ms must be below timings.module_stop_timeout (4000ms)".
 void check_stop_bound(const module_spec& m, const std::string& path, const module_registry& reg,
                       caf::timespan module_stop_timeout, std::vector<std::string>& errs) {
   auto ms = [](caf::timespan d) {
@@ -151,15 +145,6 @@ std::vector<std::string> check_leases(const module_config& cfg, const std::strin
       errs.push_back("modules[" + std::to_string(i) + "].lease: \"" + l
                      + "\" is not this runner's lease \"" + lease_name
                      + "\" (one runner per lease: give the module to its lease's runner)");
-  return errs;
-}
-
-std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
-                                           caf::timespan module_stop_timeout) {
-  std::vector<std::string> errs;
-  for (size_t i = 0; i < cfg.modules.size(); ++i)
-    check_stop_bound(cfg.modules[i], "modules[" + std::to_string(i) + "]", reg,
-                     module_stop_timeout, errs);
   return errs;
 }
 

@@ -16,6 +16,21 @@ const char* to_string(module_state s) {
   return "?";
 }
 
+namespace {
+
+/// A module event with why it happened (`reason`; `code`: a raw exit code).
+void say(const event_emitter& emit, event_type t, const std::string& module, bool leader_only,
+         const std::string& reason, const std::string& code = {}) {
+  emit(t, [&](runtime_event& ev) {
+    ev.module = module;
+    ev.leader_only = leader_only;
+    ev.reason = reason;
+    ev.code = code;
+  });
+}
+
+} // namespace
+
 bool add_restart(std::vector<caf::actor_clock::time_point>& times,
                  caf::actor_clock::time_point now, const restart_policy& p) {
   auto first_kept = times.begin();
@@ -27,9 +42,8 @@ bool add_restart(std::vector<caf::actor_clock::time_point>& times,
 }
 
 restart_policy module_supervisor::policy(const slot& s) const {
-  if (s.spec.restart)
-    return *s.spec.restart;
-  return restart_policy{opt_.supervision.intensity, opt_.supervision.period};
+  return s.spec.restart.value_or(
+    restart_policy{opt_.supervision.intensity, opt_.supervision.period});
 }
 
 module_supervisor::module_supervisor(runner_internal_actor::pointer self, const runner_options& opt,
@@ -182,29 +196,20 @@ void module_supervisor::stop(slot& s, const std::string& reason) {
   s.actor = nullptr;
   s.state = module_state::stopped;
   self_->delayed_send(self_, opt_.timings.module_stop_timeout, stop_timeout_atom::value, id);
-  emit_(event_type::module_stopping, [&](runtime_event& ev) {
-    ev.module = s.spec.name;
-    ev.leader_only = s.spec.leader_only;
-    ev.reason = reason;
-  });
+  say(emit_, event_type::module_stopping, s.spec.name, s.spec.leader_only, reason);
 }
 
 void module_supervisor::on_stop_timeout(std::uint64_t id) {
   auto it = std::find_if(stopping_.begin(), stopping_.end(),
                          [&](const stopping_module& s) { return s.id == id; });
-  if (it == stopping_.end())
-    return;
-  if (it->killed)
+  if (it == stopping_.end() || it->killed)
     return;
   // A kill is not a stop: the module counts as stopping until its down
   // message arrives (a detached actor blocked in a handler runs on).
   it->killed = true;
   caf::anon_send_exit(it->actor, caf::exit_reason::kill);
-  emit_(event_type::module_killed, [&](runtime_event& ev) {
-    ev.module = it->name;
-    ev.leader_only = it->leader_only;
-    ev.reason = "did not stop within module_stop_timeout";
-  });
+  say(emit_, event_type::module_killed, it->name, it->leader_only,
+      "did not stop within module_stop_timeout");
   if (it->leader_only)
     hooks_.kill_unconfirmed(it->name);
 }
@@ -222,12 +227,7 @@ bool module_supervisor::on_down(const caf::down_msg& dm) {
                          [&](const stopping_module& s) { return s.actor.address() == dm.source; });
   if (st != stopping_.end()) {
     auto how = describe_exit(dm.reason, self_->system());
-    emit_(event_type::module_stopped, [&](runtime_event& ev) {
-      ev.module = st->name;
-      ev.leader_only = st->leader_only;
-      ev.reason = how.words;
-      ev.code = how.code;
-    });
+    say(emit_, event_type::module_stopped, st->name, st->leader_only, how.words, how.code);
     stopping_.erase(st);
     hooks_.stopped();
     return true;
@@ -245,23 +245,14 @@ bool module_supervisor::on_down(const caf::down_msg& dm) {
 
 void module_supervisor::crashed(slot& s, const std::string& reason, const std::string& code) {
   auto now = self_->clock().now();
-  emit_(event_type::module_crashed, [&](runtime_event& ev) {
-    ev.module = s.spec.name;
-    ev.leader_only = s.spec.leader_only;
-    ev.reason = reason;
-    ev.code = code;
-  });
+  say(emit_, event_type::module_crashed, s.spec.name, s.spec.leader_only, reason, code);
   auto p = policy(s);
   if (!add_restart(s.restart_times, now, p)) {
     s.state = module_state::failed;
-    emit_(event_type::module_failed, [&](runtime_event& ev) {
-      ev.module = s.spec.name;
-      ev.leader_only = s.spec.leader_only;
-      ev.reason = "crashed more than " + std::to_string(p.max_restarts) + " times within "
-                  + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.within)
-                                     .count())
-                  + "ms";
-    });
+    say(emit_, event_type::module_failed, s.spec.name, s.spec.leader_only,
+        "crashed more than " + std::to_string(p.max_restarts) + " times within "
+          + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(p.within).count())
+          + "ms");
     if (s.spec.leader_only)
       hooks_.leader_only_failed(s.spec.name);
     return;
@@ -283,15 +274,12 @@ void module_supervisor::crashed(slot& s, const std::string& reason, const std::s
 
 void module_supervisor::on_restart(const std::string& name, std::uint64_t generation,
                                    const std::optional<fencing_token>& fence) {
-  auto* found = find(name);
-  if (!found)
+  auto* s = find(name);
+  if (!s || s->state != module_state::restarting || s->generation != generation)
     return;
-  auto& s = *found;
-  if (s.state != module_state::restarting || s.generation != generation)
-    return;
-  s.state = module_state::stopped;
-  if (may_run(s, fence))
-    spawn(s, fence);
+  s->state = module_state::stopped;
+  if (may_run(*s, fence))
+    spawn(*s, fence);
 }
 
 std::vector<module_status> module_supervisor::status() const {

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,9 +102,8 @@ private:
     module_spec spec;
     caf::actor actor;                            // the running instance, if any
     module_state state = module_state::stopped;
-    std::vector<caf::actor_clock::time_point> restart_times;  // within its policy's window (no
-                                                             // allocation until a restart; a deque
-                                                             // took 576 bytes per module at once)
+    /// Within its policy's window; a vector allocates nothing until a restart.
+    std::vector<caf::actor_clock::time_point> restart_times;
     backoff delays;                              // restart delay; reset when the window empties
     caf::actor_clock::time_point restart_at{};   // state restarting: when
     int restarts = 0;

@@ -2,9 +2,6 @@
 // runner_internal_actor, is in include/leasehold/protocol.hpp).
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "actors/elector.hpp"
-#include "actors/elector.hpp"
 #include "actors/handover.hpp"
 
 namespace leasehold {

@@ -9,7 +9,7 @@
 // that serves only /_leasehold/* and never goes down.
 //
 // In-process use (tests) or via main.cpp. Not restartable: start() once.
-// The control routes are listed at api_server_options below.
+// The control routes: control.cpp.
 #pragma once
 
 #include <chrono>
@@ -22,14 +22,9 @@
 
 namespace leasehold {
 
-// The control routes:
-//   GET  /_leasehold/faults          current fault state
-//   POST /_leasehold/faults          change it (body: see faults.hpp)
-//   GET  /_leasehold/stats           counters per verb, client and status code
-//   POST /_leasehold/stats/reset     zero them
-//
-// "down" closes the main listener and drops its open connections (use the
-// control port to send it: a request on the main port loses its answer).
+// Fault mode "down" (faults.hpp) closes the main listener and drops its open
+// connections (use the control port to send it: a request on the main port
+// loses its answer).
 struct api_server_options {
   std::string host = "127.0.0.1";
   int port = 0;                    // 0: an ephemeral port

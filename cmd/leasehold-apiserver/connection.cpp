@@ -10,7 +10,6 @@
 #include <climits>
 #include <cstring>
 #include <string_view>
-#include <utility>
 #include <type_traits>
 
 #include "cmd/leasehold-apiserver/listener.hpp"

@@ -14,10 +14,8 @@ void set_status(httplib::Response& res, int code, const std::string& message) {
 }
 
 void send_reply(httplib::Response& res, const reply& r) {
-  if (r.text.empty())
-    return set_json(res, r.code, r.value());
   res.status = r.code;
-  res.set_content(r.text, "application/json");
+  res.set_content(r.text.empty() ? r.value().dump() : r.text, "application/json");
 }
 
 void send_reply(httplib::Response& res, const reply& r, const resource_type* table,

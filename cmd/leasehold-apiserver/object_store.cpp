@@ -196,12 +196,6 @@ reply object_store::get(const resource_type& r, const std::string& ns, const std
   return {200, it->second.object};
 }
 
-reply object_store::list(const resource_type& r, const std::string& ns) const {
-  object_filter all;
-  all.parse(ns, "", "");
-  return list(r, all, 0, "");
-}
-
 // A continue token is "<namespace>/<name>" of the next item to send (neither
 // can contain a slash); the next page starts there, at the current state.
 reply object_store::list(const resource_type& r, const object_filter& filter, std::size_t limit,

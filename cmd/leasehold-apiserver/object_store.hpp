@@ -31,8 +31,7 @@
 namespace leasehold::apiserver {
 
 /// A stored object. Immutable once stored: the store, the watch history
-/// and the replies share it instead of copying it (a write used to copy the
-/// Lease three times and serialize it twice).
+/// and the replies share it instead of copying it.
 using object_ptr = std::shared_ptr<const nlohmann::json>;
 
 /// An HTTP status and its JSON body (the object, a List or a Status): a
@@ -85,8 +84,6 @@ public:
   explicit object_store(std::size_t history_limit = 1000);
 
   reply get(const resource_type& r, const std::string& ns, const std::string& name) const;
-  /// Lists one namespace, or every namespace when `ns` is empty.
-  reply list(const resource_type& r, const std::string& ns) const;
   /// Lists the objects `filter` matches, at most `limit` (0: all) from the
   /// `continue_token` of a previous page on.
   reply list(const resource_type& r, const object_filter& filter, std::size_t limit,

@@ -1,7 +1,6 @@
 #include "cmd/leasehold-apiserver/selectors.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 namespace leasehold::apiserver {
 

@@ -16,14 +16,6 @@ namespace leasehold {
 using nlohmann::json;
 using namespace apiserver;
 
-namespace {
-
-std::string watch_line(const std::string& type, const json& object) {
-  return apiserver::watch_line(type, object.dump());
-}
-
-} // namespace
-
 /// One open watch stream; lives in the chunked content provider.
 struct local_api_server::impl::watch_stream {
   const resource_type* resource = nullptr;
@@ -92,9 +84,10 @@ void local_api_server::impl::start_watch(const httplib::Request& req, const reso
 std::string local_api_server::impl::event_line(const std::string& type, const watch_stream& w,
                                                const json& object) const {
   if (!w.table)
-    return watch_line(type, object);
+    return watch_line(type, object.dump());
   json metadata = {{"resourceVersion", object["metadata"]["resourceVersion"]}};
-  return watch_line(type, as_table(*w.resource, json::array({object}), metadata, w.include_object));
+  return watch_line(type,
+                    as_table(*w.resource, json::array({object}), metadata, w.include_object).dump());
 }
 
 void local_api_server::impl::queue_events(watch_stream& w, const watch_batch& batch) {
@@ -172,16 +165,15 @@ bool local_api_server::impl::watch_step(watch_stream& w, const httplib::Request&
           lines += w.pending.front();
         return sink.write(lines.data(), lines.size());
       }
-      if (error_code != 0) {
-        w.pending.push_back(watch_line("ERROR", failure_status(error_code, reason_for(error_code),
-                                                               "injected watch fault: " + reason_for(error_code))));
-        w.ending = true;
-        continue;
-      }
-      auto batch = store.events_since(*w.resource, w.since);
-      if (batch.expired) {
-        w.pending.push_back(watch_line("ERROR", failure_status(410, "Expired",
-          "too old resource version: " + std::to_string(w.since) + " (" + std::to_string(batch.oldest) + ")")));
+      // An ERROR event ends the stream.
+      auto batch = error_code != 0 ? watch_batch{} : store.events_since(*w.resource, w.since);
+      if (error_code != 0 || batch.expired) {
+        auto status = error_code != 0
+          ? failure_status(error_code, reason_for(error_code),
+                           "injected watch fault: " + reason_for(error_code))
+          : failure_status(410, "Expired", "too old resource version: " + std::to_string(w.since)
+                                             + " (" + std::to_string(batch.oldest) + ")");
+        w.pending.push_back(watch_line("ERROR", status.dump()));
         w.ending = true;
         continue;
       }
@@ -192,7 +184,7 @@ bool local_api_server::impl::watch_step(watch_stream& w, const httplib::Request&
         if (w.next_bookmark != clock::time_point{}) {
           json object = {{"kind", w.resource->kind}, {"apiVersion", w.resource->api_version()},
                          {"metadata", {{"resourceVersion", std::to_string(w.since)}}}};
-          w.pending.push_back(watch_line("BOOKMARK", object));
+          w.pending.push_back(watch_line("BOOKMARK", object.dump()));
         }
         w.next_bookmark = now + bookmark_every;
         continue;

@@ -48,13 +48,6 @@ std::int64_t to_ms(caf::timespan d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
-ojson errors_json(const std::vector<std::string>& errs) {
-  ojson a = ojson::array();
-  for (auto& e : errs)
-    a.push_back(e);
-  return a;
-}
-
 /// Applies a changed config file to the running agent: only `modules` is
 /// live (each lease's runner gets its modules); other changed fields, and
 /// modules moved to other leases or groups, are reported as needing a
@@ -72,7 +65,7 @@ public:
     auto errs = parse_config(content, reg_, opts_.overrides, env_, next);
     if (!errs.empty()) {
       log_.log(log_level::error, "config file rejected, the running config stays",
-               {{"path", opts_.config_path}, {"errors", errors_json(errs)}});
+               {{"path", opts_.config_path}, {"errors", errs}});
       rejected_ = true;
       return;
     }
@@ -81,7 +74,7 @@ public:
     auto changed = running_.restart_fields_changed(next);
     if (!changed.empty())
       log_.log(log_level::warn, "config fields changed that only take effect after a restart",
-               {{"path", opts_.config_path}, {"fields", errors_json(changed)}});
+               {{"path", opts_.config_path}, {"fields", changed}});
     if (next.modules.modules == running_.modules.modules) {
       accepted();
       return;
@@ -97,7 +90,7 @@ public:
     auto refused = leases_.apply(sys_, next.leases, std::chrono::seconds(5));
     if (!refused.empty()) {
       log_.log(log_level::error, "config file rejected by the runner, the running config stays",
-               {{"path", opts_.config_path}, {"errors", errors_json(refused)}});
+               {{"path", opts_.config_path}, {"errors", refused}});
       rejected_ = true;
       return;
     }
@@ -233,9 +226,7 @@ std::string etcd_failover_warning(const agent_config& cfg) {
   auto ttl = std::chrono::seconds(std::max(1, duration_seconds(t.lease_duration)));
   if (ttl_tells_expiry(t, ttl))
     return "";
-  auto ms = [](caf::timespan d) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-  };
+  auto ms = [](caf::timespan d) { return std::to_string(to_ms(d)) + " ms"; };
   return "timings: on etcd renew_deadline + request_timeout + 1 s (" + ms(t.renew_deadline) + " + "
          + ms(t.effective_request_timeout()) + " + 1000 ms) exceeds the key's TTL ("
          + std::to_string(ttl.count())

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <iosfwd>
-#include <memory>
 #include <string>
 
 #include "leasehold/modules.hpp"

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cerrno>
 #include <cstdlib>
 #include <random>
@@ -163,10 +162,6 @@ bool same_etcd(etcd_config fa, etcd_config fb) {
   return fa.endpoints == fb.endpoints;
 }
 
-bool valid_log_level(const std::string& s) {
-  return s == "debug" || s == "info" || s == "warn" || s == "error";
-}
-
 bool valid_host_port(const std::string& s) {
   auto colon = s.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
@@ -179,10 +174,6 @@ bool valid_host_port(const std::string& s) {
 }
 
 } // namespace
-
-std::string format_duration(caf::timespan d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + "ms";
-}
 
 election_timings agent_default_timings() {
   election_timings t;
@@ -262,6 +253,9 @@ void apply_environment(config_overrides& over,
 }
 
 namespace {
+
+/// A YAML document as JSON: plain scalars typed (true/false, null/~,
+/// integers, floats), quoted ones strings.
 json yaml_node_to_json(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Null:
@@ -300,15 +294,8 @@ json yaml_node_to_json(const YAML::Node& n) {
   }
   return s;
 }
-} // namespace
 
-json yaml_to_json(const std::string& text) {
-  try {
-    return yaml_node_to_json(YAML::Load(text));
-  } catch (const YAML::Exception& e) {
-    throw std::runtime_error(e.what());
-  }
-}
+} // namespace
 
 std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,
                                       const config_overrides& over,
@@ -324,8 +311,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     }
   } else {
     try {
-      doc = yaml_to_json(text);
-    } catch (const std::runtime_error& e) {
+      doc = yaml_node_to_json(YAML::Load(text));
+    } catch (const YAML::Exception& e) {   // its message names the line and column
       return {std::string("$: invalid YAML: ") + e.what()};
     }
     if (doc.is_null())
@@ -404,7 +391,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     errs.push_back("lease_name: " + e);
   if (auto e = namespace_error(cfg.ns); !e.empty())
     errs.push_back("namespace: " + e);
-  if (!valid_log_level(cfg.log_level))
+  if (!parse_log_level(cfg.log_level))
     errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level
                    + "\")");
   if (!parse_log_format(cfg.log_format))

@@ -29,8 +29,6 @@ using modules::parse_duration;
 /// but the identity is also a log field and a label-like name; 253 is the
 /// Kubernetes object-name (DNS subdomain) limit.
 constexpr std::size_t max_identity_length = 253;
-/// "1500ms" style, for logs and messages.
-std::string format_duration(caf::timespan d);
 
 /// The agent's release bound on shutdown (the library default is 2 s): with
 /// it, module_stop_timeout + release + event flush fit the exit budget of
@@ -98,11 +96,6 @@ struct config_environment {
 
 /// $POD_NAME, else "<hostname>_<process_suffix>".
 std::string default_identity(const config_environment& env);
-
-/// A YAML config document as the JSON parse_config reads: plain scalars
-/// typed (true/false, null/~, integers, floats), quoted ones strings. Throws
-/// std::runtime_error with the YAML parser's message (line and column).
-nlohmann::json yaml_to_json(const std::string& text);
 
 /// Parses a config document: JSON when its first non-blank character is
 /// `{`, else YAML (operators keep configs in ConfigMaps as YAML). Errors name their JSON path;

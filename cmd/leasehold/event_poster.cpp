@@ -31,6 +31,22 @@ struct poster_state {
 
 using poster_actor = caf::stateful_actor<poster_state>;
 
+/// The Lease's uid as the events that carry it said last: the events that
+/// do not (a term's end, a handover) are about the same object.
+class known_uid {
+public:
+  std::string update(const std::string& seen) {
+    std::lock_guard<std::mutex> g(mx_);
+    if (!seen.empty())
+      uid_ = seen;
+    return uid_;
+  }
+
+private:
+  std::mutex mx_;
+  std::string uid_;
+};
+
 bool retryable(error_kind k) {
   switch (k) {
     case error_kind::invalid:
@@ -113,26 +129,6 @@ caf::actor spawn_event_poster(caf::actor_system& sys, event_transport_actor tran
                               event_poster_options opts) {
   return sys.spawn(event_poster, std::move(transport), opts);
 }
-
-namespace {
-
-/// The Lease's uid as the events that carry it said last: the events that
-/// do not (a term's end, a handover) are about the same object.
-class known_uid {
-public:
-  std::string update(const std::string& seen) {
-    std::lock_guard<std::mutex> g(mx_);
-    if (!seen.empty())
-      uid_ = seen;
-    return uid_;
-  }
-
-private:
-  std::mutex mx_;
-  std::string uid_;
-};
-
-} // namespace
 
 event_sink event_poster_sink(caf::actor poster, lease_key lease) {
   // "stopped leading" once per term: a term ends with term_lost, or with

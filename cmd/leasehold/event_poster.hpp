@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
 
 #include <caf/all.hpp>
 

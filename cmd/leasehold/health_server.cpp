@@ -4,7 +4,6 @@
 
 #include <httplib.h>
 
-#include "cmd/leasehold/clock.hpp"
 #include "cmd/leasehold/process_metrics.hpp"
 #include "leasehold/lease.hpp"
 #include "lease/log_time.hpp"

@@ -1,28 +1,26 @@
 #include "cmd/leasehold/journal.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
-#include "cmd/leasehold/clock.hpp"
 #include "leasehold/lease.hpp"
 #include "lease/log_time.hpp"
+#include "modules/fence_keeper.hpp"
 
 namespace leasehold::agent {
 
-std::optional<const char*> journal_event_name(event_type t) {
-  switch (t) {
-    case event_type::term_acquired: return "term_acquired";
-    case event_type::term_lost: return "term_lost";
-    case event_type::lease_released: return "lease_released";
-    case event_type::module_started: return "module_started";
-    case event_type::module_stopped: return "module_stopped";
-    case event_type::module_killed: return "module_killed";
-    case event_type::fatal: return "fatal";
-    case event_type::module_crashed: return "module_crashed";
-    case event_type::module_output: return "module_output";
-    case event_type::renewed: return "renewed";
-    default: return std::nullopt;
-  }
-}
+namespace {
+
+/// The events journaled, under their to_string() names.
+constexpr event_type journaled[] = {
+  event_type::term_acquired, event_type::term_lost, event_type::lease_released,
+  event_type::module_started, event_type::module_stopped, event_type::module_killed,
+  event_type::fatal, event_type::module_crashed, event_type::module_output, event_type::renewed,
+};
+
+} // namespace
 
 journal::journal(const std::string& path, std::string identity)
   : file_(std::fopen(path.c_str(), "a")), identity_(std::move(identity)) {}
@@ -37,14 +35,14 @@ event_sink journal::sink() {
 }
 
 void journal::on_event(const runtime_event& e) {
-  auto name = journal_event_name(e.type);
-  if (!name || file_ == nullptr)
+  if (file_ == nullptr || std::find(std::begin(journaled), std::end(journaled), e.type)
+                            == std::end(journaled))
     return;
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  j["mono_ns"] = monotonic_ns();
+  j["mono_ns"] = modules::monotonic_ns();
   j["wall"] = format_log_time(e.wall);
   j["identity"] = identity_;
-  j["event"] = *name;
+  j["event"] = to_string(e.type);
   if (!e.lease.empty())
     j["lease"] = e.lease;   // ns/name: an agent with leases of its modules runs several
   j["term"] = e.term;

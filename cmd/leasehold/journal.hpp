@@ -12,7 +12,6 @@
 
 #include <cstdio>
 #include <mutex>
-#include <optional>
 #include <string>
 
 #include "leasehold/events.hpp"
@@ -38,8 +37,5 @@ private:
   std::FILE* file_;
   std::string identity_;
 };
-
-/// The journal's name for an event type, nullopt when it is not journaled.
-std::optional<const char*> journal_event_name(event_type t);
 
 } // namespace leasehold::agent

@@ -85,10 +85,6 @@ std::optional<log_record> describe(const runtime_event& e) {
       r.fields["term_starts_in_ms"] = static_cast<std::int64_t>(e.value);
       break;
     case event_type::outside_write:
-      r.fields["holder"] = e.holder;
-      with_term();
-      with_reason();
-      break;
     case event_type::leader_changed:
     case event_type::identity_conflict:
       r.fields["holder"] = e.holder;
@@ -218,11 +214,6 @@ json_logger::json_logger(log_level min, std::string identity, std::string lease,
   : min_(min), identity_(std::move(identity)), lease_(std::move(lease)), out_(out),
     summary_every_(summary_every) {}
 
-void json_logger::set_level(log_level min) {
-  std::lock_guard<std::mutex> guard(mtx_);
-  min_ = min;
-}
-
 void json_logger::set_format(log_format f) {
   std::lock_guard<std::mutex> guard(mtx_);
   format_ = f;
@@ -250,7 +241,7 @@ void json_logger::on_event(const runtime_event& e) {
   }
   if (auto r = describe(e)) {
     // The event's own lease where it is not the agent's (a module's lease).
-    if (!e.lease.empty() && e.lease != lease_)
+    if (other_lease)
       r->fields["lease"] = e.lease;
     // Module output is content, not status: identical lines are kept.
     write(r->level, r->msg, r->fields, e.type != event_type::module_output);

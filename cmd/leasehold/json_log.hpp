@@ -47,7 +47,6 @@ public:
   /// the write itself).
   event_sink sink();
 
-  void set_level(log_level min);
   void set_format(log_format f);
 
 private:

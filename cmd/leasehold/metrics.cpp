@@ -23,8 +23,7 @@ std::string number(double v) {
   return s.str();
 }
 
-} // namespace
-
+/// Escapes a label value (backslash, double quote, newline).
 std::string escape_label(const std::string& v) {
   std::string out;
   for (char c : v) {
@@ -35,6 +34,8 @@ std::string escape_label(const std::string& v) {
   }
   return out;
 }
+
+} // namespace
 
 event_sink metrics::sink() {
   return [this](const runtime_event& e) { record(e); };

@@ -14,11 +14,12 @@ probe_result fail(const std::string& reason) {
   return {false, {{"status", "unhealthy"}, {"reason", reason}}};
 }
 
-} // namespace
-
+/// The watchdog's allowance beyond lease_duration.
 caf::timespan watchdog_grace(const election_timings& t) {
   return std::max<caf::timespan>(t.retry_period, std::chrono::seconds(1));
 }
+
+} // namespace
 
 probe_result liveness(const std::optional<runner_status>& st, const election_timings& t) {
   if (!st)

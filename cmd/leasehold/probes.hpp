@@ -12,11 +12,10 @@
 //              elect for); a leader while its fence is valid; a follower
 //              once the API has answered, unless it has been failing for
 //              longer than renew_deadline; and module_health. All from the
-//              runner's status (one source).
+//              runner's status (one source; docs/operations.md).
 #pragma once
 
 #include <optional>
-#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -31,18 +30,9 @@ struct probe_result {
   nlohmann::json body;   // {"status":"ok"} or {"status":"unhealthy","reason":...}
 };
 
-/// Tracks, from runtime events, whether the API has answered and whether an
-/// error is outstanding.
-/// The watchdog's allowance beyond lease_duration.
-caf::timespan watchdog_grace(const election_timings& t);
-
 probe_result liveness(const std::optional<runner_status>& st, const election_timings& t);
 probe_result module_health(const runner_status& st);
 probe_result health(const std::optional<runner_status>& st, const election_timings& t);
-/// /readyz: a leader while its fence is valid (renewed within
-/// renew_deadline); a follower unless the lease API has been failing for
-/// longer than renew_deadline or never answered; neither while a module
-/// crash-loops. One source: the runner's status (docs/operations.md).
 probe_result readiness(const std::optional<runner_status>& st, const election_timings& t);
 
 } // namespace leasehold::agent

@@ -83,41 +83,38 @@ std::string render_process_metrics(const process_sample& s) {
   gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
         s.cpu_seconds);
   gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
-        static_cast<double>(s.resident_bytes));
+        s.resident_bytes);
   gauge(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
-        static_cast<double>(s.virtual_bytes));
-  gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.",
-        static_cast<double>(s.open_fds));
-  gauge(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
-        static_cast<double>(s.max_fds));
+        s.virtual_bytes);
+  gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", s.open_fds);
+  gauge(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.", s.max_fds);
   gauge(out, "process_start_time_seconds", "gauge",
         "Start time of the process since unix epoch in seconds.", s.start_time_seconds);
-  gauge(out, "process_threads", "gauge", "Number of threads of the process.",
-        static_cast<double>(s.threads));
+  gauge(out, "process_threads", "gauge", "Number of threads of the process.", s.threads);
   auto c = current_transport_census();
   gauge(out, "leasehold_transport_pools", "gauge", "Lease transports (dispatchers) running.",
-        static_cast<double>(c.pools));
+        c.pools);
   gauge(out, "leasehold_transport_workers", "gauge",
         "Transport workers: one thread and one keep-alive connection each.",
-        static_cast<double>(c.workers));
+        c.workers);
   gauge(out, "leasehold_transport_busy_workers", "gauge", "Transport workers serving a request.",
-        static_cast<double>(c.busy_workers));
+        c.busy_workers);
   gauge(out, "leasehold_transport_queued_requests", "gauge",
-        "Lease API requests waiting for a transport worker.", static_cast<double>(c.queued));
+        "Lease API requests waiting for a transport worker.", c.queued);
   gauge(out, "leasehold_watch_streams", "gauge",
         "Lease watch streams open or reconnecting: one thread and one stream each.",
-        static_cast<double>(c.watch_streams));
+        c.watch_streams);
   gauge(out, "leasehold_transport_requests_total", "counter",
-        "Lease API requests answered by a transport worker.", static_cast<double>(c.requests));
+        "Lease API requests answered by a transport worker.", c.requests);
   gauge(out, "leasehold_transport_expired_total", "counter",
         "Lease API requests answered timeout, unsent, after waiting too long for a worker.",
-        static_cast<double>(c.expired));
+        c.expired);
   gauge(out, "leasehold_transport_batches_total", "counter",
         "Batch calls of a transport worker: 2 or more queued reads, creates or renews at "
         "once (on etcd one txn).",
-        static_cast<double>(c.batches));
+        c.batches);
   gauge(out, "leasehold_transport_batched_requests_total", "counter",
-        "Lease API requests answered by batch calls.", static_cast<double>(c.batched));
+        "Lease API requests answered by batch calls.", c.batched);
   return out.str();
 }
 

@@ -1,6 +1,6 @@
 // The standard process metrics (as Prometheus client libraries export them
-// on Linux), read from /proc at scrape time, and the lease transports'
-// series; all are listed at process_sample below.
+// on Linux, and process_threads as Go's go_threads), read from /proc at
+// scrape time, and the lease transports' series (transport/transport_pool.hpp).
 #pragma once
 
 #include <cstdint>
@@ -11,21 +11,6 @@
 
 namespace leasehold::agent {
 
-// The series:
-//   process_cpu_seconds_total       counter  user + system CPU time
-//   process_resident_memory_bytes   gauge    resident set size
-//   process_virtual_memory_bytes    gauge    virtual memory size
-//   process_open_fds                gauge    open file descriptors
-//   process_max_fds                 gauge    the open-files limit (RLIMIT_NOFILE, soft)
-//   process_start_time_seconds      gauge    start time, seconds since the Unix epoch
-//   process_threads                 gauge    threads of this process (as Go's go_threads)
-// and this process's lease transports (transport/transport_pool.hpp):
-//   leasehold_transport_pools, leasehold_transport_workers (one thread and
-//   one keep-alive connection each), leasehold_transport_busy_workers,
-//   leasehold_transport_queued_requests, leasehold_watch_streams (one
-//   thread and one stream each), leasehold_transport_requests_total,
-//   leasehold_transport_expired_total (answered timeout after waiting for
-//   a worker).
 struct process_sample {
   double cpu_seconds = 0;
   std::int64_t resident_bytes = 0;

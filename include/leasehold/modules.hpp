@@ -109,7 +109,6 @@ struct module_spec {
 
 struct module_config {
   std::vector<module_spec> modules;
-  bool any_leader_only_enabled() const;
 };
 
 /// Checks a whole config against the registry: unknown types, duplicate or
@@ -122,16 +121,10 @@ std::vector<std::string> validate(const module_config& cfg, const module_registr
 /// `modules[2].lease: "reports" is not this runner's lease "main"`.
 std::vector<std::string> check_leases(const module_config& cfg, const std::string& lease_name);
 
-/// Errors for every module whose stop_time is not below `module_stop_timeout`
-/// (the limit named in the message), e.g. "modules[0].settings.grace_ms:
-/// 5000ms must be below timings.module_stop_timeout (4000ms)".
-std::vector<std::string> check_stop_bounds(const module_config& cfg, const module_registry& reg,
-                                           caf::timespan module_stop_timeout);
-
 /// Parses the "modules" array of a JSON config (shape in README). Errors name
 /// the JSON path; the registry supplies default leader_only per type. Every
 /// entry goes through every check (shape, name, type, settings and, given
-/// `module_stop_timeout`, check_stop_bounds), so one call reports all errors.
+/// `module_stop_timeout`, its stop_time below it), so one call reports all errors.
 std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
                                        module_config& out,
                                        std::optional<caf::timespan> module_stop_timeout = {});

@@ -325,7 +325,9 @@ TEST_CASE("events store keeps only the last 10,000") {
   REQUIRE(events != nullptr);
   for (int i = 0; i < 10'005; ++i)
     REQUIRE(store.create(*events, "ns", {{"metadata", {{"name", "e" + std::to_string(i)}}}}).code == 201);
-  auto list = store.list(*events, "ns");
+  leasehold::apiserver::object_filter ns;
+  ns.parse("ns", "", "");
+  auto list = store.list(*events, ns, 0, "");
   CHECK(list.body["items"].size() == 10'000);
   CHECK(store.get(*events, "ns", "e4").code == 404);
   CHECK(store.get(*events, "ns", "e5").code == 200);
