@@ -24,12 +24,6 @@ constexpr std::int64_t history_revisions = 16 * etcd_txn_ops;
 
 } // namespace
 
-bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
-                            const std::string& key, std::int64_t read, std::int64_t created,
-                            bool seen_present) {
-  return etcd_unwritten_between(call, own, {{key, read, created, seen_present}}).front();
-}
-
 std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
                                          const std::vector<etcd_history_check>& checks) {
   std::vector<bool> out(checks.size(), false);
@@ -85,7 +79,6 @@ std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, cons
     out[i] = out[i] && !present[i];   // gone before the create (it could not create otherwise)
   return out;
 }
-
 
 namespace {
 
@@ -216,13 +209,15 @@ bool read_range(Object& o, etcd_ranges_read::range& r) {
   });
 }
 
-} // namespace
-
+/// Key `k` as range answer `reply` (of a /v3/kv/range, or one
+/// response_range of a txn: `path`, named in errors) shows it; `revision`:
+/// the store's revision when the answer has none of its own.
 api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
                                           std::int64_t revision, const std::string& path) {
-  return current_of(k, first_kv(reply), header_revision(reply), revision,
-                    [&] { return path; });
+  return current_of(k, first_kv(reply), header_revision(reply), revision, [&] { return path; });
 }
+
+} // namespace
 
 bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out) {
   out = etcd_ranges_read{};
