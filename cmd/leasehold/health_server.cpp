@@ -30,10 +30,6 @@ void reply_json(httplib::Response& res, int code, const nlohmann::json& body) {
   res.set_content(body.dump() + "\n", json_type);
 }
 
-void reply_probe(httplib::Response& res, const probe_result& p) {
-  reply_json(res, p.ok ? 200 : 503, p.body);
-}
-
 } // namespace
 
 nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration) {
@@ -239,15 +235,12 @@ health_server::health_server(health_sources src)
   : src_(std::move(src)), server_(std::make_unique<httplib::Server>()) {
   auto& s = *server_;
   s.new_task_queue = [] { return new httplib::ThreadPool(health_threads); };
-  s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, every_lease(liveness));
-  });
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, every_lease(health));
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, every_lease(readiness));
-  });
+  for (auto [path, probe] : {std::pair{"/livez", &liveness}, std::pair{"/healthz", &health},
+                             std::pair{"/readyz", &readiness}})
+    s.Get(path, [this, probe = probe](const httplib::Request&, httplib::Response& res) {
+      auto p = every_lease(probe);
+      reply_json(res, p.ok ? 200 : 503, p.body);
+    });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(src_.counters->render(src_.status(), leases(), groups()),
                     metrics::content_type);

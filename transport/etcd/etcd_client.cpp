@@ -114,11 +114,6 @@ struct etcd_client::impl {
           + std::to_string(cur.spec.lease_transitions)};
   }
 
-  api_result<lease> get_lease(const lease_key& k) {
-    auto began = std::chrono::steady_clock::now();
-    return got(k, range(k), began);
-  }
-
   /// A read of `k` that began at `began` and found `cur` (range or ranges).
   api_result<lease> got(const lease_key& k, api_result<current_key> cur,
                         std::chrono::steady_clock::time_point began) {
@@ -436,11 +431,6 @@ struct etcd_client::impl {
     }
   }
 
-  api_result<lease> update_lease(const lease& l) {
-    auto began = std::chrono::steady_clock::now();
-    return updated(l, range(l.key()), began);
-  }
-
   /// An update of `l` that began at `began` and found its key as `cur`
   /// (range or ranges): a renew rides a keepalive (etcd_session::renewed),
   /// anything else writes as it must.
@@ -572,7 +562,10 @@ api_result<json> etcd_client::post(const std::string& path, const json& body) {
 }
 
 api_result<lease> etcd_client::get_lease(const lease_key& k) {
-  return guarded("/v3/kv/range", [&] { return impl_->get_lease(k); });
+  return guarded("/v3/kv/range", [&] {
+    auto began = std::chrono::steady_clock::now();
+    return impl_->got(k, impl_->range(k), began);
+  });
 }
 
 api_result<lease> etcd_client::create_lease(const lease& l) {
@@ -580,7 +573,10 @@ api_result<lease> etcd_client::create_lease(const lease& l) {
 }
 
 api_result<lease> etcd_client::update_lease(const lease& l) {
-  return guarded("/v3/kv/txn", [&] { return impl_->update_lease(l); });
+  return guarded("/v3/kv/txn", [&] {
+    auto began = std::chrono::steady_clock::now();
+    return impl_->updated(l, impl_->range(l.key()), began);
+  });
 }
 
 api_result<lease> etcd_client::put_record(const lease& l) {

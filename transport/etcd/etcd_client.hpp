@@ -23,9 +23,7 @@
 namespace leasehold {
 
 /// Blocking etcd client: use it from a detached actor or a thread only.
-/// Every call goes to the current endpoint; on a connection error, timeout or
-/// an unavailable member it moves to the next endpoint (and stays there) and
-/// retries, at most once per endpoint.
+/// Its calls fail over between endpoints as etcd_connection's do.
 class etcd_client {
 public:
   /// The TTL readings of a transport's etcd leases, shared by its clients.

@@ -105,16 +105,6 @@ api_result<etcd_current_key> current_of(const lease_key& k,
   return api_result<etcd_current_key>::success(std::move(out));
 }
 
-/// Key `k` as range `r` read in place shows it (`revision`: the txn's, when
-/// the range has none of its own).
-template <class Where>
-api_result<etcd_current_key> current_of(const lease_key& k, etcd_ranges_read::range&& r,
-                                        std::int64_t revision, Where&& where) {
-  parse_result<std::optional<etcd_kv>> kv;
-  kv.value = std::move(r.kv);
-  return current_of(k, std::move(kv), r.revision, revision, where);
-}
-
 /// An int64 as etcd's gateway sends it next: a plain string of digits, or
 /// an integer, that fits an int64 (int64_field reads both the same).
 bool read_int64(od::value& v, std::int64_t& out) {
@@ -251,7 +241,7 @@ api_result<etcd_current_key> etcd_range_answer(const std::string& body, const le
     od::object top;
     etcd_ranges_read::range r;
     if (t.object(top) && read_range(top, r) && t.at_end())
-      return current_of(k, std::move(r), 0, [&] { return path; });
+      return current_of(k, {std::move(r.kv), {}}, r.revision, 0, [&] { return path; });
   }
   auto doc = etcd_connection::object_of(path, body, endpoint);
   if (!doc.ok())
@@ -269,8 +259,8 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
   etcd_ranges_read read;
   if (in_place && read_ranges_in_place(body, n, read)) {
     for (std::size_t i = 0; i < n; ++i)
-      out.push_back(current_of(ks[i], std::move(read.ranges[i]), read.revision,
-                               [&] { return where(i); }));
+      out.push_back(current_of(ks[i], {std::move(read.ranges[i].kv), {}}, read.ranges[i].revision,
+                               read.revision, [&] { return where(i); }));
     return out;
   }
   auto doc = etcd_connection::object_of(path, body, endpoint);
