@@ -124,8 +124,6 @@ void elector_actor::act_now() {
 
 // -- the record in memory ------------------------------------------------------
 
-/// Another replica (or a former process under our name) holds `rec` and
-/// it has not expired by our clock.
 bool elector_actor::held_by_other(const lease& rec) const {
   auto& holder = rec.spec.holder_identity;
   if (holder.empty()) {

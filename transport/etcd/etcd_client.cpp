@@ -15,9 +15,10 @@ using current_key = etcd_current_key;
 
 namespace {
 
-/// `e` for the write of `key` in a txn of `n` writes (`path`).
-api_error named(api_error e, const std::string& path, std::size_t n, const std::string& key) {
-  e.path = path + " (a write of " + std::to_string(n) + " keys: " + key + ")";
+/// `e` for the `what` (write, create) of `key` in a txn of `n` of them (`path`).
+api_error named(api_error e, const std::string& path, const char* what, std::size_t n,
+                const std::string& key) {
+  e.path = path + " (a " + what + " of " + std::to_string(n) + " keys: " + key + ")";
   return e;
 }
 
@@ -27,7 +28,7 @@ void fail_each(const std::vector<lease>& ls, const std::vector<std::size_t>& whi
                const api_error& e, const std::string& path, KeyOf&& key_of,
                std::vector<std::optional<api_result<lease>>>& out) {
   for (auto i : which)
-    out[i] = api_result<lease>::failure(named(e, path, which.size(), key_of(ls[i].key())));
+    out[i] = api_result<lease>::failure(named(e, path, "write", which.size(), key_of(ls[i].key())));
 }
 
 /// Txn compares of key `key` (base64): its create_revision, its
@@ -243,12 +244,9 @@ struct etcd_client::impl {
       return out;
     };
     auto fail_each = [&](const api_error& e) {
-      for (auto& l : ls) {
-        auto named = e;
-        named.path = path + " (a create of " + std::to_string(ls.size()) + " keys: "
-                     + key_of(l.key()) + ")";
-        out.push_back(api_result<lease>::failure(std::move(named)));
-      }
+      for (auto& l : ls)
+        out.push_back(
+          api_result<lease>::failure(named(e, path, "create", ls.size(), key_of(l.key()))));
       return out;
     };
     if (!together)

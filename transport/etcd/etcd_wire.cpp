@@ -183,26 +183,20 @@ etcd_record etcd_record::of(const lease& l) {
   return r;
 }
 
-lease_spec etcd_record::spec() const {
-  lease_spec s;
-  s.holder_identity = holder_identity;
-  s.lease_duration_seconds = lease_duration_seconds;
-  s.acquire_time = acquire_time;
-  s.lease_transitions = lease_transitions;
-  if (rare) {
-    s.preferred_holder = rare->preferred_holder;
-    s.strategy = rare->strategy;
-  }
-  return s;
-}
-
 lease etcd_record::to_lease(const lease_key& k) const {
   lease l;
   l.ns = k.ns;
   l.name = k.name;
   l.resource_version = resource_version;
   l.etcd_lease_id = etcd_lease_id;
-  l.spec = spec();
+  l.spec.holder_identity = holder_identity;
+  l.spec.lease_duration_seconds = lease_duration_seconds;
+  l.spec.acquire_time = acquire_time;
+  l.spec.lease_transitions = lease_transitions;
+  if (rare) {
+    l.spec.preferred_holder = rare->preferred_holder;
+    l.spec.strategy = rare->strategy;
+  }
   return l;
 }
 
