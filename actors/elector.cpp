@@ -344,10 +344,8 @@ void elector_actor::put(lease l, bool fallback, bool acquire) {
 /// late (R1b): no term, no fence. When the record shows it (the watch:
 /// on_watched renews it at once; a read: decide() renews it), a renew
 /// answered in time starts the term, counted from that renew's send, as
-/// after R1b. Another record seen first drops the hold (decide). Before,
-/// such a record was waited out as another's term: a lease duration on
-/// Kubernetes, a TTL on etcd until the reaper released it (hundreds of keys
-/// in a 10,000-key takeover on a loaded machine).
+/// after R1b. Another record seen first drops the hold (decide), rather
+/// than waiting out a record of our own as another's term.
 void elector_actor::hold_unanswered(wall_time acquired_at, const api_error& err) {
   if (!set_state(elector_state::holding))
     return;

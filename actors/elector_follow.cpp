@@ -124,8 +124,6 @@ void elector_actor::act_now() {
 
 // -- the record in memory ------------------------------------------------------
 
-/// Another replica (or a former process under our name) holds `rec` and
-/// it has not expired by our clock.
 bool elector_actor::held_by_other(const lease& rec) const {
   auto& holder = rec.spec.holder_identity;
   if (holder.empty()) {
@@ -430,26 +428,16 @@ void elector_actor::time_out_call() {
 }
 
 api_error elector_actor::late_reply(caf::timespan took) const {
-  api_error e;
-  e.kind = error_kind::timeout;
-  e.verb = "PUT";
-  e.path = opt_.backend->path_of("PUT", opt_.lease);
-  e.reason = "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline";
-  return e;
+  return {error_kind::timeout, 0, "PUT", opt_.backend->path_of("PUT", opt_.lease),
+          "answered after " + std::to_string(to_ms(took)) + "ms, past the renew deadline"};
 }
 
 api_error elector_actor::request_error(const char* verb, std::string path, const caf::error& e) {
-  api_error err;
-  err.verb = verb;
-  err.path = std::move(path);
-  if (e == caf::sec::request_timeout) {
-    err.kind = error_kind::timeout;
-    err.reason = "no reply within " + std::to_string(to_ms(timeout())) + "ms";
-  } else {
-    err.kind = error_kind::other;
-    err.reason = "transport: " + describe_exit(e, system()).words;
-  }
-  return err;
+  if (e == caf::sec::request_timeout)
+    return {error_kind::timeout, 0, verb, std::move(path),
+            "no reply within " + std::to_string(to_ms(timeout())) + "ms"};
+  return {error_kind::other, 0, verb, std::move(path),
+          "transport: " + describe_exit(e, system()).words};
 }
 
 /// A write sent at `sent` falls in the hold of a lease we created: no

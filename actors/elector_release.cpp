@@ -16,10 +16,6 @@ wall_time wall_now() {
   return std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
 }
 
-long long to_ms(caf::timespan t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
-}
-
 
 // -- the pure rules ----------------------------------------------------------------
 

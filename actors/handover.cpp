@@ -5,13 +5,9 @@
 
 namespace leasehold {
 
-namespace {
-
-long long ms(caf::timespan t) {
+long long to_ms(caf::timespan t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t).count();
 }
-
-} // namespace
 
 const char* to_string(yield_status s) {
   switch (s) {
@@ -124,7 +120,7 @@ caf::actor_clock::time_point yield_handover::on_released(caf::actor_clock::time_
     ev.holder = target_;
     ev.term = term;
     ev.reason = why_;
-    ev.value = static_cast<double>(ms(window));
+    ev.value = static_cast<double>(to_ms(window));
   });
   return now + window;
 }
@@ -133,17 +129,17 @@ void yield_handover::on_holder(const std::string& holder, const std::string& ide
                                caf::actor_clock::time_point now, const election_timings& t) {
   if (!active_ || !released_at_ || holder.empty())
     return;
-  auto after = " " + std::to_string(ms(now - *released_at_)) + "ms after the release";
+  auto after = " " + std::to_string(to_ms(now - *released_at_)) + "ms after the release";
   if (holder == identity) {
     fail(yield_status::not_taken, "nobody took the lease within the yield window ("
-                                    + std::to_string(ms(yield_window(t, !target_.empty())))
+                                    + std::to_string(to_ms(yield_window(t, !target_.empty())))
                                     + "ms): this replica took it back" + after);
   } else if (target_.empty() || holder == target_) {
     finish({yield_status::handed_over, holder, holder + " took the lease" + after});
   } else {
     finish({yield_status::unknown_target, holder,
             target_ + " did not take the lease within preferred_holder_wait ("
-              + std::to_string(ms(preferred_holder_wait(t))) + "ms); " + holder + " took it"
+              + std::to_string(to_ms(preferred_holder_wait(t))) + "ms); " + holder + " took it"
               + after});
   }
 }

@@ -22,6 +22,8 @@
 
 namespace leasehold {
 
+long long to_ms(caf::timespan t);   // whole milliseconds, for words and events
+
 /// The record a releasing leader writes (`released`: released_spec of its
 /// term): preferredHolder `target` (with handover_strategy when there is no
 /// strategy); without a target, a preferredHolder that names the releaser

@@ -29,10 +29,6 @@ void reply_json(httplib::Response& res, int code, const nlohmann::json& body) {
   res.set_content(body.dump() + "\n", json_type);
 }
 
-void reply_probe(httplib::Response& res, const probe_result& p) {
-  reply_json(res, p.ok ? 200 : 503, p.body);
-}
-
 } // namespace
 
 nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration) {
@@ -67,6 +63,10 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
   return out;
 }
 
+namespace {
+
+/// null, or while this replica is in a creation hold (runner_status::hold_ms):
+/// {"term", "term_starts_in_ms", "term_starts_at" (RFC 3339)}.
 nlohmann::json hold_json(const runner_status& st) {
   if (st.hold_ms < 0)
     return nullptr;
@@ -74,8 +74,6 @@ nlohmann::json hold_json(const runner_status& st) {
   return {{"term", st.term}, {"term_starts_in_ms", st.hold_ms},
           {"term_starts_at", format_log_time(starts)}};
 }
-
-namespace {
 
 std::int64_t ms(caf::timespan d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
@@ -86,8 +84,9 @@ std::string until(caf::timespan d) {   // wall time d from now
                          + std::chrono::duration_cast<std::chrono::system_clock::duration>(d));
 }
 
-} // namespace
-
+/// /debug/state's "modules" of one runner: per module {name, type,
+/// leader_only, state, restarts, restarts_in_window, restart_policy,
+/// backing_off_until}.
 nlohmann::json modules_json(const runner_status& st) {
   nlohmann::json modules = nlohmann::json::array();
   for (auto& m : st.modules) {
@@ -109,29 +108,21 @@ nlohmann::json modules_json(const runner_status& st) {
   return modules;
 }
 
-nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
-  nlohmann::json handover = nullptr;
-  if (st.handover_backoff.count() >= 0)
-    handover = {{"module", st.handover_module},
-                {"backing_off_ms", ms(st.handover_backoff)},
-                {"backing_off_until", until(st.handover_backoff)}};
-  nlohmann::json out = {{"state", to_string(st.state)},
-                        {"identity", st.identity},
-                        {"lease", st.lease.to_string()}};
-  out.update(holder_json(st, lease_duration));
-  out.update(nlohmann::json{{"term", st.term},
+/// What /debug/state and each of its "leases" say alike of a runner: term,
+/// creation_hold, ms_since_renew, terms_won, terms_lost, yield, modules.
+nlohmann::json term_json(const runner_status& st) {
+  return {{"term", st.term},
           {"creation_hold", hold_json(st)},
-          {"electing", st.electing},
-          {"healthy", st.healthy},
+          {"ms_since_renew", st.ms_since_renew},
           {"terms_won", st.terms_won},
           {"terms_lost", st.terms_lost},
-          {"ms_since_renew", st.ms_since_renew},
-          {"handover", handover},
           {"yield", st.yielding ? nlohmann::json{{"to", st.yield_to}} : nlohmann::json(nullptr)},
-          {"modules", modules_json(st)}});
-  return out;
+          {"modules", modules_json(st)}};
 }
 
+/// /debug/state's "leases": per lease {lease, group, state, leading, holder,
+/// competing, holder_observed_at, holder_age_ms} and term_json's fields
+/// ("state": "unknown" and nothing else when its runner did not answer).
 nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan lease_duration) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& l : leases) {
@@ -143,25 +134,19 @@ nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan
       j.update(nlohmann::json{{"state", to_string(st.state)},
                               {"leading", st.state == runner_state::leader},
                               {"holder", st.holder},
-                              {"term", st.term},
                               {"competing", st.competing}});
       auto seen = holder_json(st, lease_duration);   // "holder" stays the runner's word
       for (auto* k : {"holder_observed_at", "holder_age_ms", "holder_unknown_reason"})
         if (seen.contains(k))
           j[k] = seen[k];
-      j.update(nlohmann::json{{"creation_hold", hold_json(st)},
-                              {"ms_since_renew", st.ms_since_renew},
-                              {"terms_won", st.terms_won},
-                              {"terms_lost", st.terms_lost},
-                              {"yield", st.yielding ? nlohmann::json{{"to", st.yield_to}}
-                                                    : nlohmann::json(nullptr)},
-                              {"modules", modules_json(st)}});
+      j.update(term_json(st));
     }
     out.push_back(std::move(j));
   }
   return out;
 }
 
+/// /debug/state's "groups": per group {group, members, assigned, competing, moves}.
 nlohmann::json groups_json(const std::vector<group_state>& groups) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& g : groups) {
@@ -179,11 +164,31 @@ nlohmann::json groups_json(const std::vector<group_state>& groups) {
   return out;
 }
 
+/// /leader's "leads": the names of the leases this replica leads.
 nlohmann::json leads_json(const std::vector<lease_state>& leases) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& l : leases)
     if (l.status && l.status->state == runner_state::leader)
       out.push_back(l.lease);
+  return out;
+}
+
+} // namespace
+
+nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration) {
+  nlohmann::json handover = nullptr;
+  if (st.handover_backoff.count() >= 0)
+    handover = {{"module", st.handover_module},
+                {"backing_off_ms", ms(st.handover_backoff)},
+                {"backing_off_until", until(st.handover_backoff)}};
+  nlohmann::json out = {{"state", to_string(st.state)},
+                        {"identity", st.identity},
+                        {"lease", st.lease.to_string()},
+                        {"electing", st.electing},
+                        {"healthy", st.healthy},
+                        {"handover", handover}};
+  out.update(holder_json(st, lease_duration));
+  out.update(term_json(st));
   return out;
 }
 
@@ -229,15 +234,12 @@ health_server::health_server(health_sources src)
   : src_(std::move(src)), server_(std::make_unique<httplib::Server>()) {
   auto& s = *server_;
   s.new_task_queue = [] { return new httplib::ThreadPool(health_threads); };
-  s.Get("/livez", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, every_lease(liveness));
-  });
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, every_lease(health));
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    reply_probe(res, every_lease(readiness));
-  });
+  for (auto [path, probe] : {std::pair{"/livez", &liveness}, std::pair{"/healthz", &health},
+                             std::pair{"/readyz", &readiness}})
+    s.Get(path, [this, probe = probe](const httplib::Request&, httplib::Response& res) {
+      auto p = every_lease(probe);
+      reply_json(res, p.ok ? 200 : 503, p.body);
+    });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(src_.counters->render(src_.status(), leases(), groups()),
                     metrics::content_type);

@@ -67,9 +67,6 @@ struct health_sources {
 /// `last_observed_holder`) when that is older than `lease_duration`, the
 /// lease was never read, or the runner does not answer.
 nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration);
-/// null, or while this replica is in a creation hold (runner_status::hold_ms):
-/// {"term", "term_starts_in_ms", "term_starts_at" (RFC 3339)}.
-nlohmann::json hold_json(const runner_status& st);
 /// POST /yield: the status code and body for a request from `remote_addr`
 /// with `body` (empty, or {"to": "identity", "lease": "name"}; no lease: the
 /// agent's own, `lease_names`' first; a lease not in `lease_names`: 404
@@ -79,19 +76,6 @@ std::pair<int, nlohmann::json> yield_reply(const std::string& remote_addr, const
                                            const yield_function& yield);
 /// /debug/state: the runner's status with holder_json's fields.
 nlohmann::json status_json(const runner_status& st, caf::timespan lease_duration);
-/// /debug/state's "modules" of one runner: per module {name, type,
-/// leader_only, state, restarts, restarts_in_window, restart_policy,
-/// backing_off_until}.
-nlohmann::json modules_json(const runner_status& st);
-/// /debug/state's "leases": per lease {lease, group, state, leading, holder,
-/// term, competing, holder_observed_at, holder_age_ms, creation_hold,
-/// ms_since_renew, terms_won, terms_lost, yield, modules} ("state":
-/// "unknown" and nothing else when its runner did not answer).
-nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan lease_duration);
-/// /debug/state's "groups": per group {group, members, assigned, competing, moves}.
-nlohmann::json groups_json(const std::vector<group_state>& groups);
-/// /leader's "leads": the names of the leases this replica leads.
-nlohmann::json leads_json(const std::vector<lease_state>& leases);
 
 class health_server {
 public:

@@ -25,8 +25,9 @@ namespace {
 
 using leasehold::agent::run_options;
 
-/// Flags that override the config file's common fields.
-void add_override_flags(CLI::App& cmd, run_options& o) {
+/// --config (`help`) and the flags that override the config file's common fields.
+void add_config_flags(CLI::App& cmd, run_options& o, const char* help) {
+  cmd.add_option("--config", o.config_path, help)->envname("LEASEHOLD_CONFIG");
   auto& v = o.overrides;
   auto opt = [&](const char* name, std::optional<std::string>& dst, const char* help) {
     return cmd.add_option_function<std::string>(name, [&dst](const std::string& s) { dst = s; },
@@ -77,20 +78,16 @@ int main(int argc, char** argv) {
 
   run_options run_opts;
   auto* run = app.add_subcommand("run", "Run the agent until SIGTERM/SIGINT");
-  run->add_option("--config", run_opts.config_path,
-                  "JSON or YAML config file, watched for changes (default: none; defaults and "
-                  "flags; env LEASEHOLD_CONFIG)")
-    ->envname("LEASEHOLD_CONFIG");
-  add_override_flags(*run, run_opts);
+  add_config_flags(*run, run_opts,
+                   "JSON or YAML config file, watched for changes (default: none; defaults and "
+                   "flags; env LEASEHOLD_CONFIG)");
 
   run_options validate_opts;
   auto* validate = app.add_subcommand(
     "validate", "Check a config (and every file the run opens); print every error with its JSON path");
-  validate->add_option("--config", validate_opts.config_path,
-                       "JSON or YAML config file (default: none; defaults and flags; env "
-                       "LEASEHOLD_CONFIG)")
-    ->envname("LEASEHOLD_CONFIG");
-  add_override_flags(*validate, validate_opts);
+  add_config_flags(*validate, validate_opts,
+                   "JSON or YAML config file (default: none; defaults and flags; env "
+                   "LEASEHOLD_CONFIG)");
 
   leasehold::agent::yield_options yield_opts;
   auto* yield = app.add_subcommand(
@@ -136,14 +133,11 @@ int main(int argc, char** argv) {
     "status", "Every lease of a config (or, without one, of the namespace): holder, term, time "
               "since renew; each balance group's members and whether it is balanced. Read from "
               "the store, not from the agents");
-  status->add_option("--config", status_opts.config_path,
-                     "JSON or YAML config file: its leases and groups, namespace and server (env "
-                     "LEASEHOLD_CONFIG)")
-    ->envname("LEASEHOLD_CONFIG");
+  add_config_flags(*status, status_opts,
+                   "JSON or YAML config file: its leases and groups, namespace and server (env "
+                   "LEASEHOLD_CONFIG)");
   status->add_option("--output,-o", status_output, "text (default) or json")
     ->check(CLI::IsMember({"text", "json"}));
-  add_override_flags(*status, status_opts);
-
 
   // CLI11 would only say "A subcommand is required" or "not expected".
   std::vector<std::string> commands;

@@ -20,10 +20,6 @@ namespace leasehold::agent {
 
 namespace {
 
-std::int64_t ms_between(wall_time a, wall_time b) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
-}
-
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
   for (auto& s : v)
@@ -67,7 +63,8 @@ nlohmann::json status_report(const status_input& in) {
       json renewed = nullptr;
       json expired = nullptr;
       if (s.renew_time) {
-        auto ago_ms = ms_between(*s.renew_time, in.now);
+        auto ago_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(in.now - *s.renew_time).count();
         renewed = ago_ms;
         if (s.lease_duration_seconds)
           expired = ago_ms > *s.lease_duration_seconds * 1000;

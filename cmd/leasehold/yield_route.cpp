@@ -6,10 +6,6 @@ namespace leasehold::agent {
 
 namespace {
 
-yield_result answer(yield_status s, std::string successor, std::string reason) {
-  return {s, std::move(successor), std::move(reason)};
-}
-
 /// Writes preferredHolder `target` on the lease's record (read, then written
 /// on the version read; a lost race reads again). "" on success, else why not.
 std::string write_preferred(const yield_route& r, const std::string& target,
@@ -44,12 +40,12 @@ std::optional<yield_result> yield_anywhere(const yield_route& r, const std::stri
   auto holder = st->holder;
   auto target = to.empty() ? r.identity : to;
   if (target == holder)
-    return answer(yield_status::unknown_target, holder,
-                  "\"" + target + "\" already holds the lease; nothing moved");
+    return yield_result{yield_status::unknown_target, holder,
+                        "\"" + target + "\" already holds the lease; nothing moved"};
   if (auto err = write_preferred(r, target, holder); !err.empty())
-    return answer(yield_status::not_leading, holder,
-                  "this agent does not lead; writing preferredHolder " + target + " on lease "
-                    + r.lease.to_string() + " for the holder " + holder + " failed: " + err);
+    return yield_result{yield_status::not_leading, holder,
+                        "this agent does not lead; writing preferredHolder " + target + " on lease "
+                          + r.lease.to_string() + " for the holder " + holder + " failed: " + err};
   auto deadline = std::chrono::steady_clock::now() + r.timeout;
   std::string now_holder = holder;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -62,9 +58,10 @@ std::optional<yield_result> yield_anywhere(const yield_route& r, const std::stri
   auto via = "carried through the store: preferredHolder " + target + " written on lease "
              + r.lease.to_string() + ", the holder " + holder;
   if (now_holder == holder)
-    return answer(yield_status::not_taken, holder, via + " has not handed over");
-  return answer(now_holder == target ? yield_status::handed_over : yield_status::unknown_target,
-                now_holder, via + " handed it over");
+    return yield_result{yield_status::not_taken, holder, via + " has not handed over"};
+  return yield_result{now_holder == target ? yield_status::handed_over
+                                           : yield_status::unknown_target,
+                      now_holder, via + " handed it over"};
 }
 
 } // namespace leasehold::agent

@@ -201,17 +201,18 @@ TEST_CASE("etcd history: a key judged ran out must be present, gone once, then a
   int reads = 0;
   // Expired at 11, nothing since: free at once.
   CHECK(etcd_unwritten_between(history({{11, false}, {12, false}, {13, false}, {14, false}}, reads),
-                               own, key, 10, 15, true));
+                               own, {{key, 10, 15, true}}).front());
   // Expired at 11, taken at 12, deleted at 13: held.
-  CHECK_FALSE(etcd_unwritten_between(
-    history({{11, false}, {12, true}, {13, false}, {14, false}}, reads), own, key, 10, 15, true));
+  CHECK_FALSE(etcd_unwritten_between(history({{11, false}, {12, true}, {13, false}, {14, false}}, reads),
+                                     own, {{key, 10, 15, true}}).front());
   // Still present just before the create: not a history that can be.
-  CHECK_FALSE(etcd_unwritten_between(history({{11, true}, {12, true}}, reads), own, key, 10, 13, true));
+  CHECK_FALSE(etcd_unwritten_between(history({{11, true}, {12, true}}, reads), own,
+                                     {{key, 10, 13, true}}).front());
   // The very next revision is the create: the key never showed gone.
-  CHECK_FALSE(etcd_unwritten_between(history({}, reads), own, key, 10, 11, true));
+  CHECK_FALSE(etcd_unwritten_between(history({}, reads), own, {{key, 10, 11, true}}).front());
   // A read that found the key absent: absent throughout, as before.
-  CHECK(etcd_unwritten_between(history({{11, false}}, reads), own, key, 10, 12));
-  CHECK_FALSE(etcd_unwritten_between(history({{11, true}}, reads), own, key, 10, 12));
+  CHECK(etcd_unwritten_between(history({{11, false}}, reads), own, {{key, 10, 12}}).front());
+  CHECK_FALSE(etcd_unwritten_between(history({{11, true}}, reads), own, {{key, 10, 12}}).front());
 }
 
 TEST_CASE("etcd history: the creates of one batch ask every history in one txn, each judged alone") {

@@ -11,14 +11,6 @@ namespace leasehold {
 
 using nlohmann::json;
 
-namespace {
-
-api_error malformed(const std::string& path, std::string why) {
-  return api_error{error_kind::malformed_body, 200, "POST", path, std::move(why), 0};
-}
-
-} // namespace
-
 etcd_scope etcd_members::group_scope(const candidate& c) const {
   return {client_.config().prefix + "/_members/" + c.ns, c.group};
 }
@@ -26,13 +18,10 @@ etcd_scope etcd_members::group_scope(const candidate& c) const {
 api_error etcd_members::put_key(const candidate& c) {
   auto key = group_scope(c).key(c.identity);
   auto ttl = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(c.ttl).count());
-  const std::string grant = "/v3/lease/grant";
-  auto g = client_.post(grant, {{"TTL", std::to_string(ttl)}});
+  auto g = etcd_grant(ttl, post_);
   if (!g.ok())
     return g.error;
-  auto id = id_field(*g.value, "ID");
-  if (id.empty() || id == "0")
-    return malformed(grant, "ID: missing");
+  auto& id = *g.value;
   // A plain put: a key left by this replica's previous process keeps its
   // create_revision (its place in the join order) and takes the new lease.
   const std::string put = "/v3/kv/put";
@@ -50,15 +39,10 @@ members_reply etcd_members::announce(const candidate& c) {
   auto held = lease_of_.find(key);
   bool alive = false;
   if (held != lease_of_.end()) {
-    const std::string path = "/v3/lease/keepalive";
-    auto k = client_.post(path, {{"ID", held->second}});
+    auto k = etcd_keepalive(held->second, post_);
     if (!k.ok())
       return members_reply::failure(k.error);
-    std::int64_t ttl = 0;
-    auto result = k.value->find("result");
-    if (result == k.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
-      return members_reply::failure(malformed(path, "result.TTL: missing"));
-    alive = ttl > 0;   // 0: the lease ran out (a pause): the key is gone with it
+    alive = *k.value > 0;   // 0: the lease ran out (a pause): the key is gone with it
   }
   if (!alive) {
     lease_of_.erase(key);
@@ -74,11 +58,13 @@ members_reply etcd_members::announce(const candidate& c) {
   std::vector<member_record> out;
   auto kvs = r.value->find("kvs");
   if (kvs != r.value->end() && !kvs->is_array())
-    return members_reply::failure(malformed(range, "kvs: expected an array"));
+    return members_reply::failure(
+      api_error{error_kind::malformed_body, 200, "POST", range, "kvs: expected an array", 0});
   for (std::size_t i = 0; kvs != r.value->end() && i < kvs->size(); ++i) {
     auto kv = parse_kv((*kvs)[i], "kvs[" + std::to_string(i) + "]");
     if (!kv.ok())
-      return members_reply::failure(malformed(range, kv.error));
+      return members_reply::failure(
+        api_error{error_kind::malformed_body, 200, "POST", range, kv.error, 0});
     if (auto identity = scope.name_of(kv.value->key)) {
       // The value names the member's lease list ("{}" from older versions).
       auto v = json::parse(kv.value->value, nullptr, false);

@@ -30,6 +30,9 @@ public:
 private:
   api_error put_key(const candidate& c);
   etcd_client client_;
+  etcd_session::call_fn post_ = [this](const std::string& path, const nlohmann::json& body) {
+    return client_.post(path, body);
+  };
   std::map<std::string, std::string> lease_of_;   // key -> etcd lease ID
 };
 

@@ -18,20 +18,6 @@ namespace {
 /// next one), so one keepalive's sender is not held up for long.
 constexpr std::size_t reap_per_keepalive = 64;
 
-/// One /v3/lease/keepalive of `id`: the TTL etcd reported (0: gone).
-api_result<std::int64_t> send_keepalive(const std::string& id, const etcd_session::call_fn& call) {
-  const std::string path = "/v3/lease/keepalive";
-  auto r = call(path, {{"ID", id}});
-  if (!r.ok())
-    return api_result<std::int64_t>::failure(r.error);
-  std::int64_t ttl = 0;
-  auto result = r.value->find("result");
-  if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
-    return api_result<std::int64_t>::failure(
-      api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing", 0});
-  return api_result<std::int64_t>::success(std::max<std::int64_t>(ttl, 0));
-}
-
 /// The released record (as a release writes it: no holder, a lease
 /// duration of 1 s, acquired now; no successor named) for a key whose value
 /// is `value`; nullopt when it is released already or no lease record
@@ -55,6 +41,31 @@ std::optional<std::string> released_value(const std::string& value) {
 
 } // namespace
 
+api_result<std::int64_t> etcd_keepalive(const std::string& id, const etcd_session::call_fn& call) {
+  const std::string path = "/v3/lease/keepalive";
+  auto r = call(path, {{"ID", id}});
+  if (!r.ok())
+    return api_result<std::int64_t>::failure(r.error);
+  std::int64_t ttl = 0;
+  auto result = r.value->find("result");
+  if (result == r.value->end() || !result->is_object() || !int64_field(*result, "TTL", ttl))
+    return api_result<std::int64_t>::failure(
+      api_error{error_kind::malformed_body, 200, "POST", path, "result.TTL: missing", 0});
+  return api_result<std::int64_t>::success(std::max<std::int64_t>(ttl, 0));
+}
+
+api_result<std::string> etcd_grant(std::int64_t ttl_seconds, const etcd_session::call_fn& call) {
+  const std::string path = "/v3/lease/grant";
+  auto r = call(path, {{"TTL", std::to_string(ttl_seconds)}});
+  if (!r.ok())
+    return api_result<std::string>::failure(r.error);
+  auto id = id_field(*r.value, "ID");
+  if (id.empty() || id == "0")
+    return api_result<std::string>::failure(
+      api_error{error_kind::malformed_body, 200, "POST", path, "ID: missing", 0});
+  return api_result<std::string>::success(std::move(id));
+}
+
 api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string& id,
                                                               const call_fn& call) {
   std::unique_lock<std::mutex> lk(mx_);
@@ -72,7 +83,7 @@ api_result<etcd_session::kept_alive> etcd_session::keep_alive(const std::string&
     auto stale = stale_keys_locked(id, clock::now());
     lk.unlock();
     auto sent = clock::now();
-    auto r = send_keepalive(id, call);
+    auto r = etcd_keepalive(id, call);
     if (!stale.empty() && r.ok() && *r.value > 0)
       reap(id, stale, call);
     lk.lock();
@@ -130,17 +141,12 @@ api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const 
     std::lock_guard<std::mutex> one_grant(grant_mx_);
     if (auto now = current(); !now.empty() && now != gone)
       continue;   // granted by another worker meanwhile: keep that one alive
-    const std::string path = "/v3/lease/grant";
-    auto r = call(path, {{"TTL", std::to_string(ttl_seconds)}});
-    if (!r.ok())
-      return api_result<std::string>::failure(r.error);
-    id = id_field(*r.value, "ID");
-    if (id.empty() || id == "0")
-      return api_result<std::string>::failure(
-        api_error{error_kind::malformed_body, 200, "POST", path, "ID: missing", 0});
-    std::lock_guard<std::mutex> g(mx_);
-    lease_of_ttl_[ttl_seconds] = id;
-    return api_result<std::string>::success(std::move(id));   // a whole TTL from its grant
+    auto granted = etcd_grant(ttl_seconds, call);
+    if (granted.ok()) {
+      std::lock_guard<std::mutex> g(mx_);
+      lease_of_ttl_[ttl_seconds] = *granted.value;
+    }
+    return granted;   // a whole TTL from its grant
   }
   return api_result<std::string>::failure(api_error{
     error_kind::other, 0, "POST", "/v3/lease/grant", "no live session lease after two tries", 0});
@@ -148,7 +154,7 @@ api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const 
 
 void etcd_session::asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds) {
   std::lock_guard<std::mutex> g(mx_);
-  bind_locked(key, id, ttl_seconds, true);
+  bind_locked(key, id, ttl_seconds);
   keys_[key].reaped = 0;   // a create: a new key, which the reaper never wrote
 }
 
@@ -157,16 +163,12 @@ bool etcd_session::renewing(const std::string& key, const std::string& id,
   std::lock_guard<std::mutex> g(mx_);
   if (auto i = keys_.find(key); i != keys_.end() && i->second.reaped > read_revision)
     return false;
-  bind_locked(key, id, ttl_seconds, true);
+  bind_locked(key, id, ttl_seconds);
   return true;
 }
 
-void etcd_session::bind_locked(const std::string& key, const std::string& id, std::int64_t ttl,
-                               bool renew) {
-  auto [it, added] = keys_.try_emplace(key);
-  if (!added && !renew)
-    return;
-  auto& k = it->second;
+void etcd_session::bind_locked(const std::string& key, const std::string& id, std::int64_t ttl) {
+  auto& k = keys_[key];
   if (!k.lease_id || *k.lease_id != id) {
     auto held = lease_ids_.try_emplace(id, 0).first;
     ++held->second;

@@ -151,10 +151,9 @@ private:
   void own_revisions_locked(std::int64_t revision, const std::vector<std::string>& keys);
   /// Under mx_: `key` leaves the books (gone from the lease, or deleted).
   void forget_locked(const std::string& key);
-  /// Under mx_: `key` bound to etcd lease `id` (asked now, TTL `ttl`); a
-  /// key already on the books keeps its entry (`renew`: asked again, else
-  /// left as it is).
-  void bind_locked(const std::string& key, const std::string& id, std::int64_t ttl, bool renew);
+  /// Under mx_: `key` bound to etcd lease `id`, asked now, TTL `ttl` (a key
+  /// already on the books keeps its entry).
+  void bind_locked(const std::string& key, const std::string& id, std::int64_t ttl);
   void erase_locked(std::map<std::string, bound_key>::iterator it);
   /// Under mx_: one key less names etcd lease `id` (forgotten at none).
   void drop_id_locked(const std::string& id);
@@ -171,5 +170,10 @@ private:
   std::map<std::string, std::size_t> lease_ids_;   // the IDs keys_ names -> how many keys name each
   std::map<std::int64_t, std::vector<std::size_t>> own_revisions_;   // revision -> its keys' hashes, sorted
 };
+
+/// One /v3/lease/keepalive of etcd lease `id`: the TTL etcd reported (0: gone).
+api_result<std::int64_t> etcd_keepalive(const std::string& id, const etcd_session::call_fn& call);
+/// One /v3/lease/grant of TTL `ttl_seconds`: the new etcd lease's ID.
+api_result<std::string> etcd_grant(std::int64_t ttl_seconds, const etcd_session::call_fn& call);
 
 } // namespace leasehold

@@ -24,12 +24,6 @@ constexpr std::int64_t history_revisions = 16 * etcd_txn_ops;
 
 } // namespace
 
-bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
-                            const std::string& key, std::int64_t read, std::int64_t created,
-                            bool seen_present) {
-  return etcd_unwritten_between(call, own, {{key, read, created, seen_present}}).front();
-}
-
 std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
                                          const std::vector<etcd_history_check>& checks) {
   std::vector<bool> out(checks.size(), false);
@@ -86,7 +80,6 @@ std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, cons
   return out;
 }
 
-
 namespace {
 
 /// Key `k` with range answer kvs[0] `kv` (or its error) at `range_revision`
@@ -110,16 +103,6 @@ api_result<etcd_current_key> current_of(const lease_key& k,
     out.record = std::move(rec.value);
   }
   return api_result<etcd_current_key>::success(std::move(out));
-}
-
-/// Key `k` as range `r` read in place shows it (`revision`: the txn's, when
-/// the range has none of its own).
-template <class Where>
-api_result<etcd_current_key> current_of(const lease_key& k, etcd_ranges_read::range&& r,
-                                        std::int64_t revision, Where&& where) {
-  parse_result<std::optional<etcd_kv>> kv;
-  kv.value = std::move(r.kv);
-  return current_of(k, std::move(kv), r.revision, revision, where);
 }
 
 /// An int64 as etcd's gateway sends it next: a plain string of digits, or
@@ -216,13 +199,15 @@ bool read_range(Object& o, etcd_ranges_read::range& r) {
   });
 }
 
-} // namespace
-
+/// Key `k` as range answer `reply` (of a /v3/kv/range, or one
+/// response_range of a txn: `path`, named in errors) shows it; `revision`:
+/// the store's revision when the answer has none of its own.
 api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
                                           std::int64_t revision, const std::string& path) {
-  return current_of(k, first_kv(reply), header_revision(reply), revision,
-                    [&] { return path; });
+  return current_of(k, first_kv(reply), header_revision(reply), revision, [&] { return path; });
 }
+
+} // namespace
 
 bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out) {
   out = etcd_ranges_read{};
@@ -256,7 +241,7 @@ api_result<etcd_current_key> etcd_range_answer(const std::string& body, const le
     od::object top;
     etcd_ranges_read::range r;
     if (t.object(top) && read_range(top, r) && t.at_end())
-      return current_of(k, std::move(r), 0, [&] { return path; });
+      return current_of(k, {std::move(r.kv), {}}, r.revision, 0, [&] { return path; });
   }
   auto doc = etcd_connection::object_of(path, body, endpoint);
   if (!doc.ok())
@@ -274,8 +259,8 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
   etcd_ranges_read read;
   if (in_place && read_ranges_in_place(body, n, read)) {
     for (std::size_t i = 0; i < n; ++i)
-      out.push_back(current_of(ks[i], std::move(read.ranges[i]), read.revision,
-                               [&] { return where(i); }));
+      out.push_back(current_of(ks[i], {std::move(read.ranges[i].kv), {}}, read.ranges[i].revision,
+                               read.revision, [&] { return where(i); }));
     return out;
   }
   auto doc = etcd_connection::object_of(path, body, endpoint);

@@ -23,22 +23,6 @@ namespace leasehold {
 /// etcd's default limit of operations in one txn (--max-txn-ops).
 constexpr std::int64_t etcd_txn_ops = 128;
 
-/// Whether etcd's history of key `key` (base64) holds no write after revision
-/// `read` (a read that found it absent) and before `created` (this
-/// replica's own create of it). A key written in between existed at the
-/// revision of that write: one count-only range of the key at every
-/// revision in between finds it, up to etcd's 128 operations per txn in
-/// each request. More than 2,048 revisions (16 requests) in between, a compacted
-/// revision or a failed request: false (not known; the caller holds).
-/// Revisions that `own` (the transport's session) wrote to other keys need
-/// no read (etcd_session::wrote_other_at). `seen_present`: the read found
-/// the key present instead (a follower's last read before it judged the
-/// key ran out); its history must then be present, gone once, then absent
-/// up to the create, which a term that came and went in between breaks.
-bool etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
-                            const std::string& key, std::int64_t read, std::int64_t created,
-                            bool seen_present = false);
-
 /// One create's question to etcd_unwritten_between.
 struct etcd_history_check {
   std::string key;   // base64
@@ -47,8 +31,20 @@ struct etcd_history_check {
   bool seen_present = false;
 };
 
-/// The same for the creates of one batch, their ranges packed into as few
-/// txns as fit; one answer per check, in order.
+/// For each check (the creates of one batch), whether etcd's history of
+/// key `key` (base64) holds no write after revision `read` (a read that
+/// found it absent) and before `created` (this replica's own create of it);
+/// one answer per check, in order. A key written in between existed at the
+/// revision of that write: one count-only range of the key at every
+/// revision in between finds it, packed into as few txns (up to etcd's 128
+/// operations each) as fit. More than 2,048 revisions in between, a
+/// compacted revision or a failed request: false (not known; the caller
+/// holds). Revisions that `own` (the transport's session) wrote to other
+/// keys need no read (etcd_session::wrote_other_at). `seen_present`: the
+/// read found the key present instead (a follower's last read before it
+/// judged the key ran out); its history must then be present, gone once,
+/// then absent up to the create, which a term that came and went in
+/// between breaks.
 std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, const etcd_session& own,
                                          const std::vector<etcd_history_check>& checks);
 
@@ -58,12 +54,6 @@ struct etcd_current_key {
   std::optional<lease> record;     // its lease record
   std::int64_t revision = 0;       // the store's revision the range was read at
 };
-
-/// Key `k` as range answer `reply` (of a /v3/kv/range, or one
-/// response_range of a txn: `path`, named in errors) shows it; `revision`:
-/// the store's revision when the answer has none of its own.
-api_result<etcd_current_key> etcd_current(const lease_key& k, const nlohmann::json& reply,
-                                          std::int64_t revision, const std::string& path);
 
 /// A txn answer of ranges as read in place: its header.revision (0: none)
 /// and each range's kvs[0] (none: no such key) and header.revision.
@@ -87,11 +77,11 @@ struct etcd_ranges_read {
 bool read_ranges_in_place(std::string_view body, std::size_t n, etcd_ranges_read& out);
 
 /// Keys `ks[0..n)` as `body` (a 2xx answer to one txn of their ranges, in
-/// order, from `endpoint`) shows them, each judged as etcd_current judges a
-/// lone range, its errors named `where(i)`, and the endpoint when the body
-/// is no answer of n ranges: read in place when read_ranges_in_place can,
-/// else through nlohmann's document (always, when `in_place` is false: the
-/// reference the tests hold the cursor to).
+/// order, from `endpoint`) shows them, each judged as etcd_range_answer
+/// judges a lone range, its errors named `where(i)`, and the endpoint when
+/// the body is no answer of n ranges: read in place when
+/// read_ranges_in_place can, else through nlohmann's document (always, when
+/// `in_place` is false: the reference the tests hold the cursor to).
 std::vector<api_result<etcd_current_key>> etcd_range_answers(
   const std::string& body, const lease_key* ks, std::size_t n,
   const std::function<std::string(std::size_t)>& where, const std::string& endpoint = "",
@@ -99,9 +89,9 @@ std::vector<api_result<etcd_current_key>> etcd_range_answers(
 
 /// Key `k` as `body` (a 2xx answer of a lone /v3/kv/range of it: `path`,
 /// named in errors, from `endpoint`, named when the body is no JSON object)
-/// shows it, judged as etcd_current judges it: read in place when the
-/// answer is plain (as a range of read_ranges_in_place), else through
-/// nlohmann's document (always, when `in_place` is false).
+/// shows it: read in place when the answer is plain (as a range of
+/// read_ranges_in_place), else through nlohmann's document (always, when
+/// `in_place` is false).
 api_result<etcd_current_key> etcd_range_answer(const std::string& body, const lease_key& k,
                                                const std::string& path,
                                                const std::string& endpoint = "",

@@ -140,13 +140,11 @@ private:
                                    bool& delivered) override {
     auto parsed = parse_etcd_watch_line(line, scope_);
     if (!parsed.ok())
-      return malformed(r, "malformed watch message: " + parsed.error + " (endpoint "
-                          + client_.current_endpoint() + ")");
+      return malformed(r, "malformed watch message: " + parsed.error + endpoint_note());
     auto& m = *parsed.value;
     if (m.error) {
       api_error err{grpc_kind(m.grpc_code, m.http_code), m.http_code, r.verb, r.path,
-                    "watch error: " + m.message + " (endpoint " + client_.current_endpoint() + ")",
-                    0};
+                    "watch error: " + m.message + endpoint_note(), 0};
       client_.stream_failed(err.kind);
       return err;
     }
@@ -158,8 +156,7 @@ private:
       return api_error{error_kind::other, 200, r.verb, r.path,
                        "watch canceled by the server"
                          + (m.cancel_reason.empty() ? std::string{} : ": " + m.cancel_reason)
-                         + " (endpoint " + client_.current_endpoint() + ")",
-                       0};
+                         + endpoint_note(), 0};
     }
     delivered = true;
     std::lock_guard<std::mutex> g(mx_);
@@ -169,8 +166,7 @@ private:
         // follows that key (the stream resumes before it); nobody's lease
         // otherwise.
         if (fanout()->follows(ev.name))
-          return malformed(r, "malformed watch message: " + ev.error + " (endpoint "
-                              + client_.current_endpoint() + ")");
+          return malformed(r, "malformed watch message: " + ev.error + endpoint_note());
         keys_.erase(ev.name);
         next_ = std::max(next_, ev.mod_revision + 1);
         continue;

@@ -61,6 +61,13 @@ error_kind grpc_kind(int code, int http_status) {
 
 namespace {
 
+/// A failed parse of any type: its error names the field.
+struct failed {
+  std::string error;
+  template <class T>
+  operator parse_result<T>() && { return {std::nullopt, std::move(error)}; }
+};
+
 /// A base64 field's bytes ("" when absent); nullopt when it is not base64.
 std::optional<std::string> bytes_field(const json& j, const char* name) {
   auto it = j.find(name);
@@ -72,51 +79,33 @@ std::optional<std::string> bytes_field(const json& j, const char* name) {
 } // namespace
 
 parse_result<etcd_kv> parse_kv(const json& j, const std::string& where) {
-  parse_result<etcd_kv> out;
-  if (!j.is_object()) {
-    out.error = where + ": expected an object";
-    return out;
-  }
+  if (!j.is_object())
+    return failed{where + ": expected an object"};
   etcd_kv kv;
-  if (!int64_field(j, "create_revision", kv.create_revision) || kv.create_revision <= 0) {
-    out.error = where + ".create_revision: expected a positive int64";
-    return out;
-  }
-  if (!int64_field(j, "mod_revision", kv.mod_revision) || kv.mod_revision <= 0) {
-    out.error = where + ".mod_revision: expected a positive int64";
-    return out;
-  }
+  if (!int64_field(j, "create_revision", kv.create_revision) || kv.create_revision <= 0)
+    return failed{where + ".create_revision: expected a positive int64"};
+  if (!int64_field(j, "mod_revision", kv.mod_revision) || kv.mod_revision <= 0)
+    return failed{where + ".mod_revision: expected a positive int64"};
   kv.lease_id = id_field(j, "lease");
   for (auto [name, field] : {std::pair{"key", &kv.key}, std::pair{"value", &kv.value}}) {
     auto bytes = bytes_field(j, name);
-    if (!bytes) {
-      out.error = where + "." + name + ": invalid base64";
-      return out;
-    }
+    if (!bytes)
+      return failed{where + "." + name + ": invalid base64"};
     *field = std::move(*bytes);
   }
-  out.value = std::move(kv);
-  return out;
+  return {std::move(kv), {}};
 }
 
 parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
-  parse_result<std::optional<etcd_kv>> out;
   auto it = reply.find("kvs");
-  if (it == reply.end() || (it->is_array() && it->empty())) {
-    out.value = std::optional<etcd_kv>{};
-    return out;
-  }
-  if (!it->is_array()) {
-    out.error = "kvs: expected an array of objects";
-    return out;
-  }
+  if (it == reply.end() || (it->is_array() && it->empty()))
+    return {std::optional<etcd_kv>{}, {}};
+  if (!it->is_array())
+    return failed{"kvs: expected an array of objects"};
   auto kv = parse_kv((*it)[0], "kvs[0]");
-  if (!kv.ok()) {
-    out.error = kv.error;
-    return out;
-  }
-  out.value = std::move(kv.value);
-  return out;
+  if (!kv.ok())
+    return failed{kv.error};
+  return {std::move(kv.value), {}};
 }
 
 
@@ -156,15 +145,12 @@ bool read_plain_record(std::string_view value, lease_spec& spec) {
 } // namespace
 
 parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::string& where) {
-  parse_result<lease> out;
   lease_spec spec;
   if (!read_plain_record(kv.value, spec)) {
     spec = lease_spec{};   // what was read before it gave up is not the document's
     auto v = json::parse(kv.value, nullptr, false);
-    if (!v.is_object()) {
-      out.error = where + ".value: not a JSON object";
-      return out;
-    }
+    if (!v.is_object())
+      return failed{where + ".value: not a JSON object"};
     if (auto h = v.find("holderIdentity"); h != v.end() && h->is_string())
       spec.holder_identity = h->get<std::string>();
     if (auto d = v.find("leaseDurationSeconds"); d != v.end() && d->is_number_integer())
@@ -176,11 +162,9 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
       if (auto f = v.find(field); f != v.end() && f->is_string())
         *dst = f->get<std::string>();
   }
-  if (kv.create_revision > INT_MAX) {
-    out.error = where + ".create_revision: " + std::to_string(kv.create_revision)
-                + " exceeds the fencing token range (int32)";
-    return out;
-  }
+  if (kv.create_revision > INT_MAX)
+    return failed{where + ".create_revision: " + std::to_string(kv.create_revision)
+                    + " exceeds the fencing token range (int32)"};
   spec.lease_transitions = static_cast<int>(kv.create_revision);
   lease l;
   l.ns = k.ns;
@@ -188,8 +172,7 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv, const std::s
   l.resource_version = std::to_string(kv.mod_revision);
   l.etcd_lease_id = kv.lease_id;
   l.spec = std::move(spec);
-  out.value = std::move(l);
-  return out;
+  return {std::move(l), {}};
 }
 
 etcd_record etcd_record::of(const lease& l) {
@@ -200,26 +183,20 @@ etcd_record etcd_record::of(const lease& l) {
   return r;
 }
 
-lease_spec etcd_record::spec() const {
-  lease_spec s;
-  s.holder_identity = holder_identity;
-  s.lease_duration_seconds = lease_duration_seconds;
-  s.acquire_time = acquire_time;
-  s.lease_transitions = lease_transitions;
-  if (rare) {
-    s.preferred_holder = rare->preferred_holder;
-    s.strategy = rare->strategy;
-  }
-  return s;
-}
-
 lease etcd_record::to_lease(const lease_key& k) const {
   lease l;
   l.ns = k.ns;
   l.name = k.name;
   l.resource_version = resource_version;
   l.etcd_lease_id = etcd_lease_id;
-  l.spec = spec();
+  l.spec.holder_identity = holder_identity;
+  l.spec.lease_duration_seconds = lease_duration_seconds;
+  l.spec.acquire_time = acquire_time;
+  l.spec.lease_transitions = lease_transitions;
+  if (rare) {
+    l.spec.preferred_holder = rare->preferred_holder;
+    l.spec.strategy = rare->strategy;
+  }
   return l;
 }
 
@@ -278,35 +255,24 @@ bool bool_field(const json& j, const char* name, bool& ok) {
 } // namespace
 
 parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope) {
-  parse_result<etcd_scope_state> out;
   etcd_scope_state st;
   st.revision = header_revision(reply);
-  if (st.revision <= 0) {
-    out.error = "header.revision: missing";
-    return out;
-  }
+  if (st.revision <= 0)
+    return failed{"header.revision: missing"};
   auto it = reply.find("kvs");
-  if (it != reply.end() && !it->is_array()) {
-    out.error = "kvs: expected an array of objects";
-    return out;
-  }
+  if (it != reply.end() && !it->is_array())
+    return failed{"kvs: expected an array of objects"};
   bool ok = true;
   bool more = bool_field(reply, "more", ok);
-  if (!ok) {
-    out.error = "more: expected a boolean";
-    return out;
-  }
-  if (more && (it == reply.end() || it->empty())) {
-    out.error = "more: true with no kvs to continue after";
-    return out;
-  }
+  if (!ok)
+    return failed{"more: expected a boolean"};
+  if (more && (it == reply.end() || it->empty()))
+    return failed{"more: true with no kvs to continue after"};
   for (std::size_t i = 0; it != reply.end() && i < it->size(); ++i) {
     auto where = "kvs[" + std::to_string(i) + "]";
     auto kv = parse_kv((*it)[i], where);
-    if (!kv.ok()) {
-      out.error = kv.error;
-      return out;
-    }
+    if (!kv.ok())
+      return failed{kv.error};
     if (i + 1 == it->size() && more)
       st.next_key = kv.value->key + '\0';   // the first key after this one
     auto name = scope.name_of(kv.value->key);
@@ -316,65 +282,46 @@ parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_s
     if (rec.ok())
       st.records.emplace(std::move(*name), etcd_record::of(*rec.value));
   }
-  out.value = std::move(st);
-  return out;
+  return {std::move(st), {}};
 }
 
 
 parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
                                                        const etcd_scope& scope) {
-  parse_result<etcd_watch_message> out;
   auto j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    out.error = "not a JSON object";
-    return out;
-  }
+  if (j.is_discarded() || !j.is_object())
+    return failed{"not a JSON object"};
   etcd_watch_message m;
   if (auto e = j.find("error"); e != j.end()) {
-    if (!e->is_object()) {
-      out.error = "error: expected an object";
-      return out;
-    }
+    if (!e->is_object())
+      return failed{"error: expected an object"};
     m.error = true;
     m.grpc_code = int_field(*e, "grpc_code");
     m.http_code = int_field(*e, "http_code");
     m.message = string_field(*e, "message");
-    out.value = std::move(m);
-    return out;
+    return {std::move(m), {}};
   }
   auto r = j.find("result");
-  if (r == j.end() || !r->is_object()) {
-    out.error = "result: expected an object";
-    return out;
-  }
+  if (r == j.end() || !r->is_object())
+    return failed{"result: expected an object"};
   bool ok = true;
   m.created = bool_field(*r, "created", ok);
-  if (!ok) {
-    out.error = "result.created: expected a boolean";
-    return out;
-  }
+  if (!ok)
+    return failed{"result.created: expected a boolean"};
   m.canceled = bool_field(*r, "canceled", ok);
-  if (!ok) {
-    out.error = "result.canceled: expected a boolean";
-    return out;
-  }
-  if (!int64_field(*r, "compact_revision", m.compact_revision) || m.compact_revision < 0) {
-    out.error = "result.compact_revision: expected an int64";
-    return out;
-  }
+  if (!ok)
+    return failed{"result.canceled: expected a boolean"};
+  if (!int64_field(*r, "compact_revision", m.compact_revision) || m.compact_revision < 0)
+    return failed{"result.compact_revision: expected an int64"};
   m.cancel_reason = string_field(*r, "cancel_reason");
   auto evs = r->find("events");
-  if (evs != r->end() && !evs->is_array()) {
-    out.error = "result.events: expected an array";
-    return out;
-  }
+  if (evs != r->end() && !evs->is_array())
+    return failed{"result.events: expected an array"};
   for (std::size_t i = 0; evs != r->end() && i < evs->size(); ++i) {
     auto where = "result.events[" + std::to_string(i) + "]";
     auto& e = (*evs)[i];
-    if (!e.is_object()) {
-      out.error = where + ": expected an object";
-      return out;
-    }
+    if (!e.is_object())
+      return failed{where + ": expected an object"};
     etcd_watch_message::event ev;
     // mvccpb.Event.EventType: PUT is 0, the default, which the gateway omits.
     auto t = e.find("type");
@@ -384,29 +331,21 @@ parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
     else if ((t->is_string() && t->get<std::string>() == "DELETE")
              || (t->is_number_integer() && t->get<int>() == 1))
       ev.deleted = true;
-    else {
-      out.error = where + ".type: expected PUT or DELETE (is " + t->dump() + ")";
-      return out;
-    }
+    else
+      return failed{where + ".type: expected PUT or DELETE (is " + t->dump() + ")"};
     auto kv = e.find("kv");
-    if (kv == e.end() || !kv->is_object()) {
-      out.error = where + ".kv: expected an object";
-      return out;
-    }
+    if (kv == e.end() || !kv->is_object())
+      return failed{where + ".kv: expected an object"};
     std::string key;
     if (ev.deleted) {
       // A deleted key keeps only its key and the deletion's revision.
-      if (!int64_field(*kv, "mod_revision", ev.mod_revision) || ev.mod_revision <= 0) {
-        out.error = where + ".kv.mod_revision: expected a positive int64";
-        return out;
-      }
+      if (!int64_field(*kv, "mod_revision", ev.mod_revision) || ev.mod_revision <= 0)
+        return failed{where + ".kv.mod_revision: expected a positive int64"};
       key = bytes_field(*kv, "key").value_or("");
     } else {
       auto parsed = parse_kv(*kv, where + ".kv");
-      if (!parsed.ok()) {
-        out.error = parsed.error;
-        return out;
-      }
+      if (!parsed.ok())
+        return failed{parsed.error};
       key = parsed.value->key;
       ev.mod_revision = parsed.value->mod_revision;
       if (auto name = scope.name_of(key)) {
@@ -418,15 +357,13 @@ parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
       }
     }
     auto name = scope.name_of(key);
-    if (!name) {
-      out.error = where + ".kv.key: expected a key under " + scope.dir() + " (is \"" + key + "\")";
-      return out;
-    }
+    if (!name)
+      return failed{where + ".kv.key: expected a key under " + scope.dir() + " (is \"" + key
+                    + "\")"};
     ev.name = std::move(*name);
     m.events.push_back(std::move(ev));
   }
-  out.value = std::move(m);
-  return out;
+  return {std::move(m), {}};
 }
 
 } // namespace leasehold

@@ -89,7 +89,6 @@ struct etcd_record {
   std::shared_ptr<const seldom> rare;   // null: both empty
 
   static etcd_record of(const lease& l);
-  lease_spec spec() const;
   /// The record as to_lease made it, for lease `k`.
   lease to_lease(const lease_key& k) const;
 };
