@@ -647,6 +647,12 @@ TEST_CASE("an etcd scope: the namespace's keys, its range end, a key's lease nam
   CHECK(parse_scope_range(page, scope).error == "more: expected a boolean");
   CHECK(parse_scope_range(json::parse(R"({"header":{"revision":"3"},"more":true})"), scope).error
         == "more: true with no kvs to continue after");
+  // Regression: a page whose last key is not past where it began was read
+  // again and again (read_scope set an error that nothing checked).
+  page["more"] = true;
+  CHECK(parse_scope_range(page, scope, "/lh/ns1/c").error
+        == "more: the next page would not move past key /lh/ns1/c");
+  CHECK(parse_scope_range(page, scope, "/lh/ns1/a").ok());
 }
 
 TEST_CASE("the etcd watch resumes, re-reads after compaction, fails over and survives every stream fault") {

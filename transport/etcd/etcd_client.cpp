@@ -679,9 +679,7 @@ api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std:
       auto r = post(path, body);
       if (!r.ok())
         return api_result<etcd_scope_state>::failure(r.error);
-      auto st = parse_scope_range(*r.value, scope);
-      if (st.ok() && !st.value->next_key.empty() && st.value->next_key <= from)
-        st.error = "more: the next page would not move past key " + from;
+      auto st = parse_scope_range(*r.value, scope, from);
       if (!st.ok())
         return api_result<etcd_scope_state>::failure(
           api_error{error_kind::malformed_body, 200, "POST",

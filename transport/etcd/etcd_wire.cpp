@@ -254,7 +254,8 @@ bool bool_field(const json& j, const char* name, bool& ok) {
 
 } // namespace
 
-parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope) {
+parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_scope& scope,
+                                                 const std::string& from) {
   etcd_scope_state st;
   st.revision = header_revision(reply);
   if (st.revision <= 0)
@@ -273,8 +274,11 @@ parse_result<etcd_scope_state> parse_scope_range(const json& reply, const etcd_s
     auto kv = parse_kv((*it)[i], where);
     if (!kv.ok())
       return failed{kv.error};
-    if (i + 1 == it->size() && more)
+    if (i + 1 == it->size() && more) {
       st.next_key = kv.value->key + '\0';   // the first key after this one
+      if (st.next_key <= from)   // a page that does not move on would be read for ever
+        return failed{"more: the next page would not move past key " + from};
+    }
     auto name = scope.name_of(kv.value->key);
     if (!name)
       continue;

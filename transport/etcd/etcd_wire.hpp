@@ -109,8 +109,11 @@ struct etcd_scope_changes {
 /// A range reply over `scope`: the records by name (a key whose value is
 /// no lease record, or with a name outside the scope, is left out: it is
 /// nobody's lease); the error names a malformed kv ("kvs[3].mod_revision: ...").
+/// `from`: where the page began; a next page that would not start past it
+/// is an error.
 parse_result<etcd_scope_state> parse_scope_range(const nlohmann::json& reply,
-                                                 const etcd_scope& scope);
+                                                 const etcd_scope& scope,
+                                                 const std::string& from = "");
 
 /// One message of an etcd watch stream (the gateway writes one JSON object
 /// per line: {"result":{...}} or {"error":{...}}).
