@@ -57,7 +57,7 @@ nlohmann::json status_report(const status_input& in) {
     auto it = stored.find(name);
     if (it == stored.end()) {
       j.update(json{{"found", false}, {"holder", ""}, {"term", nullptr}, {"renewed_ago_ms", nullptr},
-                    {"expired", nullptr}, {"preferred_holder", ""}});
+                    {"expired", nullptr}, {"preferred_holder", ""}, {"idle", name == in.idle_lease}});
     } else {
       auto& s = it->second->spec;
       json renewed = nullptr;
@@ -154,7 +154,9 @@ void print_status(const nlohmann::json& r, std::ostream& out) {
   };
   std::vector<std::vector<std::string>> rows{{"LEASE", "GROUP", "HOLDER", "TERM", "RENEWED"}};
   for (auto& l : r["leases"]) {
-    std::string renewed = l["found"] == false ? "(no such lease)" : ago(l["renewed_ago_ms"]) + " ago";
+    std::string renewed = l["found"] != false ? ago(l["renewed_ago_ms"]) + " ago"
+                          : l.value("idle", false) ? "(no module runs under it: nobody competes)"
+                                                   : "(no such lease)";
     auto holder = l["holder"].get<std::string>();
     rows.push_back({l["lease"], l["group"], holder.empty() ? "-" : holder,
                     l["term"].is_number() ? std::to_string(l["term"].get<int>()) : "-",
@@ -313,6 +315,8 @@ int status_command(const run_options& opts, bool json_output, std::ostream& out,
   in.ns = cfg.ns;
   if (!opts.config_path.empty()) {
     in.config_leases.emplace_back(cfg.leases.main.lease, "");
+    if (cfg.leases.main.modules.modules.empty())
+      in.idle_lease = cfg.leases.main.lease;
     for (auto& p : cfg.leases.others)
       in.config_leases.emplace_back(p.lease, p.group);
   }

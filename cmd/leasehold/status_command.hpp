@@ -34,6 +34,9 @@ struct status_input {
   /// Which lease is in which group ("" none) and the order to list them
   /// in; empty: every stored lease, groups unknown (a namespace alone).
   std::vector<std::pair<std::string, std::string>> config_leases;
+  /// The config's own lease when no module runs under it (all balanced):
+  /// nobody competes for it, so no record of it is expected.
+  std::string idle_lease;
   caf::timespan member_ttl{std::chrono::seconds(15)};   // a member renewed longer ago is stale
   wall_time now{};
 };

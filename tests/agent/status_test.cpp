@@ -72,6 +72,10 @@ json balanced_report(const temp_dir& dir, const std::string& config,
   CHECK(report["namespace"] == "default");
   REQUIRE(report["leases"].size() == 5);
   CHECK(report["leases"][0]["lease"] == "status-test");
+  // Every module is balanced: nobody competes for the agent's own lease,
+  // and the report says so instead of a bare "no such lease".
+  CHECK(report["leases"][0]["found"] == false);
+  CHECK(report["leases"][0]["idle"] == true);
   for (auto& l : report["leases"]) {
     auto name = l["lease"].get<std::string>();
     if (name == "status-test")
@@ -91,6 +95,7 @@ json balanced_report(const temp_dir& dir, const std::string& config,
   CHECK(t.code == 0);
   CHECK_MESSAGE(t.out.find("LEASE") == t.out.find('\n') + 1, t.out);
   CHECK(t.out.find("agent-a(2),agent-b(2)") != std::string::npos);
+  CHECK(t.out.find("(no module runs under it: nobody competes)") != std::string::npos);
   CHECK(t.out.find("yes") != std::string::npos);
   auto ns = run_cli(dir, args({"status", "--namespace", "default", "-o", "json"}));
   CHECK(ns.code == 0);
