@@ -61,7 +61,7 @@ public:
     me_.ns = opt_.ns;
     me_.group = opt_.group;
     me_.identity = opt_.identity;
-    me_.ttl = opt_.timings.lease_duration;
+    me_.ttl = ttl();
     std::vector<std::string> names;
     for (auto& l : opt_.leases)
       names.push_back(l.first);
@@ -73,6 +73,11 @@ public:
   caf::behavior make_behavior() override {
     for (auto& [name, runner] : opt_.leases) {
       leases_[name].runner = runner;
+      runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
+      // A yield or a preferredHolder may name only a settled member: none yet.
+      send(runner, candidates_atom::value, std::vector<std::string>{});
+      if (!opt_.assign)
+        continue;   // the runner competes by itself: its holder is not needed
       // No holder known yet: free until a runner reports one, so a lease no
       // runner ever reports held still becomes everyone's after a lease
       // duration (the views of a restarted member and the others may differ),
@@ -81,10 +86,7 @@ public:
       // unheld and its creation hold runs during the settle time; its
       // assignee takes it when the hold ends, before anybody else competes.
       leases_[name].free_since = clock().now() + opt_.settle + opt_.timings.retry_period;
-      runner_of_[caf::actor_cast<caf::actor_addr>(runner)] = name;
       send(runner, subscribe_atom::value, caf::actor_cast<caf::actor>(this));
-      // A yield or a preferredHolder may name only a settled member: none yet.
-      send(runner, candidates_atom::value, std::vector<std::string>{});
     }
     send(this, tick_atom::value, ++tick_seq_);
     return {
@@ -119,16 +121,17 @@ public:
           return yield_result{yield_status::not_leading, "",
                               "lease " + lease + " is not in group " + opt_.group};
         tell_candidates(members());   // the runner judges the target by the same list
-        if (to.empty())
+        if (to.empty() && opt_.assign)
           to = runner_up(lease);
-        if (to.empty())
+        if (to.empty() && opt_.assign)
           return yield_result{yield_status::unknown_target, "",
                               "no other settled member of group " + opt_.group + " to take lease "
                                 + lease};
-        if (std::find(candidates_.begin(), candidates_.end(), to) == candidates_.end())
+        if (!to.empty() && std::find(candidates_.begin(), candidates_.end(), to) == candidates_.end())
           return yield_result{yield_status::unknown_target, "",
-                              to + " is not a settled member of group " + opt_.group + " (members: "
-                                + list_names(candidates_) + "); lease " + lease
+                              to + " is not a settled member of "
+                                + (opt_.assign ? "group " + opt_.group : "the replicas of lease " + lease)
+                                + " (members: " + list_names(candidates_) + "); lease " + lease
                                 + " stays where it is"};
         return delegate(v->second.runner, yield_atom::value, std::move(to));
       },
@@ -179,7 +182,15 @@ private:
     if (std::exchange(again_, false))
       send(this, tick_atom::value, ++tick_seq_);
     else
-      delayed_send(this, opt_.timings.retry_period, tick_atom::value, ++tick_seq_);
+      delayed_send(this, opt_.assign ? opt_.timings.retry_period : opt_.timings.lease_duration,
+                   tick_atom::value, ++tick_seq_);
+  }
+
+  /// How long an announcement counts unless renewed. A lease outside any
+  /// group announces every lease duration and counts for three: its list
+  /// only refuses a mistyped yield target, so it may be slow and cheap.
+  caf::timespan ttl() const {
+    return opt_.assign ? opt_.timings.lease_duration : 3 * opt_.timings.lease_duration;
   }
 
   /// How long this replica has been able to read the membership store: time
@@ -235,7 +246,7 @@ private:
       // A store that keeps a dead member's announcement (a SIGKILLed
       // replica's LeaseCandidate): whoever sees it unchanged for two lease
       // durations removes it, so that it does not stay listed for ever.
-      if (!rec.renewed.empty() && seen_now - m.unchanged_since >= 2 * opt_.timings.lease_duration)
+      if (!rec.renewed.empty() && seen_now - m.unchanged_since >= 2 * ttl())
         request(opt_.membership, opt_.timings.effective_request_timeout(), withdraw_atom::value,
                 candidate{opt_.ns, opt_.group, rec.identity, me_.ttl, rec.leases})
           .then([](withdraw_reply&) {}, [](caf::error&) {});
@@ -269,7 +280,7 @@ private:
   /// changes within its ttl on our sighted clock.
   bool live(const seen_member& m, time_point now) const {
     return m.record.renewed.empty()
-           || (m.renewed_at && sighted(now) - *m.renewed_at < opt_.timings.lease_duration);
+           || (m.renewed_at && sighted(now) - *m.renewed_at < ttl());
   }
 
   std::vector<balance_member> members() const {
@@ -315,6 +326,10 @@ private:
 
   void decide() {
     auto now = clock().now();
+    if (!opt_.assign) {
+      tell_candidates(members());
+      return;
+    }
     if (still_starting(now))
       return;
     std::vector<std::string> names;
@@ -393,10 +408,17 @@ private:
 
   /// Withdraw first (the others reassign this replica's leases and compete
   /// for them), then shut the runners down (each releases what it leads).
+  /// Outside a group nobody waits on the withdraw: both at once.
   void leave(caf::typed_response_promise<bool> rp) {
     leaving_ = true;
     ++tick_seq_;
     auto timeout = opt_.timings.effective_request_timeout();
+    if (!opt_.assign) {
+      request(opt_.membership, timeout, withdraw_atom::value, me_)
+        .then([](withdraw_reply&) {}, [](caf::error&) {});
+      stop_runners(rp);
+      return;
+    }
     request(opt_.membership, timeout, withdraw_atom::value, me_)
       .then([=](withdraw_reply&) { stop_runners(rp); },
             [=](caf::error&) { stop_runners(rp); });

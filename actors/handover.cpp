@@ -94,7 +94,7 @@ bool yield_handover::begin(bool leading, const std::string& identity, const std:
     no = yield_result{yield_status::unknown_target, {}, "the target " + target + " is this replica"};
   else if (!target.empty() && !may_name(candidates, target))
     no = yield_result{yield_status::unknown_target, {},
-                      "the target " + target + " is not a member of this lease's balance group "
+                      "the target " + target + " is not a member of this lease's replicas "
                         "(members: " + list_names(*candidates) + "); nothing moved"};
   if (no) {
     if (rp)

@@ -52,8 +52,8 @@ hold_back_until(const lease* free_record, const std::string& identity,
 std::string preferred_successor(const lease_memory& m, const std::string& identity);
 
 /// Whether `target` may be named as a successor: any name when there are
-/// no `candidates` (a runner outside a balance group cannot see its
-/// followers: they write nothing), else only one of them.
+/// no `candidates` (nobody told the runner who announces the lease: an
+/// embedded runner), else only one of them.
 bool may_name(const std::optional<std::vector<std::string>>& candidates, const std::string& target);
 
 /// "a, b, c" ("none" when empty): the candidates, for a refusal's words.

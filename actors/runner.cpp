@@ -480,6 +480,7 @@ runner_status runner_impl::make_status() {
   }
   st.yielding = rare_.seen().yield.active();
   st.yield_to = rare_.seen().yield.target();
+  st.candidates = rare_.seen().candidates;
   return st;
 }
 

@@ -162,8 +162,8 @@ private:
     std::string handover_module;            // the crash-looping module last handed over for
     std::vector<caf::actor> subscribers;
     std::vector<caf::typed_response_promise<bool>> shutdown_rps;
-    /// Who a yield or a preferredHolder may name (candidates_atom: a balance
-    /// group's settled members); nullopt: anyone.
+    /// Who a yield or a preferredHolder may name (candidates_atom: the
+    /// live members of the lease's group or candidate set); nullopt: anyone.
     std::optional<std::vector<std::string>> candidates;
   };
   rarely_set<rare_state> rare_;

@@ -44,6 +44,13 @@ def start_after(agent, t_ns, event="module_started"):
     return min(evs) if evs else None
 
 
+def candidates(agent):
+    """The replicas `agent` lists as candidates of its lease (/debug/state)."""
+    with urllib.request.urlopen(f"http://{health_addr(agent)}/debug/state", timeout=5) as r:
+        leases = json.loads(r.read()).get("leases") or [{}]
+    return leases[0].get("candidates") or []
+
+
 def patch_preferred(c, target):
     url = (f"{c.server.url}/apis/coordination.k8s.io/v1/namespaces/default/leases/"
            f"{c.lease_name}")
@@ -96,6 +103,10 @@ def main():
     a = p.parse_args()
     with Cluster(replicas=3, timings=Timings(), name="yield") as c:
         c.wait_leader()
+        # A yield or a preferredHolder names only a replica that announces the lease.
+        for agent in c.agents:
+            wait_for(lambda: len(candidates(agent)) == len(c.agents), 15,
+                     f"{agent.identity} lists every agent as a candidate")
         results = {how: series(c, a.runs, how) for how in ("yield", "preferredHolder")}
     for how, (ms, bad) in results.items():
         print(describe(f"{how} -> successor's module running", ms, bad))

@@ -406,10 +406,9 @@ public:
         sinks.push_back(journal_->sink());
       return fan_out(std::move(sinks));
     };
-    if (!cfg_.leases.groups().empty())
-      membership_ = lopts.membership
-        = on_etcd() ? spawn_etcd_membership(sys_, cfg_.etcd)
-                    : spawn_http_membership(sys_, bounded_by(conn_, cfg_.timings));
+    membership_ = lopts.membership
+      = on_etcd() ? spawn_etcd_membership(sys_, cfg_.etcd)
+                  : spawn_http_membership(sys_, bounded_by(conn_, cfg_.timings));
     auto errs = leases_.spawn(sys_, cfg_.leases, std::move(lopts));
     for (auto& e : errs)
       log_.log(log_level::error, "invalid config", {{"path", opts_.config_path}, {"error", e}});

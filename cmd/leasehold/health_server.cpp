@@ -109,7 +109,8 @@ nlohmann::json modules_json(const runner_status& st) {
 }
 
 /// What /debug/state and each of its "leases" say alike of a runner: term,
-/// creation_hold, ms_since_renew, terms_won, terms_lost, yield, modules.
+/// creation_hold, ms_since_renew, terms_won, terms_lost, yield, candidates
+/// (who a yield may name; null: anyone), modules.
 nlohmann::json term_json(const runner_status& st) {
   return {{"term", st.term},
           {"creation_hold", hold_json(st)},
@@ -117,6 +118,7 @@ nlohmann::json term_json(const runner_status& st) {
           {"terms_won", st.terms_won},
           {"terms_lost", st.terms_lost},
           {"yield", st.yielding ? nlohmann::json{{"to", st.yield_to}} : nlohmann::json(nullptr)},
+          {"candidates", st.candidates ? nlohmann::json(*st.candidates) : nlohmann::json(nullptr)},
           {"modules", modules_json(st)}};
 }
 

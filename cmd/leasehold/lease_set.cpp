@@ -31,13 +31,17 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
     return errs;
   }
   runners_ = std::move(spawned);
-  for (auto& [group, leases] : layout.groups()) {
+  auto options = [&](const std::string& group) {
     balance_group_options g;
     g.identity = opts.base.identity;
     g.ns = opts.base.lease.ns;
     g.group = group;
     g.membership = opts.membership;
     g.timings = opts.base.timings;
+    return g;
+  };
+  for (auto& [group, leases] : layout.groups()) {
+    auto g = options(group);
     auto ms = layout.settle_ms.find(group);
     g.settle = ms != layout.settle_ms.end() ? caf::timespan(std::chrono::milliseconds(ms->second))
                                             : opts.settle;
@@ -45,6 +49,18 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
       if (e.group == group)
         g.leases.emplace_back(e.lease, e.runner);
     groups_.emplace_back(group, spawn_balance_group(sys, std::move(g)));
+  }
+  // A lease outside any group: its replicas announce themselves too, so that
+  // a yield naming none of them is refused before anything moves. A name too
+  // long for a label value goes without (anyone may be named).
+  for (auto& e : runners_) {
+    auto g = options("lease." + e.lease);
+    if (!e.group.empty() || !opts.membership || g.group.size() > 63)
+      continue;
+    g.settle = caf::timespan{0};
+    g.assign = false;
+    g.leases.emplace_back(e.lease, e.runner);
+    e.candidates = spawn_balance_group(sys, std::move(g));
   }
   return {};
 }
@@ -106,6 +122,8 @@ std::optional<yield_result> lease_set::yield(caf::actor_system& sys, const std::
     for (auto& [name, g] : groups_)
       if (name == e.group)
         return yield_lease(sys, g, lease, to, timeout);
+    if (e.candidates)
+      return yield_lease(sys, e.candidates, lease, to, timeout);
     return yield_leadership(sys, e.runner, to, timeout);
   }
   return std::nullopt;
@@ -130,8 +148,8 @@ bool lease_set::shut_down(caf::actor_system& sys, caf::timespan bound) {
     }));
   for (auto& e : runners_)
     if (e.group.empty())
-      done.push_back(std::async(std::launch::async, [&sys, r = e.runner, bound] {
-        return shutdown(sys, r, bound);
+      done.push_back(std::async(std::launch::async, [&sys, e, bound] {
+        return e.candidates ? leave_group(sys, e.candidates, bound) : shutdown(sys, e.runner, bound);
       }));
   bool ok = true;
   for (auto& f : done)
@@ -142,8 +160,11 @@ bool lease_set::shut_down(caf::actor_system& sys, caf::timespan bound) {
 void lease_set::kill_all() {
   for (auto& [name, g] : groups_)
     caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
-  for (auto& e : runners_)
+  for (auto& e : runners_) {
     caf::anon_send_exit(e.runner, caf::exit_reason::user_shutdown);
+    if (e.candidates)
+      caf::anon_send_exit(e.candidates, caf::exit_reason::user_shutdown);
+  }
   groups_.clear();
   runners_.clear();
 }

@@ -1,6 +1,7 @@
 // The runners of an agent's leases (cmd/leasehold/lease_layout.hpp): one
 // per lease, and a balance group (include/leasehold/balance_group.hpp) over
-// the runners of each group's leases. `leasehold run` owns one; the health
+// the runners of each group's leases, or a candidate set over a lease outside
+// any group. `leasehold run` owns one; the health
 // server reads its per-lease state, a config reload applies each lease's
 // modules, SIGTERM leaves every group (withdraw, so peers take over at
 // once) and shuts every runner down.
@@ -36,7 +37,8 @@ struct lease_set_options {
   runner_options base;
   /// The sink of one lease's runner.
   std::function<event_sink(const lease_key&)> events;
-  /// The group's membership backend (needed when the layout has a group).
+  /// The membership backend of the groups and candidate sets (none: no
+  /// candidate sets, and no groups allowed).
   membership_actor membership;
   /// A group's settle time unless its modules set one (lease_layout::settle_ms).
   caf::timespan settle{std::chrono::seconds(1)};
@@ -83,6 +85,9 @@ private:
     std::string lease;
     std::string group;
     runner_actor runner;
+    /// Outside a group: the actor that announces this replica for the lease
+    /// (balance_group_options::assign false); null when there is none.
+    caf::actor candidates;
   };
   std::vector<entry> runners_;   // the agent's lease first
   std::vector<std::pair<std::string, caf::actor>> groups_;

@@ -81,14 +81,26 @@ nlohmann::json status_report(const status_input& in) {
     leases.push_back(std::move(j));
   }
   // Groups: every group a member announced itself in, and every group of the config.
+  // A lease outside any group: "lease.<name>", its live announcers are its candidates.
   std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> members;
   for (auto& [name, group] : in.config_leases)
     if (!group.empty())
       members[group];
   for (auto& m : in.members) {
-    bool live = m.renewed && in.now - *m.renewed <= in.member_ttl;
+    // A candidate set announces every lease duration and counts for three.
+    auto ttl = m.group.rfind("lease.", 0) == 0 ? 3 * in.member_ttl : in.member_ttl;
+    bool live = m.renewed && in.now - *m.renewed <= ttl;
     (live ? members[m.group].first : members[m.group].second).push_back(m.identity);
   }
+  for (auto& l : leases) {
+    auto set = members.find("lease." + l["lease"].get<std::string>());
+    if (set == members.end())
+      continue;
+    std::sort(set->second.first.begin(), set->second.first.end());
+    l["candidates"] = set->second.first;
+  }
+  for (auto m = members.begin(); m != members.end();)
+    m = m->first.rfind("lease.", 0) == 0 ? members.erase(m) : std::next(m);
   json groups = json::array();
   for (auto& [group, mm] : members) {
     auto live = mm.first;

@@ -53,6 +53,11 @@ struct balance_group_options {
   /// flapping replica never gets work).
   caf::timespan settle{std::chrono::seconds(1)};
   event_sink events;
+  /// false: a lease outside any group, whose runner competes by itself. The
+  /// actor only announces this replica and tells the runner who a yield or
+  /// a preferredHolder may name; it announces every lease duration, and a
+  /// member counts for three.
+  bool assign = true;
 };
 
 /// Spawns the group actor; it ends after leave_group or when killed.

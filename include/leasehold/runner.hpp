@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,9 @@ struct runner_status {
   /// replica) is under way, to `yield_to` ("" for anyone).
   bool yielding = false;
   std::string yield_to;
+  /// Who a yield or a preferredHolder may name: the live replicas of the
+  /// lease's group, or those announcing the lease; nullopt: no list (anyone).
+  std::optional<std::vector<std::string>> candidates;
   std::vector<module_status> modules;
 };
 

@@ -76,6 +76,10 @@ json balanced_report(const temp_dir& dir, const std::string& config,
   // and the report says so instead of a bare "no such lease".
   CHECK(report["leases"][0]["found"] == false);
   CHECK(report["leases"][0]["idle"] == true);
+  // Outside a group the lease lists who announces it (a yield may name them);
+  // that set is no group of the report.
+  CHECK(report["leases"][0]["candidates"] == json{"agent-a", "agent-b"});
+  CHECK(report["groups"].size() == 1);
   for (auto& l : report["leases"]) {
     auto name = l["lease"].get<std::string>();
     if (name == "status-test")

@@ -44,6 +44,19 @@ std::string addr(agent& a) {
   return "127.0.0.1:" + std::to_string(a.health_port());
 }
 
+/// The candidates of `x`'s own lease, as its /debug/state lists them.
+json candidates(agent& x) {
+  auto l = agent_state(x)["leases"];
+  return l.is_array() && !l.empty() ? l[0].value("candidates", json()) : json();
+}
+
+/// Every agent of `all` lists all of them as candidates of its own lease
+/// (on Kubernetes a replica counts once seen to renew): a --to may name any.
+void await_candidates(const std::vector<agent*>& all) {
+  for (auto* x : all)
+    REQUIRE(wait_until([&] { return candidates(*x).size() == all.size(); }, 15s));
+}
+
 } // namespace
 
 TEST_CASE("leasehold yield --to: the named agent leads, the old leader's module stopped first; "
@@ -54,6 +67,7 @@ TEST_CASE("leasehold yield --to: the named agent leads, the old leader's module 
   three_agents agents(dir, config, {"--server", api.url()});
   agent* leader = nullptr;
   REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 15s));
+  await_candidates(agents.all);
   agent* target = leader == &agents.a ? &agents.b : &agents.a;
   agent* other = leader == &agents.c ? &agents.b : &agents.c;
   REQUIRE(wait_until([&] { return agent_state(*target)["holder"] == leader->identity(); }, 5s));
@@ -159,6 +173,7 @@ TEST_CASE("etcd: leasehold yield --to hands over to each named agent in turn (th
   three_agents agents(dir, config, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()});
   agent* leader = nullptr;
   REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 20s));
+  await_candidates(agents.all);
   // Each round names the agent that would not be next by order: a chance winner would miss.
   for (int round = 0; round < 3; ++round) {
     CAPTURE(round);
@@ -183,6 +198,7 @@ void yield_asked_of_follower(const temp_dir& dir, three_agents& agents,
                              const std::function<std::string()>& stored_holder) {
   agent* leader = nullptr;
   REQUIRE(wait_until([&] { return (leader = leader_of(agents)) != nullptr; }, 20s));
+  await_candidates(agents.all);
   std::vector<agent*> followers;
   for (auto* x : agents.all)
     if (x != leader)
@@ -298,4 +314,82 @@ TEST_CASE("leasehold yield --to a name that is no member of the balance group is
   CHECK_MESSAGE(r.code == 0, r.err);
   CHECK(r.out.find("lease work-0: handed over to " + n.identity()) != std::string::npos);
   CHECK(wait_until([&] { return holder_of("work-0") == n.identity(); }, 5s));
+}
+
+namespace {
+
+/// Two agents of `config` (extra args: the store), each announcing itself for
+/// the agent's own lease: a --to naming neither is refused by either before
+/// anything moves (the holder's ticker never stops), one naming the follower
+/// hands over. `holder_of` and `preferred_of` read the store.
+void yield_outside_groups(const temp_dir& dir, const std::string& config,
+                          const std::vector<std::string>& store_args,
+                          const std::function<std::string()>& holder_of,
+                          const std::function<std::string()>& preferred_of) {
+  agent a(dir, "agent-a", config, store_args);
+  agent b(dir, "agent-b", config, store_args);
+  REQUIRE(a.health_port() > 0);
+  REQUIRE(b.health_port() > 0);
+  await_candidates({&a, &b});
+  CHECK(candidates(a) == json{"agent-a", "agent-b"});
+  REQUIRE(wait_until([&] { return !holder_of().empty(); }, 10s));
+  auto holder = holder_of();
+  agent& h = holder == "agent-a" ? a : b;
+  agent& n = holder == "agent-a" ? b : a;
+  REQUIRE(wait_until([&] { return journaled(h, "module_started") > 0; }, 5s));
+  for (agent* x : {&n, &h}) {
+    CAPTURE(x->identity());
+    auto r = run_cli(dir, {"yield", "--to", "agent-99", "--health-addr", addr(*x)}, 20s);
+    CHECK(r.code == 1);
+    CHECK_MESSAGE(r.err.find("unknown_target: agent-99 is not a settled member of the replicas of "
+                             "lease agent-test (members: agent-a, agent-b); lease agent-test stays "
+                             "where it is") != std::string::npos, r.err);
+    CHECK(holder_of() == holder);
+    CHECK(preferred_of() == "");
+  }
+  std::this_thread::sleep_for(1s);   // a release would show by now
+  CHECK(holder_of() == holder);
+  CHECK(journaled(h, "module_stopped") == 0);   // the work itself never stopped
+  CHECK(metric(h.health_port(), "leasehold_voluntary_handovers_total") == std::optional<double>(0));
+
+  auto r = run_cli(dir, {"yield", "--to", n.identity(), "--health-addr", addr(n)}, 20s);
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(wait_until([&] { return holder_of() == n.identity(); }, 5s));
+  REQUIRE(wait_until([&] { return journaled(n, "module_started") > 0; }, 5s));
+  CHECK(journaled(h, "module_stopped") <= journaled(n, "module_started"));
+  for (agent* x : {&a, &b}) {
+    x->process().signal(SIGTERM);
+    CHECK(x->process().wait(10s) == std::optional<int>(0));
+  }
+}
+
+} // namespace
+
+TEST_CASE("leasehold yield --to a name that announces no lease outside a group is refused on "
+          "every agent before anything moves; the LeaseCandidate goes with SIGTERM") {
+  temp_dir dir;
+  api_server api(dir);
+  auto config = write_short_config(dir, short_config()["timings"]);
+  auto lease = [&] { return api.lease("default", "agent-test"); };
+  yield_outside_groups(dir, config, {"--server", api.url()},
+                       [&] { auto l = lease(); return l ? (*l)["spec"].value("holderIdentity", "") : ""; },
+                       [&] { auto l = lease(); return l ? (*l)["spec"].value("preferredHolder", "") : ""; });
+  // Both agents stopped by SIGTERM: each withdrew its LeaseCandidate.
+  for (auto* id : {"agent-a", "agent-b"})
+    CHECK(http_get(api.port(), std::string("/apis/coordination.k8s.io/v1beta1/namespaces/default/"
+                                           "leasecandidates/lease.agent-test-") + id).status == 404);
+}
+
+TEST_CASE("etcd: leasehold yield --to a name that announces no lease outside a group is refused "
+          "on every agent before anything moves") {
+  temp_dir dir;
+  etcd_server etcd(dir);
+  REQUIRE_MESSAGE(!etcd.endpoint().empty(), read_file(dir.file("etcd.log")));
+  auto config = write_short_config(dir, short_config()["timings"]);
+  leasehold::etcd_config store;
+  store.endpoints = {etcd.endpoint()};
+  auto read = [&] { return leasehold::etcd_client(store).get_lease({"default", "agent-test"}); };
+  yield_outside_groups(dir, config, {"--backend", "etcd", "--etcd-endpoints", etcd.endpoint()},
+                       [&] { auto l = read(); return l.ok() ? l.value->spec.holder_identity : ""; },
+                       [&] { auto l = read(); return l.ok() ? l.value->spec.preferred_holder : ""; });
 }

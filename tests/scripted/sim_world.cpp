@@ -191,16 +191,27 @@ lease_key sim_world::lease_at(std::size_t k) const {
 
 void sim_world::start_group(std::size_t i, std::size_t n) {
   REQUIRE(opts_.balance);
+  spawn_group(i, n, true);
+}
+
+void sim_world::start_candidates(std::size_t i) {
+  REQUIRE_FALSE(opts_.balance);
+  REQUIRE(opts_.leases == 1);
+  spawn_group(i, 1, false);
+}
+
+void sim_world::spawn_group(std::size_t i, std::size_t n, bool assign) {
   auto& r = rep(i);
   balance_group_options g;
   g.identity = r.identity;
   g.ns = opts_.lease.ns;
-  g.group = opts_.lease.name;
+  g.group = assign ? opts_.lease.name : "lease." + opts_.lease.name;
   for (std::size_t k = 0; k < (n ? std::min(n, opts_.leases) : opts_.leases); ++k)
     g.leases.emplace_back(lease_at(k).name, r.runners[k]);
   g.membership = spawn_sim_membership(*sys_, members_, r.identity);
   g.timings = opts_.timings;
-  g.settle = opts_.settle;
+  g.settle = assign ? opts_.settle : caf::timespan{0};
+  g.assign = assign;
   auto* rp = &r;
   g.events = [rp, this](const runtime_event& ev) {
     rp->events.push_back(ev);

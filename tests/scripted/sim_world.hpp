@@ -65,7 +65,7 @@ struct replica {
   std::string identity;
   runner_actor runner;                 // runners[0]
   std::vector<runner_actor> runners;   // one per lease (world_options::leases)
-  caf::actor group;                    // the balance group actor (world_options::balance)
+  caf::actor group;                    // the balance group actor, or the candidate set
   lease_transport_actor transport;
   std::vector<runtime_event> events;
   std::vector<std::pair<sim_clock_time, runtime_event>> timeline;
@@ -150,6 +150,9 @@ public:
   /// With `balance`: spawns replica i's group actor (it joins the group).
   /// `n` > 0: with only the first n leases (a member whose config differs).
   void start_group(std::size_t i, std::size_t n = 0);
+  /// Without `balance`, one lease: spawns replica i's candidate set (a group
+  /// actor that only announces it and tells its runner who may be named).
+  void start_candidates(std::size_t i);
   /// With `balance`: replica i leaves cleanly (leave_group: withdraw, then
   /// its runners release); true when it answered.
   bool leave_group(std::size_t i);
@@ -167,6 +170,7 @@ public:
   lease_key lease_at(std::size_t k) const;
 
 private:
+  void spawn_group(std::size_t i, std::size_t n, bool assign);
   /// etcd: when a lease's TTL runs out before the next timer (and by
   /// `deadline`), time moves there and the store deletes its keys. True
   /// when it did.
