@@ -404,6 +404,9 @@ private:
     bool paused = false;
     std::vector<knobs_by_module> knobs;  // per lease
     caf::actor group;                    // its balance group actor (world::groups)
+    /// Without groups: a candidate set per lease (a group actor that only
+    /// announces the replica), as `leasehold run` spawns outside groups.
+    std::vector<caf::actor> sets;
     bool out = false;                    // out of the group: no process until a join
   };
 
@@ -570,6 +573,20 @@ private:
       g.timings = sc_.timings;
       g.settle = sc_.settle;
       p.group = spawn_balance_group(*p.sys, std::move(g));
+    } else {
+      auto membership = spawn_sim_membership(*p.sys, members_, p.identity);
+      for (std::size_t k = 0; k < leases_.size(); ++k) {
+        balance_group_options g;
+        g.identity = p.identity;
+        g.ns = leases_[k].ns;
+        g.group = "lease." + leases_[k].name;
+        g.leases.emplace_back(leases_[k].name, p.runners[k]);
+        g.membership = membership;
+        g.timings = sc_.timings;
+        g.settle = caf::timespan{0};
+        g.assign = false;
+        p.sets.push_back(spawn_balance_group(*p.sys, std::move(g)));
+      }
     }
     p.alive = true;
     p.paused = false;
@@ -604,11 +621,14 @@ private:
     p.paused = false;
     if (p.group)
       caf::anon_send_exit(p.group, caf::exit_reason::kill);
+    for (auto& c : p.sets)
+      caf::anon_send_exit(c, caf::exit_reason::kill);
     for (auto& r : p.runners)
       caf::anon_send_exit(r, caf::exit_reason::kill);
     caf::anon_send_exit(p.transport, caf::exit_reason::kill);
     p.sched->run();
     p.runners.clear();
+    p.sets.clear();
     p.group = nullptr;
     p.transport = nullptr;
     p.sys->await_actors_before_shutdown(false);
@@ -1029,9 +1049,8 @@ private:
         note(t.identity + " shuts down gracefully");
         if (t.group)   // leave_group: withdraw, then every runner releases
           caf::anon_send(t.group, shutdown_atom::value);
-        else
-          for (auto& r : t.runners)   // every lease it holds
-            caf::anon_send(r, shutdown_atom::value);
+        for (auto& c : t.sets)   // every lease it holds: withdraw as its runner releases
+          caf::anon_send(c, shutdown_atom::value);
         // The process exits once its runner is done (or at this bound), then
         // comes back as a new incarnation.
         later(o.duration, [this, target] {
@@ -1301,10 +1320,11 @@ private:
         note(who + " saw an outside write: " + ev.reason + where);
         break;
       case event_type::voluntary_handover:
-        // A group names only its settled members as successors: a yield or
-        // a preferredHolder naming another moves nothing (docs/balance.md).
-        if (sc_.groups && ev.holder == "replica-gone")
-          violation(who + " handed" + where + " over to replica-gone, which is not a member of its group");
+        // A group or a candidate set names only its live members as
+        // successors: a yield or a preferredHolder naming another moves
+        // nothing (docs/balance.md, docs/operations.md).
+        if (ev.holder == "replica-gone")
+          violation(who + " handed" + where + " over to replica-gone, which announces none of its leases");
         break;
       case event_type::module_killed:
         if (ev.leader_only)
