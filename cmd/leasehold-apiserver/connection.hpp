@@ -1,13 +1,6 @@
-// leasehold-apiserver's connections: one read buffer per connection, so
-// that requests a client pipelines (several written before it reads the
-// first answer) are all answered, in order.
-//
-// cpp-httplib 0.11 reads each request through a stream object made for that
-// request; the bytes it read past the request go with it, and its keep-alive
-// loop then waits for new bytes on the socket. A batch of requests that
-// arrived in one segment got one answer. Here each connection has one
-// connection_stream for its whole life, and the keep-alive loop looks at its
-// buffer (and, on TLS, at OpenSSL's) before it polls the socket.
+// leasehold-apiserver's connections: one read buffer per connection, so that
+// requests a client pipelines are all answered, in order (cpp-httplib 0.11
+// answered one of a batch; cmd/leasehold-apiserver/README.md, 'Connections').
 #pragma once
 
 #include <sys/socket.h>

@@ -1,10 +1,6 @@
-// leasehold-apiserver's listeners and connection dropping.
-//
-// cpp-httplib 0.11 gives a handler no access to its socket, and stop() leaves
-// kept-alive connections open until they idle out. To drop connections (a
-// partitioned client, an API server going down) we find this process's
-// connected TCP sockets by their endpoints and shut them down; httplib then
-// sees the connection end and closes its socket.
+// leasehold-apiserver's listeners and connection dropping. cpp-httplib 0.11
+// gives a handler no access to its socket, so a connection is dropped by
+// finding this process's TCP socket by its endpoints and shutting it down.
 #pragma once
 
 #include <pthread.h>
@@ -48,13 +44,9 @@ bool took_drop();
 /// Closes every connection accepted on `port` (after its listener closed).
 void drop_connections(int port);
 
-/// The threads of a listener (httplib's TaskQueue): one per connection
-/// being served, started when a connection finds none idle, up to
-/// `max_threads` (then connections wait in arrival order); a thread idle
-/// for `idle_exit` ends, down to `keep` threads. So an open watch stream or
-/// a kept-alive connection costs one thread (with a `stack_bytes` stack)
-/// for as long as it lasts, and the count follows the load instead of a
-/// fixed pool.
+/// The threads of a listener (httplib's TaskQueue): one per connection being
+/// served, started on demand up to `max_threads`, idle ones ending down to
+/// `keep` (docs/apiserver.md, 'Scale').
 class elastic_pool : public httplib::TaskQueue {
 public:
   elastic_pool(std::size_t max_threads, std::size_t keep,

@@ -1,9 +1,5 @@
-// leasehold-apiserver: the local Kubernetes Lease API server.
-//
-// The first line on stdout is {"port":N,"control_port":M,"pid":P,"tls":B},
-// flushed at once, so a parent process can start it on port 0 without races;
-// with --kubeconfig-out FILE, a kubeconfig that reaches it is written first.
-// Log lines are JSON on stderr. Exits 0 on SIGTERM or SIGINT.
+// leasehold-apiserver: the local Kubernetes Lease API server; its flags,
+// first stdout line and log: docs/apiserver.md, 'Running it'.
 #include <signal.h>
 #include <unistd.h>
 

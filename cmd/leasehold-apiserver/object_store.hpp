@@ -1,12 +1,6 @@
-// In-memory object store with Kubernetes semantics, for every served
-// resource kind (Leases, ConfigMaps, Events share this one code path).
-//
-// One global, monotonic resourceVersion counter (decimal strings on the
-// wire); optimistic concurrency on PUT/DELETE; server-set uid,
-// creationTimestamp and resourceVersion; unknown fields kept as received.
-// Every mutation is also a watch event in a bounded history (the last
-// `history_limit` events), from which watches resume by resourceVersion.
-// Every method takes the one mutex: safe from any thread.
+// In-memory object store with Kubernetes semantics, one code path for every
+// served resource kind. Every mutation is also a watch event in a bounded
+// history, from which watches resume. Every method takes the one mutex.
 #pragma once
 
 #include <chrono>

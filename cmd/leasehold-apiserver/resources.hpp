@@ -1,8 +1,6 @@
 // The Kubernetes resources leasehold-apiserver serves, their validation,
-// meta/v1 Status bodies and discovery documents.
-//
-// One table (served_resources) drives routing, storage, validation and
-// discovery: adding a resource is one entry, not a copy of the code.
+// Status bodies and discovery. One table (served_resources) drives routing,
+// storage, validation and discovery: a new resource is one entry.
 #pragma once
 
 #include <cstddef>

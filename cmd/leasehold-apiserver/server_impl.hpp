@@ -1,11 +1,5 @@
-// The state of a local_api_server and its parts, one file per concern:
-//   api_server.cpp      lifecycle: start, stop, the listeners and which one is up
-//   kube_handlers.cpp   Kubernetes API requests: route, fault gate, store, stats
-//   fault_gate.cpp      latency, down, hang, error and partitions for a request
-//   watch_streams.cpp   watch streams (events, bookmarks, watch faults)
-//   control.cpp         /_leasehold/* (faults, stats)
-//   snapshot.cpp        the snapshot file and its writer thread
-// Private to leasehold-apiserver (api_server.hpp is the public interface).
+// The state of a local_api_server, private to leasehold-apiserver; its files,
+// one per concern: cmd/leasehold-apiserver/README.md, 'Source files'.
 #pragma once
 
 #include <atomic>

@@ -68,15 +68,8 @@ struct config_overrides {
   std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
 };
 
-/// The LEASEHOLD_* environment variables, one per override (LEASEHOLD_IDENTITY,
-/// LEASEHOLD_NAMESPACE, LEASEHOLD_LEASE_NAME, LEASEHOLD_SERVER,
-/// LEASEHOLD_KUBECONFIG, LEASEHOLD_LEASE_DURATION, LEASEHOLD_RENEW_DEADLINE,
-/// LEASEHOLD_RETRY_PERIOD, LEASEHOLD_MODULE_STOP_TIMEOUT, LEASEHOLD_HEALTH_ADDR,
-/// LEASEHOLD_JOURNAL, LEASEHOLD_FENCE_DIR, LEASEHOLD_LOG_LEVEL,
-/// LEASEHOLD_LOG_FORMAT, LEASEHOLD_BACKEND,
-/// LEASEHOLD_ETCD_ENDPOINTS), and $POD_NAME / $POD_NAMESPACE after
-/// LEASEHOLD_IDENTITY / LEASEHOLD_NAMESPACE: each fills an override no flag
-/// set. Empty variables are unset. Precedence: flag > env > file > default.
+/// The LEASEHOLD_* environment variables, one per override, fill the overrides
+/// no flag set (cmd/leasehold/README.md, 'Config file (JSON)').
 void apply_environment(config_overrides& over,
                        const std::function<const char*(const char*)>& getenv);
 

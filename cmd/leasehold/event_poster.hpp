@@ -1,9 +1,6 @@
-// Kubernetes Events about leadership (`<identity> became leader` /
-// `<identity> stopped leading`, reason LeaderElection), best-effort:
-// a bounded queue (oldest dropped when full), duplicates of a queued message
-// aggregated, bounded retries, one request in flight, and its own transport
-// (a separate connection) so event POSTs never queue in front of lease
-// requests. Nothing waits for it except the bounded flush at shutdown.
+// Kubernetes Events about leadership, best-effort (cmd/leasehold/README.md,
+// 'Logs, journal, Kubernetes Events'); its own transport, so event POSTs
+// never queue in front of lease requests.
 #pragma once
 
 #include <cstddef>

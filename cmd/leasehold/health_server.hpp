@@ -1,5 +1,4 @@
-// The observability HTTP server (httplib, its own threads) on --health-addr;
-// the paths it serves are listed below, before yield_function.
+// The observability HTTP server (httplib, its own threads) on --health-addr.
 // Handlers ask the runner for its status with a blocking request: fine on
 // these threads, which are not CAF scheduler threads.
 #pragma once
@@ -23,23 +22,7 @@ class Server;
 
 namespace leasehold::agent {
 
-// The paths:
-//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp);
-//                 /livez, /healthz and /readyz judge every lease of the agent,
-//                 and with more than one add "leases": each lease's answer
-//   /readyz       200 once electing (or idle) and the API has answered; else 503
-//   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
-//   /debug/state  the runner's status as JSON (holder with observed_at, age),
-//                 with "leases" (every lease of the agent: holder, term,
-//                 leading) and "groups" (each balance group: members, assigned)
-//   POST /yield   {"to": IDENTITY, "lease": NAME} (both optional): hand a lease over; only from
-//                 loopback (403 otherwise); 200 handed over, 409 any other
-//                 outcome, with {"status", "successor", "reason"}; 504 no answer
-//   /leader       the leader_endpoint module's view (at the module's
-//                 configured path) with observed_at and age_ms, "leader":
-//                 "unknown" when stale (holder_json), "leads": the leases this
-//                 replica leads, "leases": as /debug/state's;
-//                 404 when no such module runs
+// The paths and their bodies: cmd/leasehold/README.md, 'HTTP endpoints'.
 using yield_function =
   std::function<std::optional<yield_result>(const std::string& lease, const std::string& target)>;
 

@@ -1,11 +1,5 @@
-// Which lease each module of an agent's config runs under (docs/balance.md,
-// "Balance groups in leasehold run"): the agent's own lease (`lease_name`)
-// for every module that names none and for every module that is not
-// leader-only; a lease of its own for a leader-only module with `lease`; and
-// a balance group's lease for one with `balance` (its lease defaults to the
-// module's name). `leasehold run` spawns one runner per lease, and a
-// balance group (spawn_balance_group) per group over the runners of its
-// leases.
+// Which lease each module of an agent's config runs under: docs/balance.md,
+// 'Balance groups in leasehold run'.
 #pragma once
 
 #include <map>

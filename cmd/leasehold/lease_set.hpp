@@ -1,9 +1,5 @@
-// The runners of an agent's leases (cmd/leasehold/lease_layout.hpp): one
-// per lease, and a balance group (include/leasehold/balance_group.hpp) over
-// the runners of each group's leases. `leasehold run` owns one; the health
-// server reads its per-lease state, a config reload applies each lease's
-// modules, SIGTERM leaves every group (withdraw, so peers take over at
-// once) and shuts every runner down.
+// The runners of an agent's leases (cmd/leasehold/lease_layout.hpp), one per
+// lease, and a balance group over the runners of each group's leases.
 #pragma once
 
 #include <functional>
