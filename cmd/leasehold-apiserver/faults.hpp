@@ -53,14 +53,11 @@ struct fault_request {
 std::string parse_fault_request(const nlohmann::json& body, const fault_state& current,
                                 fault_request& out);
 
-/// Request counters: per verb, per status code, per client (User-Agent and
-/// X-Leasehold-Identity), plus totals, the request rate since the last reset
-/// and the latency of answered non-watch requests (a watch's duration is the
-/// stream's). Not thread-safe (the server locks).
+/// Request counters (docs/apiserver.md, 'What the control port does').
+/// Not thread-safe (the server locks).
 class request_stats {
 public:
-  /// `code` 0 means the connection was closed without an answer; `took` is
-  /// the time from the request's arrival to its answer.
+  /// `code` 0: closed without an answer; `took`: from arrival to answer.
   void record(const std::string& verb, const std::string& user_agent,
               const std::string& identity, int code,
               std::chrono::microseconds took = std::chrono::microseconds{0});
@@ -73,7 +70,7 @@ private:
     std::map<std::string, std::uint64_t> by_verb;
     std::map<std::string, std::uint64_t> by_code;
     void add(const std::string& verb, const std::string& code);
-    nlohmann::json to_json() const;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(counters, requests, by_verb, by_code)
   };
   counters total_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();

@@ -22,8 +22,7 @@
 
 namespace leasehold::apiserver {
 
-/// A socket's address as text (IPv4 or IPv6) and port, as httplib puts them
-/// in a Request.
+/// A socket's address as text and port, as httplib puts them in a Request.
 struct endpoint {
   std::string addr;
   int port = -1;
@@ -31,14 +30,12 @@ struct endpoint {
 
 endpoint endpoint_of(const sockaddr_storage& sa);
 
-/// Closes the connection a request arrived on, without an answer. The
-/// thread serving it (the caller: a handler or a watch stream) learns so
-/// from took_drop().
+/// Closes the connection a request arrived on, without an answer; the thread
+/// serving it learns so from took_drop().
 void drop_connection(const httplib::Request& req);
 
-/// Whether this thread dropped its connection since it last asked (then
-/// it serves no more of that connection's pipelined requests, and the
-/// answers it held for them are lost, as in a cut).
+/// Whether this thread dropped its connection since it last asked (then it
+/// serves no more of that connection's pipelined requests, as in a cut).
 bool took_drop();
 
 /// Closes every connection accepted on `port` (after its listener closed).

@@ -63,13 +63,9 @@ struct local_api_server::impl {
 
   // ---- lifecycle and listeners (api_server.cpp) ------------------------------
 
-  std::unique_ptr<httplib::Server> make_server(bool main, std::string& error);
   std::string start_listener(bool main, int wanted_port, std::unique_ptr<apiserver::listener>& out);
   /// Opens or closes the main listener (fault mode "down"); "" on success.
   std::string set_main_listening(bool up);
-  /// Every request on either listener: /_leasehold/* to control, the rest
-  /// (main listener only) to kube.
-  void handle(const httplib::Request& req, httplib::Response& res, bool main);
   start_result start();
   void stop();
 
