@@ -26,8 +26,6 @@ public:
   void stop();
 
 private:
-  void run();
-
   std::string path_;
   std::string last_;
   std::chrono::milliseconds interval_;

@@ -28,8 +28,7 @@ caf::actor spawn_event_poster(caf::actor_system& sys, event_transport_actor tran
 /// The sink that turns leadership events into Kubernetes Events for `poster`.
 event_sink event_poster_sink(caf::actor poster, lease_key lease);
 
-/// Waits (at most `bound`) until the poster has nothing queued or in flight.
-/// Returns false on timeout.
+/// Waits (at most `bound`) until the poster has nothing queued or in flight; false on timeout.
 bool flush_events(caf::actor_system& sys, const caf::actor& poster, caf::timespan bound);
 
 } // namespace leasehold::agent

@@ -28,32 +28,24 @@ using yield_function =
 
 struct health_sources {
   std::function<std::optional<runner_status>()> status;
-  /// The body the leader_endpoint module publishes at a path (default
-  /// /leader); nullopt when nothing is published there.
+  /// The body the leader_endpoint module publishes at a path, if any.
   std::function<std::optional<std::string>(const std::string& path)> leader;
-  /// Hands the lease `lease` (one of lease_names) over to `target` (""
-  /// anyone: a balanced lease's rendezvous runner-up); nullopt when the
-  /// runner did not answer.
+  /// Hands `lease` over to `target` ("" anyone); nullopt when the runner did not answer.
   yield_function yield;
   /// The agent's leases, its own first (POST /yield's "lease").
   std::function<std::vector<std::string>()> lease_names;
-  /// Every lease of the agent (its own first) and every balance group.
+  /// Every lease of the agent (its own first) and every balance group; both set.
   std::function<std::vector<lease_state>()> leases;
   std::function<std::vector<group_state>()> groups;
   const metrics* counters = nullptr;
   election_timings timings;
 };
 
-/// The holder as this replica knows it: `holder`, `holder_observed_at`
-/// (RFC 3339: when a new version of the lease was last seen) and
-/// `holder_age_ms`; `holder` is "unknown" (with `holder_unknown_reason` and
-/// `last_observed_holder`) when that is older than `lease_duration`, the
-/// lease was never read, or the runner does not answer.
+/// The holder as this replica knows it, "unknown" once older than
+/// `lease_duration` (cmd/leasehold/README.md, '/debug/state').
 nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration);
-/// POST /yield: the status code and body for a request from `remote_addr`
-/// with `body` (empty, or {"to": "identity", "lease": "name"}; no lease: the
-/// agent's own, `lease_names`' first; a lease not in `lease_names`: 404
-/// naming it and listing them); `yield` does the work.
+/// POST /yield's status code and body; a body without "lease" names the
+/// agent's own, `lease_names`' first.
 std::pair<int, nlohmann::json> yield_reply(const std::string& remote_addr, const std::string& body,
                                            const std::vector<std::string>& lease_names,
                                            const yield_function& yield);
@@ -80,8 +72,6 @@ private:
   /// fails, its reason prefixed "lease NAME: " for a module's lease.
   probe_result every_lease(
     probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const;
-  std::vector<lease_state> leases() const;
-  std::vector<group_state> groups() const;
 
   health_sources src_;
   std::unique_ptr<httplib::Server> server_;

@@ -23,8 +23,6 @@ public:
   event_sink sink();
 
 private:
-  void on_event(const runtime_event& e);
-
   std::mutex mtx_;
   std::FILE* file_;
   std::string identity_;

@@ -224,28 +224,26 @@ void json_logger::log(log_level level, const std::string& msg, const ojson& fiel
 }
 
 event_sink json_logger::sink() {
-  return [this](const runtime_event& e) { on_event(e); };
-}
-
-void json_logger::on_event(const runtime_event& e) {
-  // One line per fact: every lease's runner applies the config and follows
-  // the namespace's one watch stream, but the agent's own lease says it.
-  bool other_lease = !e.lease.empty() && e.lease != lease_;
-  if (other_lease && (e.type == event_type::config_applied || e.type == event_type::watch_changed))
-    return;
-  if (is_state_change(e.type)) {
-    std::lock_guard<std::mutex> guard(mtx_);
-    for (auto& kv : seen_)
-      summarize(kv.second, std::chrono::steady_clock::now());
-    seen_.clear();
-  }
-  if (auto r = describe(e)) {
-    // The event's own lease where it is not the agent's (a module's lease).
-    if (other_lease)
-      r->fields["lease"] = e.lease;
-    // Module output is content, not status: identical lines are kept.
-    write(r->level, r->msg, r->fields, e.type != event_type::module_output);
-  }
+  return [this](const runtime_event& e) {
+    // One line per fact: every lease's runner applies the config and follows
+    // the namespace's one watch stream, but the agent's own lease says it.
+    bool other_lease = !e.lease.empty() && e.lease != lease_;
+    if (other_lease && (e.type == event_type::config_applied || e.type == event_type::watch_changed))
+      return;
+    if (is_state_change(e.type)) {
+      std::lock_guard<std::mutex> guard(mtx_);
+      for (auto& kv : seen_)
+        summarize(kv.second, std::chrono::steady_clock::now());
+      seen_.clear();
+    }
+    if (auto r = describe(e)) {
+      // The event's own lease where it is not the agent's (a module's lease).
+      if (other_lease)
+        r->fields["lease"] = e.lease;
+      // Module output is content, not status: identical lines are kept.
+      write(r->level, r->msg, r->fields, e.type != event_type::module_output);
+    }
+  };
 }
 
 void json_logger::write(log_level level, const std::string& msg, const ojson& fields,

@@ -53,7 +53,6 @@ private:
   void emit(log_level level, const std::string& msg, const nlohmann::ordered_json& fields);
   void write(log_level level, const std::string& msg, const nlohmann::ordered_json& fields,
              bool suppress_repeats);
-  void on_event(const runtime_event& e);
 
   std::mutex mtx_;
   log_level min_;
