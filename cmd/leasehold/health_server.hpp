@@ -34,7 +34,7 @@ struct health_sources {
   yield_function yield;
   /// The agent's leases, its own first (POST /yield's "lease").
   std::function<std::vector<std::string>()> lease_names;
-  /// Every lease of the agent (its own first) and every balance group; both set.
+  /// Every lease of the agent (its own first) and every balance group (required).
   std::function<std::vector<lease_state>()> leases;
   std::function<std::vector<group_state>()> groups;
   const metrics* counters = nullptr;

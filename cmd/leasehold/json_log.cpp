@@ -44,9 +44,8 @@ log_level level_of(event_severity s) {
   }
 }
 
-/// How a runtime event reads in the log: the words and the level from the
-/// one table (event_words_table, shared with the default sink), the fields
-/// here; nullopt for events that are not logged (renewals are metrics only).
+/// How a runtime event reads in the log: words and level from event_words_table
+/// (shared with the default sink), the fields here; nullopt: not logged.
 std::optional<log_record> describe(const runtime_event& e) {
   auto& row = words_for(e);
   if (row.severity == event_severity::unlogged)
@@ -154,9 +153,8 @@ std::optional<log_record> describe(const runtime_event& e) {
   return r;
 }
 
-/// The JSON line for a person: `time LEVEL msg  key=value ...`, the other
-/// fields in the line's order, a string bare unless it has a space, a quote
-/// or an '=' (then JSON-quoted), so that grep still finds `term=3`.
+/// The JSON line for a person: `time LEVEL msg  key=value ...`, a string bare
+/// unless it needs JSON quotes, so that grep still finds `term=3`.
 std::string as_text(const ojson& line) {
   auto dump = [](const ojson& v) {
     return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
