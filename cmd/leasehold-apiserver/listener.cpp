@@ -129,7 +129,8 @@ void elastic_pool::run() {
     if (jobs_.empty() && (stopping_ || (!woke && running_.size() > keep_))) {
       if (!stopping_) {   // ended on its own: joined by a later enqueue or shutdown
         auto self = pthread_self();
-        auto it = std::find_if(running_.begin(), running_.end(), [&](pthread_t t) { return pthread_equal(t, self); });
+        auto it = std::find_if(running_.begin(), running_.end(),
+                               [&](pthread_t t) { return pthread_equal(t, self); });
         if (it != running_.end())
           running_.erase(it);
         ended_.push_back(self);
