@@ -1,6 +1,4 @@
-// local_api_server's lifecycle: start (snapshot load, listeners, snapshot
-// writer), stop, and which listeners are up. The request handling lives in
-// the files server_impl.hpp lists.
+// local_api_server's lifecycle: start, stop, and which listeners are up.
 #include "cmd/leasehold-apiserver/api_server.hpp"
 
 #include <csignal>
@@ -27,39 +25,33 @@ void local_api_server::impl::log(const std::string& msg, json fields) {
 
 // ---- listeners ---------------------------------------------------------------
 
-std::unique_ptr<httplib::Server> local_api_server::impl::make_server(bool main, std::string& error) {
+std::string local_api_server::impl::start_listener(bool main, int wanted_port,
+                                                   std::unique_ptr<listener>& out) {
   std::unique_ptr<httplib::Server> server;
   if (main && use_tls())
     server = std::make_unique<tls_server>(opts.tls_cert_file.c_str(), opts.tls_key_file.c_str());
   else
     server = std::make_unique<plain_server>();   // both answer pipelined requests (connection.hpp)
-  if (!server->is_valid()) {
-    error = "cannot load TLS certificate " + opts.tls_cert_file + " / key " + opts.tls_key_file;
-    return nullptr;
-  }
+  if (!server->is_valid())
+    return "cannot load TLS certificate " + opts.tls_cert_file + " / key " + opts.tls_key_file;
   auto threads = main ? opts.worker_threads : std::size_t{8};
   server->new_task_queue = [threads] { return new elastic_pool(threads, std::min<std::size_t>(threads, 8)); };
   server->set_keep_alive_max_count(100000);   // a transport worker keeps its connection (100 was a reconnect every 100 requests)
   server->set_tcp_nodelay(true);       // as Go's net/http: no Nagle delay on small answers
   auto handler = [this, main](const httplib::Request& req, httplib::Response& res) {
-    handle(req, res, main);
+    if (req.path.rfind("/_leasehold/", 0) == 0)
+      return control(req, res);
+    if (!main)
+      return set_status(res, 404, "the control port serves only /_leasehold/");
+    kube(req, res);
   };
   server->Get(".*", handler);
   server->Post(".*", handler);
   server->Put(".*", handler);
   server->Delete(".*", handler);
   server->Patch(".*", handler);
-  return server;
-}
-
-std::string local_api_server::impl::start_listener(bool main, int wanted_port,
-                                                   std::unique_ptr<listener>& out) {
-  std::string error;
-  auto server = make_server(main, error);
-  if (!server)
-    return error;
   auto l = std::make_unique<listener>(std::move(server));
-  error = l->start(opts.host, wanted_port, main ? "--port" : "--control-port");
+  auto error = l->start(opts.host, wanted_port, main ? "--port" : "--control-port");
   if (error.empty())
     out = std::move(l);
   return error;
@@ -82,14 +74,6 @@ std::string local_api_server::impl::set_main_listening(bool up) {
     retired.push_back(std::move(main_listener));
   }
   return "";
-}
-
-void local_api_server::impl::handle(const httplib::Request& req, httplib::Response& res, bool main) {
-  if (req.path.rfind("/_leasehold/", 0) == 0)
-    return control(req, res);
-  if (!main)
-    return set_status(res, 404, "the control port serves only /_leasehold/");
-  kube(req, res);
 }
 
 // ---- lifecycle ---------------------------------------------------------------

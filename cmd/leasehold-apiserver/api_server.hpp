@@ -1,15 +1,6 @@
 // leasehold-apiserver: a local Kubernetes API server for Leases, Events and
-// ConfigMaps with real semantics (resourceVersion, 404/409/422 Status bodies),
-// watch streams, PATCH, Table output and OpenAPI documents for kubectl and
-// the official clients, fault injection and request counters. See
-// cmd/leasehold-apiserver/README.md.
-//
-// Two listeners: the main one (Kubernetes API, optionally TLS, subject to
-// faults; also serves /_leasehold/* while up) and a plain-HTTP control one
-// that serves only /_leasehold/* and never goes down.
-//
-// In-process use (tests) or via main.cpp. Not restartable: start() once.
-// The control routes: control.cpp.
+// ConfigMaps, with fault injection and request counters; in-process (tests) or
+// via main.cpp. Not restartable: start() once. See cmd/leasehold-apiserver/README.md.
 #pragma once
 
 #include <chrono>
@@ -22,9 +13,6 @@
 
 namespace leasehold {
 
-// Fault mode "down" (faults.hpp) closes the main listener and drops its open
-// connections (use the control port to send it: a request on the main port
-// loses its answer).
 struct api_server_options {
   std::string host = "127.0.0.1";
   int port = 0;                    // 0: an ephemeral port
@@ -33,11 +21,7 @@ struct api_server_options {
   std::string snapshot_file;       // empty: memory only
   std::string tls_cert_file;       // both set: HTTPS on the main port
   std::string tls_key_file;
-  // Threads of the main listener, at most (apiserver::elastic_pool: started
-  // on demand, idle ones end after 30 s down to 8): every open watch
-  // stream, hung request and kept-alive connection holds one; watches
-  // beyond worker_threads - 16 get 429 so that requests always find a
-  // thread. The control listener has at most 8.
+  // Threads of the main listener, at most: docs/apiserver.md, 'Scale'.
   std::size_t worker_threads = 16384;
   std::chrono::milliseconds bookmark_interval{1000};  // watch BOOKMARKs (runtime: faults.hpp)
   std::chrono::seconds max_watch{1800};             // a watch without timeoutSeconds ends after it

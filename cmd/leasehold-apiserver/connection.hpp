@@ -1,13 +1,6 @@
-// leasehold-apiserver's connections: one read buffer per connection, so
-// that requests a client pipelines (several written before it reads the
-// first answer) are all answered, in order.
-//
-// cpp-httplib 0.11 reads each request through a stream object made for that
-// request; the bytes it read past the request go with it, and its keep-alive
-// loop then waits for new bytes on the socket. A batch of requests that
-// arrived in one segment got one answer. Here each connection has one
-// connection_stream for its whole life, and the keep-alive loop looks at its
-// buffer (and, on TLS, at OpenSSL's) before it polls the socket.
+// leasehold-apiserver's connections: one read buffer per connection, so that
+// requests a client pipelines are all answered, in order (cpp-httplib 0.11
+// answered one of a batch; cmd/leasehold-apiserver/README.md, 'Connections').
 #pragma once
 
 #include <sys/socket.h>
@@ -46,24 +39,19 @@ public:
   /// or once the server socket is closed (checked every 100 ms).
   bool next_request(const std::atomic<socket_t>& server_socket, long idle_ms);
 
-  /// An answer begins. An answer with a Content-Length body (head and
-  /// body) is held until it ends, and sent in one write (one segment, one
-  /// wake-up of the client instead of two).
+  /// An answer begins; one with a Content-Length body is held whole, so that
+  /// head and body go in one write.
   void begin_answer() { head_next_ = true; }
-  /// The answer ended. When the next pipelined request is already here,
-  /// what is held waits for its answer too (up to 64 KiB): a batch of
-  /// pipelined requests is answered in one write, not one per request.
-  /// Nothing stays held while the stream waits for bytes.
+  /// The answer ended; what is held waits for the answer of a pipelined request
+  /// already here (up to 64 KiB), never for bytes (README.md, 'Connections').
   void end_answer();
   /// Sends what is held; false on failure.
   bool flush();
 
 private:
   bool buffered() const;
-  /// One read from the socket (or OpenSSL) into the empty buffer, waiting
-  /// at most the read timeout.
+  /// One read into the empty buffer, waiting at most the read timeout.
   ssize_t fill();
-  /// Writes all of it; false on failure.
   bool write_all(const char* ptr, std::size_t size);
   ssize_t write_some(const char* ptr, std::size_t size);
 
@@ -79,10 +67,8 @@ private:
   mutable std::optional<endpoint> remote_, local_;
 };
 
-/// An httplib server (Base: httplib::Server, or httplib::SSLServer for
-/// HTTPS) whose connections each keep one connection_stream. Everything
-/// else (routing, keep-alive count and timeout, read and write timeouts,
-/// stop) is httplib's.
+/// An httplib server (Server or SSLServer) whose connections each keep one
+/// connection_stream; all else is httplib's.
 template <class Base>
 class pipelined_server final : public Base {
 public:

@@ -158,10 +158,6 @@ void request_stats::counters::add(const std::string& verb, const std::string& co
   ++by_code[code];
 }
 
-json request_stats::counters::to_json() const {
-  return {{"requests", requests}, {"by_verb", by_verb}, {"by_code", by_code}};
-}
-
 void request_stats::record(const std::string& verb, const std::string& user_agent,
                            const std::string& identity, int code,
                            std::chrono::microseconds took) {
@@ -178,17 +174,11 @@ void request_stats::record(const std::string& verb, const std::string& user_agen
 }
 
 json request_stats::to_json() const {
-  json ua = json::object();
-  for (auto& [k, c] : by_user_agent_)
-    ua[k] = c.to_json();
-  json id = json::object();
-  for (auto& [k, c] : by_identity_)
-    id[k] = c.to_json();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
   json latency = {{"requests", timed_},
                   {"mean_ms", timed_ ? took_sum_.count() / 1000.0 / timed_ : 0.0},
                   {"max_ms", took_max_.count() / 1000.0}};
-  return {{"total", total_.to_json()}, {"by_user_agent", std::move(ua)}, {"by_identity", std::move(id)},
+  return {{"total", total_}, {"by_user_agent", by_user_agent_}, {"by_identity", by_identity_},
           {"seconds", secs}, {"requests_per_s", secs > 0 ? total_.requests / secs : 0.0},
           {"latency", std::move(latency)}};
 }

@@ -1,7 +1,4 @@
 // Fault injection state of leasehold-apiserver and request counters.
-//
-// The control body (POST /_leasehold/faults) is described at fault_mode
-// below: its fields are merged into the current state.
 #pragma once
 
 #include <cstdint>
@@ -13,37 +10,8 @@
 
 namespace leasehold::apiserver {
 
-// Control body (POST /_leasehold/faults), fields merged into the current state:
-//   {"mode":"down"}                      stop listening (connections refused)
-//   {"mode":"hang"}                      accept, never answer (bounded)
-//   {"mode":"error","status":503,"retry_after":2}   fail with a Status
-//   {"latency_ms":250}                   delay every answer
-//   {"partition":{"user_agent":"a-1"}}   drop matching clients (or "identity":
-//                                        X-Leasehold-Identity; "action":"hang")
-//   {"partition":null}                   end the partition
-//   {"mode":"recover"}                   clear every fault (watch faults too)
-//   {"wipe":true}                        delete every stored object
-// Watch streams (GET ...?watch=1), under "watch", merged into the current
-// watch state; {"watch":null} clears it:
-//   {"watch":{"close_after_ms":2000}}    end every stream 2 s after it began
-//                                        (open ones too); 0: off
-//   {"watch":{"close":"reset"}}          ...by dropping the connection (a
-//                                        truncated stream) instead of ending
-//                                        it cleanly ("end", the default)
-//   {"watch":{"hang":true}}              streams send nothing (no events, no
-//                                        bookmarks) but stay open; false: they
-//                                        catch up
-//   {"watch":{"malformed_lines":1}}      the next N lines streams write are
-//                                        preceded by a line that is not JSON
-//                                        (one per line, any stream)
-//   {"watch":{"error_events":1,"error_status":500}}  the next N streams (open
-//                                        or new) send an ERROR event with a
-//                                        Status of that code, then end
-//   {"watch":{"bookmark_ms":200}}        BOOKMARK interval for watches with
-//                                        allowWatchBookmarks (0: the server's
-//                                        default)
-// Partitions apply to open streams as to requests (a hang partition stalls
-// them, a close one drops them); mode "hang" stalls them too.
+// The control body's fields, merged into the current state: docs/apiserver.md,
+// 'What the control port does'; watch faults: cmd/leasehold-apiserver/README.md.
 enum class fault_mode { none, down, hang, error };
 
 struct partition_rule {
@@ -85,14 +53,11 @@ struct fault_request {
 std::string parse_fault_request(const nlohmann::json& body, const fault_state& current,
                                 fault_request& out);
 
-/// Request counters: per verb, per status code, per client (User-Agent and
-/// X-Leasehold-Identity), plus totals, the request rate since the last reset
-/// and the latency of answered non-watch requests (a watch's duration is the
-/// stream's). Not thread-safe (the server locks).
+/// Request counters (docs/apiserver.md, 'What the control port does').
+/// Not thread-safe (the server locks).
 class request_stats {
 public:
-  /// `code` 0 means the connection was closed without an answer; `took` is
-  /// the time from the request's arrival to its answer.
+  /// `code` 0: closed without an answer; `took`: from arrival to answer.
   void record(const std::string& verb, const std::string& user_agent,
               const std::string& identity, int code,
               std::chrono::microseconds took = std::chrono::microseconds{0});
@@ -105,7 +70,7 @@ private:
     std::map<std::string, std::uint64_t> by_verb;
     std::map<std::string, std::uint64_t> by_code;
     void add(const std::string& verb, const std::string& code);
-    nlohmann::json to_json() const;
+    NLOHMANN_DEFINE_TYPE_INTRUSIVE(counters, requests, by_verb, by_code)
   };
   counters total_;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();

@@ -1,5 +1,4 @@
-// Kubernetes API requests: the route, the fault gate, the answer from the
-// store (or a discovery/OpenAPI document, or a watch stream), the counters
+// Kubernetes API requests: the route, the fault gate, the answer, the counters
 // and the request log line.
 #include <chrono>
 #include <cstdlib>

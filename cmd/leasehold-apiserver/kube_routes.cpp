@@ -5,11 +5,8 @@
 
 namespace leasehold::apiserver {
 
-namespace {
-
-/// The non-empty segments between slashes (every request: no stream).
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> parts;
+std::optional<kube_route> parse_route(const std::string& method, const std::string& path) {
+  std::vector<std::string> parts;   // the non-empty segments between slashes
   for (std::size_t start = 0; start < path.size();) {
     auto end = path.find('/', start);
     if (end == std::string::npos)
@@ -18,13 +15,6 @@ std::vector<std::string> split_path(const std::string& path) {
       parts.emplace_back(path, start, end - start);
     start = end + 1;
   }
-  return parts;
-}
-
-} // namespace
-
-std::optional<kube_route> parse_route(const std::string& method, const std::string& path) {
-  auto parts = split_path(path);
   std::size_t prefix = 0;
   std::string group, version;
   if (parts.size() >= 2 && parts[0] == "api") {

@@ -129,11 +129,10 @@ void elastic_pool::run() {
     if (jobs_.empty() && (stopping_ || (!woke && running_.size() > keep_))) {
       if (!stopping_) {   // ended on its own: joined by a later enqueue or shutdown
         auto self = pthread_self();
-        for (auto it = running_.begin(); it != running_.end(); ++it)
-          if (pthread_equal(*it, self)) {
-            running_.erase(it);
-            break;
-          }
+        auto it = std::find_if(running_.begin(), running_.end(),
+                               [&](pthread_t t) { return pthread_equal(t, self); });
+        if (it != running_.end())
+          running_.erase(it);
         ended_.push_back(self);
       }
       return;

@@ -1,10 +1,6 @@
-// leasehold-apiserver's listeners and connection dropping.
-//
-// cpp-httplib 0.11 gives a handler no access to its socket, and stop() leaves
-// kept-alive connections open until they idle out. To drop connections (a
-// partitioned client, an API server going down) we find this process's
-// connected TCP sockets by their endpoints and shut them down; httplib then
-// sees the connection end and closes its socket.
+// leasehold-apiserver's listeners and connection dropping. cpp-httplib 0.11
+// gives a handler no access to its socket, so a connection is dropped by
+// finding this process's TCP socket by its endpoints and shutting it down.
 #pragma once
 
 #include <pthread.h>
@@ -26,8 +22,7 @@
 
 namespace leasehold::apiserver {
 
-/// A socket's address as text (IPv4 or IPv6) and port, as httplib puts them
-/// in a Request.
+/// A socket's address as text and port, as httplib puts them in a Request.
 struct endpoint {
   std::string addr;
   int port = -1;
@@ -35,26 +30,20 @@ struct endpoint {
 
 endpoint endpoint_of(const sockaddr_storage& sa);
 
-/// Closes the connection a request arrived on, without an answer. The
-/// thread serving it (the caller: a handler or a watch stream) learns so
-/// from took_drop().
+/// Closes the connection a request arrived on, without an answer; the thread
+/// serving it learns so from took_drop().
 void drop_connection(const httplib::Request& req);
 
-/// Whether this thread dropped its connection since it last asked (then
-/// it serves no more of that connection's pipelined requests, and the
-/// answers it held for them are lost, as in a cut).
+/// Whether this thread dropped its connection since it last asked (then it
+/// serves no more of that connection's pipelined requests, as in a cut).
 bool took_drop();
 
 /// Closes every connection accepted on `port` (after its listener closed).
 void drop_connections(int port);
 
-/// The threads of a listener (httplib's TaskQueue): one per connection
-/// being served, started when a connection finds none idle, up to
-/// `max_threads` (then connections wait in arrival order); a thread idle
-/// for `idle_exit` ends, down to `keep` threads. So an open watch stream or
-/// a kept-alive connection costs one thread (with a `stack_bytes` stack)
-/// for as long as it lasts, and the count follows the load instead of a
-/// fixed pool.
+/// The threads of a listener (httplib's TaskQueue): one per connection being
+/// served, started on demand up to `max_threads`, idle ones ending down to
+/// `keep` (docs/apiserver.md, 'Scale').
 class elastic_pool : public httplib::TaskQueue {
 public:
   elastic_pool(std::size_t max_threads, std::size_t keep,

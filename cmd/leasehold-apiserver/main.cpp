@@ -1,9 +1,5 @@
-// leasehold-apiserver: the local Kubernetes Lease API server.
-//
-// The first line on stdout is {"port":N,"control_port":M,"pid":P,"tls":B},
-// flushed at once, so a parent process can start it on port 0 without races;
-// with --kubeconfig-out FILE, a kubeconfig that reaches it is written first.
-// Log lines are JSON on stderr. Exits 0 on SIGTERM or SIGINT.
+// leasehold-apiserver: the local Kubernetes Lease API server; its flags,
+// first stdout line and log: docs/apiserver.md, 'Running it'.
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,20 +15,6 @@
 #include "cmd/leasehold-apiserver/api_server.hpp"
 #include "leasehold/lease.hpp"
 #include "lease/log_time.hpp"
-
-namespace {
-
-/// A kubeconfig whose current context reaches `url` in namespace "default"
-/// (no credentials: the server asks for none); `ca` trusted for https.
-std::string kubeconfig_text(const std::string& url, const std::string& ca) {
-  return "apiVersion: v1\nkind: Config\ncurrent-context: local\nclusters:\n- name: local\n"
-         "  cluster:\n    server: " + url + "\n"
-         + (ca.empty() ? "" : "    certificate-authority: " + ca + "\n")
-         + "contexts:\n- name: local\n  context: {cluster: local, user: local, namespace: default}\n"
-           "users:\n- name: local\n  user: {}\n";
-}
-
-} // namespace
 
 int main(int argc, char** argv) {
   leasehold::api_server_options opts;
@@ -100,9 +82,12 @@ int main(int argc, char** argv) {
                 : opts.host.find(':') != std::string::npos ? "[" + opts.host + "]"
                                                            : opts.host;
     char* ca = server.tls() ? ::realpath(opts.tls_cert_file.c_str(), nullptr) : nullptr;
-    std::ofstream out(kubeconfig_out, std::ios::trunc);
-    out << kubeconfig_text((server.tls() ? "https://" : "http://") + host + ":"
-                             + std::to_string(server.port()), ca ? ca : "");
+    std::ofstream out(kubeconfig_out, std::ios::trunc);   // no credentials: the server asks for none
+    out << "apiVersion: v1\nkind: Config\ncurrent-context: local\nclusters:\n- name: local\n"
+        << "  cluster:\n    server: " << (server.tls() ? "https://" : "http://") << host << ':'
+        << server.port() << '\n' << (ca ? "    certificate-authority: " + std::string(ca) + "\n" : "")
+        << "contexts:\n- name: local\n  context: {cluster: local, user: local, namespace: default}\n"
+        << "users:\n- name: local\n  user: {}\n";
     std::free(ca);
     if (!out.flush()) {
       opts.log({{"msg", "start failed"}, {"level", "error"},

@@ -150,17 +150,6 @@ object_store::write_lock::~write_lock() {
     store_.changed_.notify_all();
 }   // the evicted events are freed here, outside the lock
 
-reply object_store::insert(const resource_type& r, key k, json object) {
-  auto& order = creation_order_[r.plural];
-  auto created = resource_version_;
-  order.emplace(created, k);
-  auto shared = std::make_shared<const json>(std::move(object));
-  auto text = record("ADDED", r.plural, shared);
-  objects_[std::move(k)] = stored{shared, created};
-  ++mutations_;
-  return {201, std::move(shared), std::move(text)};
-}
-
 std::string object_store::record(const std::string& type, const std::string& plural, object_ptr object,
                                  object_ptr previous) {
   auto rv = std::stoull((*object)["metadata"]["resourceVersion"].get<std::string>());
@@ -254,12 +243,18 @@ reply object_store::create(const resource_type& r, const std::string& ns, json b
                                 r.qualified() + " " + in_quotes(name) + " already exists",
                                 object_details(r, name))};
   // Evict before stamping: the history stays in resourceVersion order.
-  for (auto& order = creation_order_[r.plural]; r.max_objects != 0 && order.size() >= r.max_objects;)
+  auto& order = creation_order_[r.plural];
+  while (r.max_objects != 0 && order.size() >= r.max_objects)
     erase_locked(objects_.find(order.begin()->second));
   stamp(r, ns, body);
   md["uid"] = new_uid();
   md["creationTimestamp"] = now_rfc3339();
-  return insert(r, std::move(k), std::move(body));
+  order.emplace(resource_version_, k);
+  auto object = std::make_shared<const json>(std::move(body));
+  auto text = record("ADDED", r.plural, object);
+  objects_[std::move(k)] = stored{object, resource_version_};
+  ++mutations_;
+  return {201, std::move(object), std::move(text)};
 }
 
 reply object_store::update(const resource_type& r, const std::string& ns, const std::string& name,

@@ -1,12 +1,6 @@
-// In-memory object store with Kubernetes semantics, for every served
-// resource kind (Leases, ConfigMaps, Events share this one code path).
-//
-// One global, monotonic resourceVersion counter (decimal strings on the
-// wire); optimistic concurrency on PUT/DELETE; server-set uid,
-// creationTimestamp and resourceVersion; unknown fields kept as received.
-// Every mutation is also a watch event in a bounded history (the last
-// `history_limit` events), from which watches resume by resourceVersion.
-// Every method takes the one mutex: safe from any thread.
+// In-memory object store with Kubernetes semantics, one code path for every
+// served resource kind. Every mutation is also a watch event in a bounded
+// history, from which watches resume. Every method takes the one mutex.
 #pragma once
 
 #include <chrono>
@@ -48,18 +42,15 @@ struct reply {
   const nlohmann::json& value() const { return object ? *object : body; }
 };
 
-/// One change as a watch sees it: ADDED, MODIFIED or DELETED; `object` is
-/// the new state (for DELETED the last state, stamped with the deletion's
-/// resourceVersion), `previous` the state before (null for ADDED and
-/// DELETED).
+/// One change as a watch sees it; a DELETED `object` is the last state stamped
+/// with the deletion's resourceVersion, and only a MODIFIED one has `previous`.
 struct watch_event {
   std::uint64_t resource_version = 0;
   std::string type;
   std::string plural;
   object_ptr object;
   object_ptr previous;
-  /// The event as a plain watch streams it (watch_line: {"object":...,
-  /// "type":...} and a newline), written once for every watcher.
+  /// The event as a plain watch streams it (watch_line), written once for every watcher.
   std::string line;
 };
 
@@ -71,8 +62,7 @@ struct watch_batch {
   bool expired = false;          // `since` is older than the kept history
   std::uint64_t oldest = 0;      // the oldest resourceVersion a watch can resume from
   std::uint64_t current = 0;     // the watch is now at this resourceVersion
-  /// Of the asked resource, in order; shared with the history, not copied
-  /// per watcher (10,000 Leases renewed every 2 s are 5,000 events a second).
+  /// Of the asked resource, in order; shared with the history, not copied per watcher.
   std::vector<std::shared_ptr<const watch_event>> events;
 };
 
@@ -93,9 +83,8 @@ public:
   /// PUT: metadata.resourceVersion must be the stored one.
   reply update(const resource_type& r, const std::string& ns, const std::string& name,
                nlohmann::json body);
-  /// PATCH: `apply` edits a copy of the stored object, then it is stored as
-  /// update() would (a resourceVersion the patch sets must be the stored
-  /// one), all under one lock so a patch without one never conflicts.
+  /// PATCH: `apply` edits a copy of the stored object, stored as update() would,
+  /// all under one lock so a patch without a resourceVersion never conflicts.
   reply patch(const resource_type& r, const std::string& ns, const std::string& name,
               const patch_fn& apply);
   /// DELETE, honouring DeleteOptions.preconditions.{uid,resourceVersion}.
@@ -132,8 +121,6 @@ private:
   };
   using iterator = std::map<key, stored>::iterator;
 
-  /// Stores a created object with its ADDED event (mutex held); the 201 reply.
-  reply insert(const resource_type& r, key k, nlohmann::json object);
   void stamp(const resource_type& r, const std::string& ns, nlohmann::json& object);
   /// PUT with the mutex held; `checked`: check_body was done already.
   reply update_locked(const resource_type& r, const std::string& ns, const std::string& name,
@@ -147,10 +134,8 @@ private:
   std::string random_suffix();
   std::string new_uid();
 
-  /// The mutex for a mutation. Its end, after unlocking, wakes the
-  /// watches when an event was recorded and frees the events that left the
-  /// history: a woken watch does not wait for the writer's mutex, and the
-  /// mutex is not held while old objects are freed.
+  /// The mutex for a mutation; after unlocking, its end wakes the watches and
+  /// frees the events that left the history, so neither waits for the mutex.
   class write_lock {
   public:
     explicit write_lock(object_store& store);
@@ -169,8 +154,7 @@ private:
   std::map<key, stored> objects_;
   std::map<std::string, std::map<std::uint64_t, key>> creation_order_;  // per plural
   // Starts at 1, as etcd's revision does: an empty list's resourceVersion is
-  // never "0", which a watch reads as "any state" (the current objects as
-  // ADDED) instead of "the changes after this version".
+  // never "0", which a watch reads as "any state".
   std::uint64_t resource_version_ = 1;
   std::uint64_t mutations_ = 0;
   std::uint64_t wakes_ = 0;

@@ -73,22 +73,6 @@ std::optional<field_error> check_string_map(const json& obj, const char* key, co
   return std::nullopt;
 }
 
-bool is_dns1123_subdomain(const std::string& s) {
-  if (s.empty() || s.size() > 253)
-    return false;
-  auto alnum = [](char c) { return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)); };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    bool edge = i == 0 || i + 1 == s.size() || s[i - 1] == '.' || s[i + 1] == '.';
-    if (alnum(c))
-      continue;
-    if ((c == '-' || c == '.') && !edge)
-      continue;
-    return false;
-  }
-  return true;
-}
-
 std::optional<field_error> validate_lease_spec(const json& object) {
   if (auto e = check_object(object, "spec", ""))
     return e;
@@ -314,7 +298,7 @@ std::optional<field_error> validate_object(const resource_type& r, const json& o
     if (auto e = check_string_map(*md, "labels", p)) return e;
     if (auto e = check_string_map(*md, "annotations", p)) return e;
     auto name = md->find("name");
-    if (name != md->end() && name->is_string() && !is_dns1123_subdomain(name->get<std::string>()))
+    if (name != md->end() && name->is_string() && !lease_name_error(name->get<std::string>()).empty())
       return invalid("metadata.name", *name,
                      "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
                      "characters, '-' or '.', and must start and end with an alphanumeric character");

@@ -1,8 +1,6 @@
 // The Kubernetes resources leasehold-apiserver serves, their validation,
-// meta/v1 Status bodies and discovery documents.
-//
-// One table (served_resources) drives routing, storage, validation and
-// discovery: adding a resource is one entry, not a copy of the code.
+// Status bodies and discovery. One table (served_resources) drives routing,
+// storage, validation and discovery: a new resource is one entry.
 #pragma once
 
 #include <cstddef>
@@ -56,8 +54,7 @@ const std::vector<resource_type>& served_resources();
 const resource_type* find_resource(const std::string& group, const std::string& version,
                                    const std::string& plural);
 
-/// Validates what every stored object shares (metadata shape and name), then
-/// the resource's own fields.
+/// Validates the metadata every stored object shares, then the resource's fields.
 std::optional<field_error> validate_object(const resource_type& r, const nlohmann::json& object);
 
 /// A meta/v1 Status with status Failure (details omitted when empty).
@@ -68,15 +65,12 @@ nlohmann::json object_details(const resource_type& r, const std::string& name);
 /// The usual Status reason for an HTTP code ("NotFound", "TooManyRequests", ...).
 std::string reason_for(int code);
 
-/// A meta/v1 Table of `objects` (Accept: application/json;as=Table;...), rows
-/// carrying the object's metadata (PartialObjectMetadata) or, with
-/// `include_object`, the whole object.
+/// A meta/v1 Table of `objects`, rows carrying the object's metadata
+/// (PartialObjectMetadata) or, with `include_object`, the whole object.
 nlohmann::json as_table(const resource_type& r, const nlohmann::json& objects,
                         nlohmann::json list_metadata, bool include_object);
 
-/// OpenAPI v3 documents (/openapi/v3 and /openapi/v3/apis/GROUP/VERSION) for
-/// the served resources, from the schemas in openapi/schemas.json; nullopt
-/// for other paths.
+/// OpenAPI v3 documents for the served resources; nullopt for other paths.
 std::optional<nlohmann::json> openapi_document(const std::string& path);
 
 /// Discovery documents for the served resources; nullopt for other paths.

@@ -36,10 +36,8 @@ std::vector<std::string> split_terms(const std::string& s) {
   return terms;
 }
 
-/// The field labels a fieldSelector may name: a Lease's (metadata) and an
-/// Event's, as kubectl uses them (`kubectl describe lease` lists the Lease's
-/// Events with involvedObject.name/namespace/kind/uid), each with the JSON
-/// path it reads.
+/// The field labels a fieldSelector may name (an Event's as `kubectl describe
+/// lease` sends them), each with the JSON path it reads.
 const std::vector<std::pair<std::string, std::vector<std::string>>>& field_labels() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> labels{
     {"metadata.name", {"metadata", "name"}},

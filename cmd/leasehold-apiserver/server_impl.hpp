@@ -1,11 +1,5 @@
-// The state of a local_api_server and its parts, one file per concern:
-//   api_server.cpp      lifecycle: start, stop, the listeners and which one is up
-//   kube_handlers.cpp   Kubernetes API requests: route, fault gate, store, stats
-//   fault_gate.cpp      latency, down, hang, error and partitions for a request
-//   watch_streams.cpp   watch streams (events, bookmarks, watch faults)
-//   control.cpp         /_leasehold/* (faults, stats)
-//   snapshot.cpp        the snapshot file and its writer thread
-// Private to leasehold-apiserver (api_server.hpp is the public interface).
+// The state of a local_api_server, private to leasehold-apiserver; its files,
+// one per concern: cmd/leasehold-apiserver/README.md, 'Source files'.
 #pragma once
 
 #include <atomic>
@@ -69,13 +63,9 @@ struct local_api_server::impl {
 
   // ---- lifecycle and listeners (api_server.cpp) ------------------------------
 
-  std::unique_ptr<httplib::Server> make_server(bool main, std::string& error);
   std::string start_listener(bool main, int wanted_port, std::unique_ptr<apiserver::listener>& out);
   /// Opens or closes the main listener (fault mode "down"); "" on success.
   std::string set_main_listening(bool up);
-  /// Every request on either listener: /_leasehold/* to control, the rest
-  /// (main listener only) to kube.
-  void handle(const httplib::Request& req, httplib::Response& res, bool main);
   start_result start();
   void stop();
 

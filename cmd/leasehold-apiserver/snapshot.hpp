@@ -1,7 +1,5 @@
 // The snapshot file of leasehold-apiserver (--snapshot): every stored object
-// and the resourceVersion counter as one JSON document, loaded at start and
-// rewritten after changes (at most every snapshot_interval; the writer
-// thread is local_api_server::impl::snapshot_loop, snapshot.cpp).
+// and the resourceVersion counter as one JSON document.
 #pragma once
 
 #include <string>
@@ -15,8 +13,7 @@ namespace leasehold::apiserver {
 /// Restores `store` from `file`; an absent file leaves it empty. "" or the error.
 std::string load_snapshot(const std::string& file, object_store& store);
 
-/// Writes tmp + fsync + rename, so a reader sees the old or the new file.
-/// "" or the error.
+/// Writes tmp + fsync + rename, so a reader sees the old or the new file; "" or the error.
 std::string write_snapshot(const std::string& file, const nlohmann::json& snap);
 
 } // namespace leasehold::apiserver

@@ -1,7 +1,5 @@
-// Watch streams (GET ...?watch=1): the current objects or the history since
-// a resourceVersion, then the changes, BOOKMARKs, 410 Expired, timeoutSeconds,
-// and the watch faults (faults.hpp). Each stream lives in a chunked content
-// provider on one of the main listener's threads.
+// Watch streams (GET ...?watch=1; cmd/leasehold-apiserver/README.md, 'Watch'). Each
+// lives in a chunked content provider on one of the main listener's threads.
 #include <algorithm>
 #include <cstdlib>
 #include <deque>

@@ -22,7 +22,6 @@ namespace {
 
 using json = nlohmann::json;
 
-/// One timing field: its JSON name and where it goes.
 struct timing_field {
   const char* key;
   caf::timespan election_timings::*member;
@@ -43,7 +42,6 @@ const timing_field timing_fields[] = {
   {"handover_backoff_max", &election_timings::handover_backoff_max, nullptr},
 };
 
-/// One string field at the top level: JSON name, destination, override.
 struct string_field {
   const char* key;
   std::string agent_config::*member;

@@ -25,9 +25,8 @@ election_timings agent_default_timings();
 using modules::duration_error;
 using modules::max_duration;
 using modules::parse_duration;
-/// The longest identity accepted: the Lease's holderIdentity is free text,
-/// but the identity is also a log field and a label-like name; 253 is the
-/// Kubernetes object-name (DNS subdomain) limit.
+/// The longest identity accepted: it is also a log field and a label-like
+/// name, so the Kubernetes object-name limit.
 constexpr std::size_t max_identity_length = 253;
 
 /// The agent's release bound on shutdown (the library default is 2 s): with
@@ -54,8 +53,7 @@ struct agent_config {
   std::string backend = "kubernetes";   // "kubernetes" | "etcd"
   etcd_config etcd;                     // used when backend is "etcd"
 
-  /// The fields that need a restart to change (everything but modules).
-  /// Returns the JSON names of those that differ.
+  /// The JSON names of the differing fields that need a restart (all but modules).
   std::vector<std::string> restart_fields_changed(const agent_config& other) const;
 };
 
@@ -68,15 +66,8 @@ struct config_overrides {
   std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
 };
 
-/// The LEASEHOLD_* environment variables, one per override (LEASEHOLD_IDENTITY,
-/// LEASEHOLD_NAMESPACE, LEASEHOLD_LEASE_NAME, LEASEHOLD_SERVER,
-/// LEASEHOLD_KUBECONFIG, LEASEHOLD_LEASE_DURATION, LEASEHOLD_RENEW_DEADLINE,
-/// LEASEHOLD_RETRY_PERIOD, LEASEHOLD_MODULE_STOP_TIMEOUT, LEASEHOLD_HEALTH_ADDR,
-/// LEASEHOLD_JOURNAL, LEASEHOLD_FENCE_DIR, LEASEHOLD_LOG_LEVEL,
-/// LEASEHOLD_LOG_FORMAT, LEASEHOLD_BACKEND,
-/// LEASEHOLD_ETCD_ENDPOINTS), and $POD_NAME / $POD_NAMESPACE after
-/// LEASEHOLD_IDENTITY / LEASEHOLD_NAMESPACE: each fills an override no flag
-/// set. Empty variables are unset. Precedence: flag > env > file > default.
+/// The LEASEHOLD_* environment variables, one per override, fill the overrides
+/// no flag set (cmd/leasehold/README.md, 'Config file (JSON)').
 void apply_environment(config_overrides& over,
                        const std::function<const char*(const char*)>& getenv);
 
@@ -86,9 +77,8 @@ struct config_environment {
   std::string pod_namespace;            // $POD_NAMESPACE
   std::string hostname;
   std::string service_account_namespace;  // the in-cluster namespace file, trimmed
-  /// Differs per process (12 random hex digits): the default identity is
-  /// "<hostname>_<suffix>", as client-go users' hostname_uuid, so that two
-  /// agents on one host never share an identity by accident.
+  /// Differs per process, so that two agents on one host never share the
+  /// default identity "<hostname>_<suffix>" by accident.
   std::string process_suffix;
   /// Read once per process; a reload reuses it (the identity stays).
   static config_environment from_process();
@@ -97,16 +87,13 @@ struct config_environment {
 /// $POD_NAME, else "<hostname>_<process_suffix>".
 std::string default_identity(const config_environment& env);
 
-/// Parses a config document: JSON when its first non-blank character is
-/// `{`, else YAML (operators keep configs in ConfigMaps as YAML). Errors name their JSON path;
-/// unknown fields are errors. Overrides are applied, then defaults, then
-/// everything is validated (timings relations, modules against `reg`).
+/// Parses a config document, JSON when it starts with `{`, else YAML (as in
+/// ConfigMaps); applies overrides and defaults, then validates everything.
 std::vector<std::string> parse_config(const std::string& text, const module_registry& reg,
                                       const config_overrides& over,
                                       const config_environment& env, agent_config& out);
 
-/// Reads and parses a file; a read failure is one error naming the file.
-/// An empty `path`: no file (defaults, environment and overrides only).
+/// Reads and parses a file (an empty `path`: none); a read failure is one error.
 std::vector<std::string> load_config(const std::string& path, const module_registry& reg,
                                      const config_overrides& over,
                                      const config_environment& env, agent_config& out);

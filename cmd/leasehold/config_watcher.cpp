@@ -10,7 +10,24 @@ config_watcher::config_watcher(std::string path, std::string initial,
                                std::function<void()> on_missing)
   : path_(std::move(path)), last_(std::move(initial)), interval_(interval),
     on_change_(std::move(on_change)), on_missing_(std::move(on_missing)) {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("lh.config");
+    std::unique_lock<std::mutex> lock(mtx_);
+    while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
+      lock.unlock();
+      // Reading the file, not its mtime, also catches same-size rewrites within
+      // the mtime resolution and ConfigMap symlink swaps.
+      auto content = read_text_file(path_);
+      if (!content && !missing_ && on_missing_)
+        on_missing_();
+      missing_ = !content;
+      if (content && *content != last_) {
+        last_ = *content;
+        on_change_(*content);
+      }
+      lock.lock();
+    }
+  });
 }
 
 config_watcher::~config_watcher() {
@@ -25,27 +42,6 @@ void config_watcher::stop() {
   cv_.notify_all();
   if (thread_.joinable())
     thread_.join();
-}
-
-void config_watcher::run() {
-  name_this_thread("lh.config");
-  std::unique_lock<std::mutex> lock(mtx_);
-  while (!cv_.wait_for(lock, interval_, [this] { return stopping_; })) {
-    lock.unlock();
-    // Reading a small file once a second is cheap and catches every edit,
-    // including same-size rewrites within the file system's mtime
-    // resolution and ConfigMap symlink swaps (which change no mtime of the
-    // path itself).
-    auto content = read_text_file(path_);
-    if (!content && !missing_ && on_missing_)
-      on_missing_();
-    missing_ = !content;
-    if (content && *content != last_) {
-      last_ = *content;
-      on_change_(*content);
-    }
-    lock.lock();
-  }
 }
 
 } // namespace leasehold::agent

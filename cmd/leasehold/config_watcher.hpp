@@ -1,9 +1,6 @@
-// Watches the config file on its own thread (never a scheduler thread):
-// every `interval` it reads the file and hands a changed content to
-// `on_change` (on the watcher thread). A file that becomes unreadable
-// (removed, a permission changed) is reported once to `on_missing` and
-// skipped: the running config stays; once readable again it is watched as
-// before.
+// Polls the config file on its own thread (never a scheduler thread) and
+// hands a changed content to `on_change`; an unreadable file is reported
+// once to `on_missing` and the running config stays.
 #pragma once
 
 #include <chrono>
@@ -29,8 +26,6 @@ public:
   void stop();
 
 private:
-  void run();
-
   std::string path_;
   std::string last_;
   std::chrono::milliseconds interval_;

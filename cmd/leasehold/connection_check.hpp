@@ -1,7 +1,5 @@
-// Start-up checks of the credentials a connection_config names, so that a
-// bad CA file or an unreadable token is a clear error at start-up instead of
-// an endless series of TLS or 401 failures. (An unreachable server is not an
-// error: the agent keeps trying.)
+// Start-up checks of the credentials a connection_config names: a bad CA file
+// is a clear error, not an endless series of TLS or 401 failures.
 #pragma once
 
 #include <string>
@@ -24,9 +22,7 @@ inline connection_file_names etcd_file_names() {
   return {"etcd.ca_file", "token_file", "etcd.cert_file", "etcd.key_file"};
 }
 
-/// One message per problem, naming the setting, the file and the OS's
-/// reason: "etcd.ca_file: /x/ca.pem: cannot read the CA file: No such file
-/// or directory".
+/// One message per problem, naming the setting, the file and the OS's reason.
 std::vector<std::string> check_connection_files(const connection_config& cfg,
                                                 const connection_file_names& names = {});
 

@@ -1,9 +1,6 @@
-// Kubernetes Events about leadership (`<identity> became leader` /
-// `<identity> stopped leading`, reason LeaderElection), best-effort:
-// a bounded queue (oldest dropped when full), duplicates of a queued message
-// aggregated, bounded retries, one request in flight, and its own transport
-// (a separate connection) so event POSTs never queue in front of lease
-// requests. Nothing waits for it except the bounded flush at shutdown.
+// Kubernetes Events about leadership, best-effort (cmd/leasehold/README.md,
+// 'Logs, journal, Kubernetes Events'); its own transport, so event POSTs
+// never queue in front of lease requests.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +28,7 @@ caf::actor spawn_event_poster(caf::actor_system& sys, event_transport_actor tran
 /// The sink that turns leadership events into Kubernetes Events for `poster`.
 event_sink event_poster_sink(caf::actor poster, lease_key lease);
 
-/// Waits (at most `bound`) until the poster has nothing queued or in flight.
-/// Returns false on timeout.
+/// Waits (at most `bound`) until the poster has nothing queued or in flight; false on timeout.
 bool flush_events(caf::actor_system& sys, const caf::actor& poster, caf::timespan bound);
 
 } // namespace leasehold::agent

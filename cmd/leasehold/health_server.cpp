@@ -16,12 +16,8 @@ namespace {
 
 constexpr const char* json_type = "application/json";
 
-// Threads serving requests. httplib's default is one per hardware thread,
-// at least 8, all started up front; the endpoints serve a few probes and a
-// scrape. A keep-alive connection holds its thread while it lasts (up to
-// httplib's 5 s idle keep-alive timeout), so a client that keeps one open
-// still leaves the others to the probes; a request beyond these waits in
-// httplib's queue.
+// Threads serving requests: enough for a few probes and a scrape (httplib's
+// default, at least 8, started up front); a kept-alive client holds only one.
 constexpr size_t health_threads = 4;
 
 void reply_json(httplib::Response& res, int code, const nlohmann::json& body) {
@@ -65,8 +61,7 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
 
 namespace {
 
-/// null, or while this replica is in a creation hold (runner_status::hold_ms):
-/// {"term", "term_starts_in_ms", "term_starts_at" (RFC 3339)}.
+/// null unless this replica is in a creation hold (runner_status::hold_ms).
 nlohmann::json hold_json(const runner_status& st) {
   if (st.hold_ms < 0)
     return nullptr;
@@ -84,9 +79,7 @@ std::string until(caf::timespan d) {   // wall time d from now
                          + std::chrono::duration_cast<std::chrono::system_clock::duration>(d));
 }
 
-/// /debug/state's "modules" of one runner: per module {name, type,
-/// leader_only, state, restarts, restarts_in_window, restart_policy,
-/// backing_off_until}.
+/// /debug/state's "modules" of one runner.
 nlohmann::json modules_json(const runner_status& st) {
   nlohmann::json modules = nlohmann::json::array();
   for (auto& m : st.modules) {
@@ -108,9 +101,8 @@ nlohmann::json modules_json(const runner_status& st) {
   return modules;
 }
 
-/// What /debug/state and each of its "leases" say alike of a runner: term,
-/// creation_hold, ms_since_renew, terms_won, terms_lost, yield, candidates
-/// (who a yield may name; null: anyone), modules.
+/// What /debug/state and each of its "leases" say alike of a runner
+/// ("candidates": who a yield may name; null: anyone).
 nlohmann::json term_json(const runner_status& st) {
   return {{"term", st.term},
           {"creation_hold", hold_json(st)},
@@ -122,9 +114,7 @@ nlohmann::json term_json(const runner_status& st) {
           {"modules", modules_json(st)}};
 }
 
-/// /debug/state's "leases": per lease {lease, group, state, leading, holder,
-/// competing, holder_observed_at, holder_age_ms} and term_json's fields
-/// ("state": "unknown" and nothing else when its runner did not answer).
+/// /debug/state's "leases" ("state": "unknown" alone when a runner did not answer).
 nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan lease_duration) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& l : leases) {
@@ -148,7 +138,7 @@ nlohmann::json leases_json(const std::vector<lease_state>& leases, caf::timespan
   return out;
 }
 
-/// /debug/state's "groups": per group {group, members, assigned, competing, moves}.
+/// /debug/state's "groups".
 nlohmann::json groups_json(const std::vector<group_state>& groups) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& g : groups) {
@@ -163,15 +153,6 @@ nlohmann::json groups_json(const std::vector<group_state>& groups) {
       j["members"] = nullptr;   // the group actor did not answer
     out.push_back(std::move(j));
   }
-  return out;
-}
-
-/// /leader's "leads": the names of the leases this replica leads.
-nlohmann::json leads_json(const std::vector<lease_state>& leases) {
-  nlohmann::json out = nlohmann::json::array();
-  for (auto& l : leases)
-    if (l.status && l.status->state == runner_state::leader)
-      out.push_back(l.lease);
   return out;
 }
 
@@ -243,7 +224,7 @@ health_server::health_server(health_sources src)
       reply_json(res, p.ok ? 200 : 503, p.body);
     });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(src_.counters->render(src_.status(), leases(), groups()),
+    res.set_content(src_.counters->render(src_.status(), src_.leases(), src_.groups()),
                     metrics::content_type);
   });
   s.Get("/debug/state", [this](const httplib::Request&, httplib::Response& res) {
@@ -252,8 +233,8 @@ health_server::health_server(health_sources src)
       reply_json(res, 503, {{"error", "runner did not answer"}});
     } else {
       auto state = status_json(*st, src_.timings.lease_duration);
-      state["leases"] = leases_json(leases(), src_.timings.lease_duration);
-      state["groups"] = groups_json(groups());
+      state["leases"] = leases_json(src_.leases(), src_.timings.lease_duration);
+      state["groups"] = groups_json(src_.groups());
       state["transport"] = transport_state_json();
       reply_json(res, 200, state);
     }
@@ -281,8 +262,11 @@ health_server::health_server(health_sources src)
       view["term"] = st->term;
       view["creation_hold"] = hold_json(*st);
     }
-    auto all = leases();
-    view["leads"] = leads_json(all);
+    auto all = src_.leases();
+    view["leads"] = nlohmann::json::array();
+    for (auto& l : all)
+      if (l.status && l.status->state == runner_state::leader)
+        view["leads"].push_back(l.lease);
     view["leases"] = leases_json(all, src_.timings.lease_duration);
     view["observed_at"] = holder["holder_observed_at"];
     view["age_ms"] = holder["holder_age_ms"];
@@ -296,7 +280,7 @@ health_server::health_server(health_sources src)
 
 probe_result health_server::every_lease(
   probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const {
-  auto all = leases();
+  auto all = src_.leases();
   if (all.size() <= 1)   // the agent's lease alone: its runner's word, as always
     return probe(src_.status(), src_.timings);
   // Many leases: the first that fails decides (its reason prefixed with a
@@ -319,14 +303,6 @@ probe_result health_server::every_lease(
   auto out = first_failed ? *first_failed : probe(all.front().status, src_.timings);
   out.body["leases"] = std::move(each);
   return out;
-}
-
-std::vector<lease_state> health_server::leases() const {
-  return src_.leases ? src_.leases() : std::vector<lease_state>{};
-}
-
-std::vector<group_state> health_server::groups() const {
-  return src_.groups ? src_.groups() : std::vector<group_state>{};
 }
 
 health_server::~health_server() {

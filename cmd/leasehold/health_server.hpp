@@ -1,5 +1,4 @@
-// The observability HTTP server (httplib, its own threads) on --health-addr;
-// the paths it serves are listed below, before yield_function.
+// The observability HTTP server (httplib, its own threads) on --health-addr.
 // Handlers ask the runner for its status with a blocking request: fine on
 // these threads, which are not CAF scheduler threads.
 #pragma once
@@ -23,54 +22,30 @@ class Server;
 
 namespace leasehold::agent {
 
-// The paths:
-//   /healthz      200, or 503 {"status":"unhealthy","reason":...} (see probes.hpp);
-//                 /livez, /healthz and /readyz judge every lease of the agent,
-//                 and with more than one add "leases": each lease's answer
-//   /readyz       200 once electing (or idle) and the API has answered; else 503
-//   /metrics      Prometheus text format 0.0.4 (see metrics.hpp)
-//   /debug/state  the runner's status as JSON (holder with observed_at, age),
-//                 with "leases" (every lease of the agent: holder, term,
-//                 leading) and "groups" (each balance group: members, assigned)
-//   POST /yield   {"to": IDENTITY, "lease": NAME} (both optional): hand a lease over; only from
-//                 loopback (403 otherwise); 200 handed over, 409 any other
-//                 outcome, with {"status", "successor", "reason"}; 504 no answer
-//   /leader       the leader_endpoint module's view (at the module's
-//                 configured path) with observed_at and age_ms, "leader":
-//                 "unknown" when stale (holder_json), "leads": the leases this
-//                 replica leads, "leases": as /debug/state's;
-//                 404 when no such module runs
+// The paths and their bodies: cmd/leasehold/README.md, 'HTTP endpoints'.
 using yield_function =
   std::function<std::optional<yield_result>(const std::string& lease, const std::string& target)>;
 
 struct health_sources {
   std::function<std::optional<runner_status>()> status;
-  /// The body the leader_endpoint module publishes at a path (default
-  /// /leader); nullopt when nothing is published there.
+  /// The body the leader_endpoint module publishes at a path, if any.
   std::function<std::optional<std::string>(const std::string& path)> leader;
-  /// Hands the lease `lease` (one of lease_names) over to `target` (""
-  /// anyone: a balanced lease's rendezvous runner-up); nullopt when the
-  /// runner did not answer.
+  /// Hands `lease` over to `target` ("" anyone); nullopt when the runner did not answer.
   yield_function yield;
   /// The agent's leases, its own first (POST /yield's "lease").
   std::function<std::vector<std::string>()> lease_names;
-  /// Every lease of the agent (its own first) and every balance group.
+  /// Every lease of the agent (its own first) and every balance group (required).
   std::function<std::vector<lease_state>()> leases;
   std::function<std::vector<group_state>()> groups;
   const metrics* counters = nullptr;
   election_timings timings;
 };
 
-/// The holder as this replica knows it: `holder`, `holder_observed_at`
-/// (RFC 3339: when a new version of the lease was last seen) and
-/// `holder_age_ms`; `holder` is "unknown" (with `holder_unknown_reason` and
-/// `last_observed_holder`) when that is older than `lease_duration`, the
-/// lease was never read, or the runner does not answer.
+/// The holder as this replica knows it, "unknown" once older than
+/// `lease_duration` (cmd/leasehold/README.md, '/debug/state').
 nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan lease_duration);
-/// POST /yield: the status code and body for a request from `remote_addr`
-/// with `body` (empty, or {"to": "identity", "lease": "name"}; no lease: the
-/// agent's own, `lease_names`' first; a lease not in `lease_names`: 404
-/// naming it and listing them); `yield` does the work.
+/// POST /yield's status code and body; a body without "lease" names the
+/// agent's own, `lease_names`' first.
 std::pair<int, nlohmann::json> yield_reply(const std::string& remote_addr, const std::string& body,
                                            const std::vector<std::string>& lease_names,
                                            const yield_function& yield);
@@ -97,8 +72,6 @@ private:
   /// fails, its reason prefixed "lease NAME: " for a module's lease.
   probe_result every_lease(
     probe_result (*probe)(const std::optional<runner_status>&, const election_timings&)) const;
-  std::vector<lease_state> leases() const;
-  std::vector<group_state> groups() const;
 
   health_sources src_;
   std::unique_ptr<httplib::Server> server_;

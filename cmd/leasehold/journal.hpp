@@ -1,13 +1,5 @@
-// The journal (--journal FILE): one JSON object per line, flushed per line,
-// for the safety checker (leader-only intervals of replicas never overlap):
-//   {"mono_ns":..., "wall":"...Z", "identity":"a", "event":"module_started",
-//    "lease":"default/leasehold", "term":3, "module":"tick", "leader_only":true}
-// ("lease": the event's lease, ns/name; an agent whose modules have leases
-// of their own journals each lease's terms with its name.)
-// Events: term_acquired, term_lost, lease_released, module_started,
-// module_stopped, module_killed, module_crashed, module_output, and renewed.
-// term_acquired and renewed carry the leader's fence, "valid_until_ns"
-// (CLOCK_MONOTONIC ns, from the elector), for scripts/check-journal.
+// The journal (--journal FILE) for the safety checker (leader-only intervals
+// of replicas never overlap); its lines: docs/design.md, 'The journal'.
 #pragma once
 
 #include <cstdio>
@@ -31,8 +23,6 @@ public:
   event_sink sink();
 
 private:
-  void on_event(const runtime_event& e);
-
   std::mutex mtx_;
   std::FILE* file_;
   std::string identity_;

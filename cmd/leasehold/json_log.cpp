@@ -44,9 +44,8 @@ log_level level_of(event_severity s) {
   }
 }
 
-/// How a runtime event reads in the log: the words and the level from the
-/// one table (event_words_table, shared with the default sink), the fields
-/// here; nullopt for events that are not logged (renewals are metrics only).
+/// How a runtime event reads in the log: words and level from event_words_table
+/// (shared with the default sink), the fields here; nullopt: not logged.
 std::optional<log_record> describe(const runtime_event& e) {
   auto& row = words_for(e);
   if (row.severity == event_severity::unlogged)
@@ -154,9 +153,8 @@ std::optional<log_record> describe(const runtime_event& e) {
   return r;
 }
 
-/// The JSON line for a person: `time LEVEL msg  key=value ...`, the other
-/// fields in the line's order, a string bare unless it has a space, a quote
-/// or an '=' (then JSON-quoted), so that grep still finds `term=3`.
+/// The JSON line for a person: `time LEVEL msg  key=value ...`, a string bare
+/// unless it needs JSON quotes, so that grep still finds `term=3`.
 std::string as_text(const ojson& line) {
   auto dump = [](const ojson& v) {
     return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -224,28 +222,26 @@ void json_logger::log(log_level level, const std::string& msg, const ojson& fiel
 }
 
 event_sink json_logger::sink() {
-  return [this](const runtime_event& e) { on_event(e); };
-}
-
-void json_logger::on_event(const runtime_event& e) {
-  // One line per fact: every lease's runner applies the config and follows
-  // the namespace's one watch stream, but the agent's own lease says it.
-  bool other_lease = !e.lease.empty() && e.lease != lease_;
-  if (other_lease && (e.type == event_type::config_applied || e.type == event_type::watch_changed))
-    return;
-  if (is_state_change(e.type)) {
-    std::lock_guard<std::mutex> guard(mtx_);
-    for (auto& kv : seen_)
-      summarize(kv.second, std::chrono::steady_clock::now());
-    seen_.clear();
-  }
-  if (auto r = describe(e)) {
-    // The event's own lease where it is not the agent's (a module's lease).
-    if (other_lease)
-      r->fields["lease"] = e.lease;
-    // Module output is content, not status: identical lines are kept.
-    write(r->level, r->msg, r->fields, e.type != event_type::module_output);
-  }
+  return [this](const runtime_event& e) {
+    // One line per fact: every lease's runner applies the config and follows
+    // the namespace's one watch stream, but the agent's own lease says it.
+    bool other_lease = !e.lease.empty() && e.lease != lease_;
+    if (other_lease && (e.type == event_type::config_applied || e.type == event_type::watch_changed))
+      return;
+    if (is_state_change(e.type)) {
+      std::lock_guard<std::mutex> guard(mtx_);
+      for (auto& kv : seen_)
+        summarize(kv.second, std::chrono::steady_clock::now());
+      seen_.clear();
+    }
+    if (auto r = describe(e)) {
+      // The event's own lease where it is not the agent's (a module's lease).
+      if (other_lease)
+        r->fields["lease"] = e.lease;
+      // Module output is content, not status: identical lines are kept.
+      write(r->level, r->msg, r->fields, e.type != event_type::module_output);
+    }
+  };
 }
 
 void json_logger::write(log_level level, const std::string& msg, const ojson& fields,

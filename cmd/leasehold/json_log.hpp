@@ -1,14 +1,6 @@
-// Logs on stderr, one line per fact: JSON objects by default (what a log
-// pipeline reads), or text for a person at a terminal (log_format: text):
-//   {"level":"info","time":"...Z","msg":"became leader","identity":"a","lease":"ns/x","term":3}
-//   2026-12-06T10:00:00.000Z INFO  became leader  identity=a lease=ns/x term=3
-// The logger is an event_sink for runtime events and takes the agent's own
-// messages. An exact repeat of (level, msg, fields) is not written again
-// until the next state change, but counted: the count is written as
-// "<msg> … repeated N times in S s" (fields `repeated`, `repeated_in_s`) at
-// the next state change or once `summary_every` has passed since the line
-// (or its last summary), so an outage reported once per elector respawn
-// logs one line, and a restart loop still shows how often it happened.
+// Logs on stderr, one line per fact: JSON (the default) or text (log_format:
+// text). The logger is an event_sink for runtime events and takes the agent's
+// own messages. Fields and repeat counting: docs/design.md, 'Log lines'.
 #pragma once
 
 #include <cstdio>
@@ -61,7 +53,6 @@ private:
   void emit(log_level level, const std::string& msg, const nlohmann::ordered_json& fields);
   void write(log_level level, const std::string& msg, const nlohmann::ordered_json& fields,
              bool suppress_repeats);
-  void on_event(const runtime_event& e);
 
   std::mutex mtx_;
   log_level min_;

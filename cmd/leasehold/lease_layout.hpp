@@ -1,11 +1,5 @@
-// Which lease each module of an agent's config runs under (docs/balance.md,
-// "Balance groups in leasehold run"): the agent's own lease (`lease_name`)
-// for every module that names none and for every module that is not
-// leader-only; a lease of its own for a leader-only module with `lease`; and
-// a balance group's lease for one with `balance` (its lease defaults to the
-// module's name). `leasehold run` spawns one runner per lease, and a
-// balance group (spawn_balance_group) per group over the runners of its
-// leases.
+// Which lease each module of an agent's config runs under: docs/balance.md,
+// 'Balance groups in leasehold run'.
 #pragma once
 
 #include <map>
@@ -25,8 +19,7 @@ struct lease_plan {
 struct lease_layout {
   lease_plan main;                 // the agent's lease: always there
   std::vector<lease_plan> others;  // in the order of their first module in the config
-  /// group -> its settle time (ms), for the groups whose modules set one
-  /// (`balance: {"group", "settle_ms"}`).
+  /// group -> its settle time (ms), for the groups whose modules set one.
   std::map<std::string, std::int64_t> settle_ms;
 
   /// The groups, each with its leases (in config order).
@@ -36,12 +29,8 @@ struct lease_layout {
   bool same_leases(const lease_layout& o) const;
 };
 
-/// The layout of `modules` under the agent's lease `main_lease`; errors name
-/// the module's JSON path (`modules[3].balance: ...`): lease and group names
-/// that the API would refuse, a lease claimed by two groups or by a group
-/// and by modules outside it, a balanced lease that is the agent's own, two
-/// settle times for one group.
-/// Every error is reported, in one pass.
+/// The layout of `modules` under the agent's lease `main_lease`; every error,
+/// in one pass, names the module's JSON path (`modules[3].balance: ...`).
 std::vector<std::string> plan_leases(const module_config& modules, const std::string& main_lease,
                                      lease_layout& out);
 

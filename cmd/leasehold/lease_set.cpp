@@ -138,9 +138,7 @@ std::optional<runner_status> lease_set::status_of(caf::actor_system& sys, const 
 }
 
 bool lease_set::shut_down(caf::actor_system& sys, caf::timespan bound) {
-  // At once: each group withdraws and releases its leases in parallel with
-  // the agent's own lease, so the whole stop takes one release, not one per
-  // lease.
+  // At once: the whole stop takes one release, not one per lease.
   std::vector<std::future<bool>> done;
   for (auto& [name, g] : groups_)
     done.push_back(std::async(std::launch::async, [&sys, g = g, bound] {

@@ -1,10 +1,6 @@
-// The runners of an agent's leases (cmd/leasehold/lease_layout.hpp): one
-// per lease, and a balance group (include/leasehold/balance_group.hpp) over
-// the runners of each group's leases, or a candidate set over a lease outside
-// any group. `leasehold run` owns one; the health
-// server reads its per-lease state, a config reload applies each lease's
-// modules, SIGTERM leaves every group (withdraw, so peers take over at
-// once) and shuts every runner down.
+// The runners of an agent's leases (cmd/leasehold/lease_layout.hpp), one per
+// lease, a balance group over the runners of each group's leases, and a
+// candidate set over each lease outside any group.
 #pragma once
 
 #include <functional>
@@ -32,10 +28,8 @@ struct group_state {
 };
 
 struct lease_set_options {
-  /// Every field but lease, modules, events and compete: the same for each
-  /// lease's runner (identity, timings, transport, backend, registry, watch).
+  /// Every field but lease, modules, events and compete: the same for each runner.
   runner_options base;
-  /// The sink of one lease's runner.
   std::function<event_sink(const lease_key&)> events;
   /// The membership backend of the groups and candidate sets (none: no
   /// candidate sets, and no groups allowed).
@@ -53,29 +47,24 @@ public:
   /// The agent's own lease's runner.
   const runner_actor& main() const { return runners_.front().runner; }
   /// Every lease's (group's) status, asked one after the other within
-  /// `timeout` in all (a runner that does not answer in what is left is
-  /// reported without a status).
+  /// `timeout` in all.
   std::vector<lease_state> leases(caf::actor_system& sys, caf::timespan timeout) const;
   std::vector<group_state> groups(caf::actor_system& sys, caf::timespan timeout) const;
-  /// Applies each lease's modules of `next` (its leases as the running
-  /// layout's: lease_layout::same_leases). The errors of every runner that
-  /// rejected its part.
+  /// Applies each lease's modules of `next` (the same leases:
+  /// lease_layout::same_leases); the errors of every runner that rejected its part.
   std::vector<std::string> apply(caf::actor_system& sys, const lease_layout& next,
                                  caf::timespan timeout);
   /// Every lease's name, the agent's own first.
   std::vector<std::string> names() const;
-  /// Hands lease `lease` over to `to` (""; anyone): a balanced lease through
-  /// its group (yield_lease: a named successor, the yield hold), any other
-  /// through its runner (yield_leadership). nullopt: no such lease, or no
-  /// answer within `timeout`.
+  /// Hands `lease` over to `to` ("" anyone): a balanced lease through its group
+  /// (the yield hold), any other through its runner. nullopt: no such lease or answer.
   std::optional<yield_result> yield(caf::actor_system& sys, const std::string& lease,
                                     const std::string& to, caf::timespan timeout) const;
   /// The status of lease `lease`'s runner (nullopt: no such lease, or no answer).
   std::optional<runner_status> status_of(caf::actor_system& sys, const std::string& lease,
                                          caf::timespan timeout) const;
-  /// Every group leaves (withdraws, then shuts its runners down) and every
-  /// other runner shuts down, all at once; true when all confirmed within
-  /// `bound`.
+  /// Every group leaves (withdraws, then shuts its runners down) and every other
+  /// runner shuts down, all at once; true when all confirmed within `bound`.
   bool shut_down(caf::actor_system& sys, caf::timespan bound);
   /// Ends every actor left (the process is exiting).
   void kill_all();

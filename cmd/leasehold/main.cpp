@@ -1,12 +1,5 @@
-// leasehold: runs leader-only modules under a Kubernetes Lease.
-//   leasehold run [--config FILE] [flags]
-//   leasehold validate [--config FILE] [flags]
-//   leasehold yield [--lease NAME] [--to IDENTITY] [--health-addr HOST:PORT] [--timeout-ms N]
-//   leasehold status [--config FILE | --namespace NS] [--server URL | --kubeconfig F |
-//                    --backend etcd --etcd-endpoints URLS] [-o json]
-//   leasehold version | leasehold --version
-//   leasehold fence check [--file F] [--margin-ms N] [--quiet]
-//   leasehold fence-keeper ARGS          (modules/fence_keeper.hpp; run by exec)
+// leasehold: runs leader-only modules under a lease. Its subcommands: cmd/leasehold/README.md;
+// `leasehold fence-keeper` is run by the exec module (modules/fence_keeper.hpp).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>

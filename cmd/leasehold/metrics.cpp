@@ -203,33 +203,33 @@ std::string metrics::render(const std::optional<runner_status>& st,
     out << "leasehold_module_running{module=\"" << escape_label(m->name) << "\"} "
         << (m->state == module_state::running ? 1 : 0) << '\n';
 
+  auto labels = [](const lease_state& l) {   // without the closing brace
+    return "{lease=\"" + escape_label(l.lease) + "\",group=\"" + escape_label(l.group) + '"';
+  };
   header(out, "leasehold_lease_leader", "gauge",
          "Per lease of this agent (its own and each module's): 1 when this replica leads it.");
   for (auto& l : leases)
-    out << "leasehold_lease_leader{lease=\"" << escape_label(l.lease) << "\",group=\""
-        << escape_label(l.group) << "\"} "
+    out << "leasehold_lease_leader" << labels(l) << "} "
         << (l.status && l.status->state == runner_state::leader ? 1 : 0) << '\n';
   header(out, "leasehold_lease_term", "gauge",
          "Per lease: the term this replica knows (as leasehold_term); -1 none.");
   for (auto& l : leases)
     if (l.status)
-      out << "leasehold_lease_term{lease=\"" << escape_label(l.lease) << "\",group=\""
-          << escape_label(l.group) << "\"} " << l.status->term << '\n';
+      out << "leasehold_lease_term" << labels(l) << "} " << l.status->term << '\n';
   header(out, "leasehold_lease_creation_hold", "gauge",
          "Per lease: 1 while this replica holds it after creating it, its term not started yet.");
   for (auto& l : leases)
     if (l.status)
-      out << "leasehold_lease_creation_hold{lease=\"" << escape_label(l.lease) << "\",group=\""
-          << escape_label(l.group) << "\"} " << (l.status->hold_ms >= 0 ? 1 : 0) << '\n';
+      out << "leasehold_lease_creation_hold" << labels(l) << "} "
+          << (l.status->hold_ms >= 0 ? 1 : 0) << '\n';
   // The module series again, labelled by the lease each module runs under.
   auto per_module = [&](const char* name, const char* type, const char* help, auto value) {
     header(out, name, type, help);
     for (auto& l : leases)
       if (l.status)
         for (auto& m : l.status->modules)
-          out << name << "{lease=\"" << escape_label(l.lease) << "\",group=\""
-              << escape_label(l.group) << "\",module=\"" << escape_label(m.name) << "\"} "
-              << value(m) << '\n';
+          out << name << labels(l) << ",module=\"" << escape_label(m.name) << "\"} " << value(m)
+              << '\n';
   };
   per_module("leasehold_lease_module_restarts_total", "counter",
              "Per lease: restarts of each module that runs under it.",
@@ -242,8 +242,7 @@ std::string metrics::render(const std::optional<runner_status>& st,
          "or its balance group moving it).");
   for (auto& l : leases) {
     auto n = lease_handovers_.find(l.lease);
-    out << "leasehold_lease_voluntary_handovers_total{lease=\"" << escape_label(l.lease)
-        << "\",group=\"" << escape_label(l.group) << "\"} "
+    out << "leasehold_lease_voluntary_handovers_total" << labels(l) << "} "
         << (n == lease_handovers_.end() ? 0 : n->second) << '\n';
   }
   struct group_series {

@@ -15,8 +15,7 @@
 
 namespace leasehold::agent {
 
-// The series: cmd/leasehold/README.md ("/metrics"); their HELP lines in render() say what each
-// means.
+// The series: cmd/leasehold/README.md ("/metrics"); their HELP lines say what each means.
 class metrics {
 public:
   /// Thread-safe; counts events.
@@ -24,15 +23,12 @@ public:
   void record(const runtime_event& e);
   /// leasehold_build_info's labels (default: this build's version, "kubernetes").
   void set_build_info(std::string version, std::string backend);
-  /// The timings the agent runs with (leasehold_lease_duration_seconds,
-  /// leasehold_renew_deadline_seconds; default: election_timings{}).
+  /// The timings the agent runs with (default: election_timings{}).
   void set_timings(const election_timings& t);
 
-  /// The exposition text. `st` is the runner's status (nullopt when the
-  /// runner did not answer: the status-based series are left out).
-  /// `leases`/`groups`: every lease's and group's state (lease_set), for
-  /// the per-lease and per-group series; the module series then cover
-  /// every lease's modules.
+  /// The exposition text. `st` is the runner's status (nullopt: the series
+  /// based on it are left out); `leases`/`groups` give the per-lease and
+  /// per-group series.
   std::string render(const std::optional<runner_status>& st,
                      const std::vector<lease_state>& leases = {},
                      const std::vector<group_state>& groups = {}) const;

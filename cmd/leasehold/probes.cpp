@@ -14,17 +14,13 @@ probe_result fail(const std::string& reason) {
   return {false, {{"status", "unhealthy"}, {"reason", reason}}};
 }
 
-/// The watchdog's allowance beyond lease_duration.
-caf::timespan watchdog_grace(const election_timings& t) {
-  return std::max<caf::timespan>(t.retry_period, std::chrono::seconds(1));
-}
-
 } // namespace
 
 probe_result liveness(const std::optional<runner_status>& st, const election_timings& t) {
   if (!st)
     return fail("runner did not answer");
-  auto limit = t.lease_duration + watchdog_grace(t);
+  auto grace = std::max<caf::timespan>(t.retry_period, std::chrono::seconds(1));
+  auto limit = t.lease_duration + grace;
   auto limit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
   if (st->state == runner_state::leader && st->ms_since_renew > limit_ms)
     return fail("lease watchdog: leading but the last renewal was " + std::to_string(st->ms_since_renew)

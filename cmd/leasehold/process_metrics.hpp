@@ -24,13 +24,10 @@ struct process_sample {
 /// This process now; nullopt when /proc cannot be read.
 std::optional<process_sample> sample_process();
 
-/// The exposition text of `s` and of the transports now (HELP and TYPE
-/// lines included).
+/// The exposition text of `s` and of the transports now.
 std::string render_process_metrics(const process_sample& s);
 
-/// /debug/state's "transport": the transports' census and the process's
-/// threads ({pools, workers, busy_workers, queued, watch_streams, requests,
-/// expired, threads}).
+/// /debug/state's "transport": the transports' census and the process's threads.
 nlohmann::json transport_state_json();
 
 } // namespace leasehold::agent

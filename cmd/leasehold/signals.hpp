@@ -1,8 +1,6 @@
-// SIGTERM/SIGINT handling without work in a signal handler: the signals are
-// blocked in every thread (call block_shutdown_signals() first thing in
-// main, before any thread starts) and a sigwait thread receives them. The
-// first one wakes wait_for_shutdown_signal(); a second one exits at once
-// with _exit(130).
+// SIGTERM/SIGINT without work in a signal handler: blocked in every thread
+// (block_shutdown_signals() first thing in main) and received by a sigwait
+// thread; a second signal exits at once with _exit(130).
 #pragma once
 
 namespace leasehold::agent {
