@@ -150,14 +150,9 @@ api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_
   if (l.spec.holder_identity.empty()) {   // release
     if (!same_term)
       return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
-    // The released record on the key (same lease, if the term is still
-    // this one), and no revoke: followers tell the holder's own release
-    // from a delete or revoke by somebody else by it, a polling follower
-    // too (it may never see a key that is gone in between). A follower
-    // takes it (delete if unchanged + create); untaken, it goes with the
-    // etcd lease's TTL. A keepalive first gives it a whole TTL: a key that
-    // went within a poll of its release would be seen only as a vanished
-    // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
+    // The released record, no revoke, after a keepalive that gives it a
+    // whole TTL: a key gone within a poll of its release would be waited
+    // out as vanished (sim seed 963, etcd, 50 x 3).
     auto key = encode_base64(key_of(l.key()));
     auto alive = keep_key_alive(key, l, kv, rec, began);
     if (!alive.ok())
@@ -179,12 +174,8 @@ api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_
   if (same_term && rec.spec.holder_identity.empty())   // released (its holder, the reaper)
     return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
   if (same_term) {
-    // A renew: the key is still there in this term (the range above), and
-    // its etcd lease (the transport's session lease) was kept alive by a
-    // keepalive sent at most renew_max_age before this renew began, or
-    // now; the reply says how long before (renewed_age), so the
-    // elector counts the term's validity from that send, never later
-    // (etcd_session.hpp, docs/safety.md).
+    // A renew counts from the keepalive that served it: docs/safety.md,
+    // "One etcd lease per process".
     auto r = keep_key_alive(encode_base64(key_of(l.key())), l, kv, rec, began);
     if (!r.ok())
       return api_result<lease>::failure(r.error);

@@ -42,11 +42,8 @@ public:
   /// given) as call() answers it: a JSON object, or malformed_body.
   static api_result<nlohmann::json> object_of(const std::string& path, const std::string& body,
                                               const std::string& endpoint = "");
-  /// One streaming POST (a watch) to the current endpoint, authenticated
-  /// like call(). A failure after which another endpoint may answer moves
-  /// the next call to the next endpoint, except a stream that opened and
-  /// then went quiet for `idle` (kind timeout): nothing says its member is
-  /// unwell.
+  /// A watch on the current endpoint, as call(); a failure moves to the next
+  /// endpoint, except a quiet open stream: nothing says its member is unwell.
   api_error stream(const std::string& path, const nlohmann::json& body,
                    std::chrono::milliseconds idle, const std::function<void()>& on_open,
                    const std::function<bool(const char*, std::size_t)>& on_data);

@@ -220,14 +220,7 @@ std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::
 
 void etcd_session::reap(const std::string& id, const std::vector<stale_key>& keys,
                         const call_fn& call) {
-  // Each key as it is now; written only while it is still bound to this
-  // lease at the very revision read (a key another replica wrote or
-  // created since is not ours to touch). A lease record gets the released
-  // record, so followers take it at once (docs/safety.md, "The session
-  // reaper's released record"); a released one (nobody took it for a TTL)
-  // is deleted, so the shared lease does not keep it forever.
-  // Nothing leaves the books on a failure: the key is looked at again at
-  // the next keepalive.
+  // Why: docs/safety.md, "The session reaper's released record".
   for (auto& [key, ttl] : keys) {
     auto r = call("/v3/kv/range", {{"key", key}});
     if (!r.ok())

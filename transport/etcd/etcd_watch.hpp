@@ -1,8 +1,5 @@
-// The etcd watch of one namespace's keys (POST /v3/watch on the gateway,
-// <prefix>/<namespace>/ with its range_end), shared by every subscriber of
-// a transport in that namespace and demultiplexed to them by lease name
-// (watch_fanout), on the loop every lease watch shares
-// (transport/lease_watch.hpp).
+// The etcd watch of one namespace's keys, shared by a transport's subscribers
+// in it, on the loop every lease watch shares (transport/lease_watch.hpp).
 #pragma once
 
 #include <memory>

@@ -59,13 +59,9 @@ parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
                              const std::string& where = "kvs[0]");
 /// header.revision of a reply; 0 when absent or not an int64.
 std::int64_t header_revision(const nlohmann::json& reply);
-/// The TTL (whole seconds) of the etcd lease a key created with `s` is
-/// bound to: its leaseDurationSeconds (at least 1), twice that for a record
-/// without a holder (a standby's unheld create, elector_follow.cpp): every
-/// replica waits that one out a lease duration from when it saw it, by its
-/// own clock, and nobody keeps it alive, so it must outlive the wait for its
-/// assignee to take it (a key that vanished unseen would be held a lease
-/// duration more).
+/// The TTL (whole seconds) of a key created with `s`: its leaseDurationSeconds
+/// (at least 1), twice that without a holder, so a standby's unheld create
+/// outlives every replica's wait for it (else it would be held as vanished).
 int etcd_key_ttl(const lease_spec& s);
 
 /// A key's record kept compactly: the fields to_lease sets besides the
@@ -106,11 +102,9 @@ struct etcd_scope_changes {
   std::int64_t count = 0;   // keys under the namespace's prefix
   bool written = false;     // one of them was written at or after the revision asked
 };
-/// A range reply over `scope`: the records by name (a key whose value is
-/// no lease record, or with a name outside the scope, is left out: it is
-/// nobody's lease); the error names a malformed kv ("kvs[3].mod_revision: ...").
-/// `from`: where the page began; a next page that would not start past it
-/// is an error.
+/// A range reply over `scope`: the records by name (a key that is no lease
+/// record is nobody's lease: left out). `from`: where the page began; a
+/// next page that would not start past it is an error.
 parse_result<etcd_scope_state> parse_scope_range(const nlohmann::json& reply,
                                                  const etcd_scope& scope,
                                                  const std::string& from = "");

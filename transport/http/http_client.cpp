@@ -192,12 +192,9 @@ struct http_client::impl {
     return std::nullopt;
   }
 
-  /// A server, or a proxy before it, that answers the first request of a
-  /// pipelined round and never the next (cpp-httplib 0.11's server dropped
-  /// the requests read with the first): an answer came, and the one after it
-  /// timed out. Then batches go one request at a time for
-  /// `pipeline_pause`, and the timed-out requests' errors say why. Under a
-  /// server merely slow the pause costs a little CPU, never an answer.
+  /// A server that answers only a round's first request (cpp-httplib 0.11's
+  /// did): batches go one at a time for `pipeline_pause`. Under a server
+  /// merely slow the pause costs a little CPU, never an answer.
   void pause_if_unpipelined(std::vector<api_result<http_response>>& answers) {
     for (std::size_t j = 1; j < answers.size(); ++j) {
       if (!answers[j - 1].ok() || answers[j].ok() || answers[j].error.kind != error_kind::timeout)

@@ -48,10 +48,8 @@ public:
   api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
   api_result<bool> create_event(const kube_event& e);
 
-  /// Batches (the transport pool's, from a backlog): one result per lease,
-  /// in order, each judged as the single call judges it. Two or more go
-  /// pipelined on one connection (http_client::send_all); a lost answer is
-  /// that request's own error ("sent: may have been applied").
+  /// Batches: one result per lease, in order, each judged as alone; two or
+  /// more go pipelined (http_client::send_all).
   std::vector<api_result<lease>> get_leases(const std::vector<lease_key>& ks);
   std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
   std::vector<api_result<lease>> renew_leases(const std::vector<lease>& ls);
