@@ -1,7 +1,5 @@
-// The blocking etcd v3 client (JSON gateway): the lease mapping of get /
-// create / update onto keys, etcd leases and transactions
-// (transport/etcd/etcd_transport.hpp says how), over an etcd_connection
-// (endpoints, failover, authentication: transport/etcd/etcd_connection.hpp).
+// The blocking etcd v3 client (JSON gateway): get / create / update mapped
+// onto keys, etcd leases and txns, over an etcd_connection.
 #pragma once
 
 #include <algorithm>
@@ -46,10 +44,8 @@ public:
   api_result<lease> get_lease(const lease_key& k);
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);
-  /// Puts `l`'s record on its key if the key is still at l.resource_version
-  /// (its mod_revision; else a conflict), keeping the key's etcd lease and
-  /// so its term: another replica's write of preferredHolder for the holder
-  /// (cmd/leasehold/yield_route.hpp). Like `etcdctl put --ignore-lease`.
+  /// Puts `l`'s record on its key if still at l.resource_version, keeping
+  /// its etcd lease and term (`etcdctl put --ignore-lease`): a yield's write.
   api_result<lease> put_record(const lease& l);
   /// Batches, one reply per request, in order; each key judged as alone.
   /// How each batch is sent and why: docs/safety.md, "One etcd lease per process".

@@ -51,10 +51,7 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
   };
   if (which.size() < 2)
     return alone();
-  // As a release alone: the key asked about, its etcd lease kept alive by a
-  // keepalive sent after the batch began (one per etcd lease: a whole TTL
-  // for every released record), then the released record put on the key
-  // with its lease if its create_revision is unchanged.
+  // As a release alone, with one keepalive per etcd lease for the batch.
   std::set<std::string> ids;
   for (auto i : which) {
     auto& kv = *cur[i].value->kv;
@@ -102,9 +99,7 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
       out[i] = updated(ls[i], cur[i], began);
     return;
   }
-  // As a new term alone: the old key deleted if nobody wrote it since
-  // (each compared on its own mod_revision), then created anew (a new
-  // create_revision: a new term), the creates as one batch of creates.
+  // As a new term alone, the deletes in one txn, the creates as one batch.
   const std::string path = "/v3/kv/txn";
   json compares = json::array(), deletes = json::array();
   std::vector<std::string> written;
@@ -134,9 +129,6 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
   }
 }
 
-/// An update of `l` that began at `began` and found its key as `cur`
-/// (range or ranges): a renew rides a keepalive (etcd_session::renewed),
-/// anything else writes as it must.
 api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_key> cur,
                                              std::chrono::steady_clock::time_point began) {
   if (!cur.ok())
@@ -186,10 +178,8 @@ api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_
     out.renewed_age = std::max<std::chrono::nanoseconds>(began - r.value->sent, {});
     return api_result<lease>::success(std::move(out));
   }
-  // A new term on a released record (its revoke did not follow) or on a
-  // record naming this holder (the elector re-takes its own ended term):
-  // delete the old key if nobody wrote it since, then create it anew (a
-  // new create_revision, so a new term).
+  // A new term: delete the old key if nobody wrote it since, then create it
+  // anew (a new create_revision).
   if (l.resource_version != rec.resource_version)
     return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
   const std::string path = "/v3/kv/txn";

@@ -18,10 +18,8 @@ namespace leasehold {
 
 class http_client;
 
-/// Blocking: use it from a detached actor or a thread only. Every call goes
-/// to the current endpoint; on a connection error, timeout or an
-/// unavailable member it moves to the next endpoint (and stays there) and
-/// retries, at most once per endpoint.
+/// Blocking. On a connection error, timeout or an unavailable member a call
+/// moves to the next endpoint (and stays) and retries, once per endpoint.
 class etcd_connection {
 public:
   explicit etcd_connection(etcd_config cfg);
@@ -32,9 +30,7 @@ public:
   /// POST `body` to `path`, failing over between endpoints: the reply body
   /// (a JSON object), or the error (gRPC code mapped, endpoint named).
   api_result<nlohmann::json> call(const std::string& path, const nlohmann::json& body);
-  /// As call(), with the body already serialized (`text`) and the reply's
-  /// body returned as text, unparsed: a reader that takes what it needs in
-  /// place (etcd_ranges) and gives the rest to object_of.
+  /// As call(), with the body serialized and the reply's body unparsed.
   api_result<std::string> call_text(const std::string& path, const std::string& text);
   /// " (endpoint E)" to end an error's reason with, "" when E is empty.
   static std::string from_endpoint(const std::string& endpoint);

@@ -31,9 +31,7 @@ vanish_verdict judge_vanished_key(const lease* last, const etcd_key_readings& r,
     return {seen_by, false};
   auto rt = t.effective_request_timeout();
   bool fresh = r.read_at && seen_by <= *r.read_at + 100ms + rt;
-  // A stream can be up and still late: the freeing also needs the store
-  // revision of the read of 0, so that the create's history check covers
-  // everything from that read on (a term that came and went since shows).
+  // A stream can be up and still late: the history check needs the revision.
   if (ttl_tells_expiry(t, ttl) && gapless && fresh && r.left == 0 && r.zero_since
       && r.zero_revision > 0)
     return {std::max(seen_by, *r.zero_since + 1s), false, r.zero_revision};
@@ -73,9 +71,8 @@ public:
     hold_next_create_ = false;
   }
 
-  /// A reading of rec.ttl_seconds, read rec.ttl_age before the transport
-  /// began the read sent at `sent` (a reading shared by the keys of one
-  /// etcd lease): it counts from sent - ttl_age, no later than its real send.
+  /// A (maybe shared) reading counts from sent - ttl_age, no later than its
+  /// real send.
   void read_found(const lease* rec, time_point sent, time_point now) override {
     outside_wait_until_.reset();   // the key is there (again)
     hold_next_create_ = false;

@@ -18,10 +18,8 @@ namespace {
 /// next one), so one keepalive's sender is not held up for long.
 constexpr std::size_t reap_per_keepalive = 64;
 
-/// The released record (as a release writes it: no holder, a lease
-/// duration of 1 s, acquired now; no successor named) for a key whose value
-/// is `value`; nullopt when it is released already or no lease record
-/// (the reaper then deletes it).
+/// The released record, as a release writes it, for a key whose value is
+/// `value`; nullopt when released already or no lease record (then deleted).
 std::optional<std::string> released_value(const std::string& value) {
   auto v = json::parse(value, nullptr, false);
   if (!v.is_object())
@@ -124,9 +122,8 @@ api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const 
     auto i = lease_of_ttl_.find(ttl_seconds);
     return i == lease_of_ttl_.end() ? std::string() : i->second;
   };
-  // The current lease, kept alive by a keepalive sent from here (shared
-  // with the other requests that ask now); a grant only when it is gone,
-  // one grant at a time (a worker that waited for another's grant uses it).
+  // A grant only when the lease is gone, one at a time (a worker that
+  // waited for another's grant uses it).
   std::string gone;
   for (int tries = 0; tries < 2; ++tries) {
     auto id = current();

@@ -36,9 +36,8 @@ public:
   using call_fn = std::function<api_result<nlohmann::json>(const std::string& path,
                                                            const nlohmann::json& body)>;
 
-  /// The session lease for keys of TTL `ttl_seconds`, kept alive by a
-  /// keepalive sent after this call began (granted now when there is none
-  /// or the keepalive says it is gone): its ID.
+  /// The ID of the session lease for keys of TTL `ttl_seconds`, kept alive
+  /// after this call began (granted when there is none, or it is gone).
   api_result<std::string> lease_for(std::int64_t ttl_seconds, const call_fn& call);
 
   /// What a keepalive answered: the TTL etcd reported (0: the lease is
@@ -57,9 +56,7 @@ public:
   api_result<kept_alive> renewed(const std::string& id, std::chrono::nanoseconds max_age,
                                  clock::time_point began, const call_fn& call);
 
-  /// A create of `key` (base64, as the gateway takes it), bound to etcd
-  /// lease `id` of TTL `ttl_seconds`, asks now: it lives at least a TTL
-  /// from now without another.
+  /// A create of `key` (base64) bound to etcd lease `id` asks now.
   void asked(const std::string& key, const std::string& id, std::int64_t ttl_seconds);
 
   /// A renew or release of `key` that read it at `read_revision` asks now,

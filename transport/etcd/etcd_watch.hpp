@@ -10,9 +10,8 @@
 
 namespace leasehold {
 
-/// The stream of namespace `ns`, with a client of its own (own connection,
-/// own endpoint failover); it runs until destroyed. Subscribers join it
-/// through lease_watch_loop::join.
+/// The stream of namespace `ns`, with a client of its own; it runs until
+/// destroyed.
 std::unique_ptr<lease_watch_loop> make_etcd_watch(etcd_config cfg, const std::string& ns,
                                                   caf::timespan idle_timeout,
                                                   std::shared_ptr<watch_fanout> fanout);

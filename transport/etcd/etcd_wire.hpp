@@ -64,10 +64,8 @@ std::int64_t header_revision(const nlohmann::json& reply);
 /// outlives every replica's wait for it (else it would be held as vanished).
 int etcd_key_ttl(const lease_spec& s);
 
-/// A key's record kept compactly: the fields to_lease sets besides the
-/// key's name and namespace (an etcd record has no others), without a
-/// whole `lease` per key (a map of 10,000 keys was 472 bytes a key
-/// that way, ~270 so).
+/// A key's record kept compactly: the fields to_lease sets (a map of
+/// 10,000 keys: ~270 bytes a key, 472 as whole leases).
 struct etcd_record {
   std::string resource_version;
   std::string etcd_lease_id;
@@ -130,10 +128,8 @@ struct etcd_watch_message {
   std::string message;             // error: its message
 };
 
-/// Parses one line of a watch of `scope`; the error names the field
-/// ("result.events[0].kv.create_revision: ..."). A PUT whose value is no
-/// lease record is not an error of the line: its event says why (the
-/// watcher decides whether anybody follows that key).
+/// Parses one line of a watch of `scope`. A PUT whose value is no lease
+/// record is no error of the line: its event says why.
 parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
                                                        const etcd_scope& scope);
 
