@@ -149,8 +149,6 @@ const std::string& etcd_client::current_endpoint() const {
   return impl_->conn.current_endpoint();
 }
 
-// Every lease record of a namespace at one revision, page after page (the
-// watch's list).
 api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std::size_t page) {
   const std::string path = "/v3/kv/range";
   return guarded<etcd_scope_state>(path.c_str(), [&] {

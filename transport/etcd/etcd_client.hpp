@@ -100,11 +100,10 @@ struct etcd_client::impl {
     return e;
   }
 
-  /// Every write of `which` (keys of `ls`, named by `key_of`) failed with `e`.
-  template <class KeyOf>
-  static void fail_each(const std::vector<lease>& ls, const std::vector<std::size_t>& which,
-                        const api_error& e, const std::string& path, KeyOf&& key_of,
-                        std::vector<std::optional<api_result<lease>>>& out) {
+  /// Every write of `which` (keys of `ls`) failed with `e`.
+  void fail_each(const std::vector<lease>& ls, const std::vector<std::size_t>& which,
+                 const api_error& e, const std::string& path,
+                 std::vector<std::optional<api_result<lease>>>& out) const {
     for (auto i : which)
       out[i] = api_result<lease>::failure(named(e, path, "write", which.size(), key_of(ls[i].key())));
   }
@@ -143,9 +142,6 @@ struct etcd_client::impl {
   // -- the lease mapping -------------------------------------------------------
 
   std::string key_of(const lease_key& k) const { return etcd_scope{cfg.prefix, k.ns}.key(k.name); }
-  auto key_fn() const {
-    return [this](const lease_key& k) { return key_of(k); };
-  }
 
   static std::string value_of(const lease_spec& s) {
     json v = {{"holderIdentity", s.holder_identity}};
@@ -176,7 +172,7 @@ struct etcd_client::impl {
 
   /// Keys `ks` read at once (etcd_ranges).
   std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
-    return etcd_ranges(text_caller, ks, key_fn());
+    return etcd_ranges(text_caller, ks, [this](const lease_key& k) { return key_of(k); });
   }
 
   api_error not_found(const lease_key& k, std::string why) {

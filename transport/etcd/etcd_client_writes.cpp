@@ -65,7 +65,7 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
   for (auto& id : ids) {
     auto k = session->keep_alive(id, caller);
     if (!k.ok())   // as alone: the release fails with the keepalive's error
-      return fail_each(ls, which, k.error, k.error.path, key_fn(), out);
+      return fail_each(ls, which, k.error, k.error.path, out);
     if (k.value->ttl_seconds <= 0)
       return alone();   // the lease is gone (its keys with it): each judged on its own
   }
@@ -80,7 +80,7 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
   }
   auto t = call(path, {{"compare", std::move(compares)}, {"success", std::move(puts)}});
   if (!t.ok())
-    return fail_each(ls, which, t.error, path, key_fn(), out);
+    return fail_each(ls, which, t.error, path, out);
   if (!t.value->value("succeeded", false))
     return alone();   // one key taken or written meanwhile: each as alone
   auto rev = header_revision(*t.value);
@@ -111,7 +111,7 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
   }
   auto d = call(path, {{"compare", std::move(compares)}, {"success", std::move(deletes)}});
   if (!d.ok())
-    return fail_each(ls, which, d.error, path, key_fn(), out);
+    return fail_each(ls, which, d.error, path, out);
   if (!d.value->value("succeeded", false)) {
     for (auto i : which)   // one key written meanwhile: each as alone
       out[i] = updated(ls[i], cur[i], began);

@@ -1,7 +1,6 @@
 #include "transport/etcd/etcd_transport.hpp"
 #include "transport/etcd/etcd_evidence.hpp"
 
-#include <algorithm>
 #include <memory>
 
 #include "transport/http/http_client.hpp"
