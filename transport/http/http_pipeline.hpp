@@ -2,7 +2,7 @@
 // a keep-alive connection of its own. No library serves: client-go multiplexes
 // over HTTP/2; libcurl's multi interface, the C/C++ equivalent, dropped HTTP/1.1
 // pipelining (7.65); cpp-httplib cannot pipeline. Saves, measured at 10,000
-// leases: CPU per renewal 0.100 -> 0.060 ms, the HTTP workers' CPU halved.
+// leases: CPU per renewal 0.100 -> 0.060 ms, the HTTP workers' CPU about halved.
 #pragma once
 
 #include <memory>
