@@ -52,9 +52,7 @@ error_kind grpc_kind(int code, int http_status);
 parse_result<etcd_kv> parse_kv(const nlohmann::json& j, const std::string& where);
 /// kvs[0] of a range reply; nullopt when the key does not exist.
 parse_result<std::optional<etcd_kv>> first_kv(const nlohmann::json& reply);
-/// The lease record for `kv` (of a range reply or a watch event, `where`):
-/// the value's holder, duration and acquire time, leaseTransitions =
-/// create_revision, resourceVersion = mod_revision.
+/// The lease record for `kv` (of a range reply or a watch event, `where`).
 parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
                              const std::string& where = "kvs[0]");
 /// header.revision of a reply; 0 when absent or not an int64.

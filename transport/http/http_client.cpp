@@ -99,9 +99,8 @@ struct http_client::impl {
     http = std::move(ssl);
   }
 
-  /// The bearer token for the next request: the token file is re-read on
-  /// every request (service-account tokens rotate); if it becomes unreadable
-  /// the last good token is kept.
+  /// The bearer token, its file re-read per request (tokens rotate); an
+  /// unreadable file keeps the last good token.
   bool bearer_token(std::string& token, std::string& err) {
     if (cfg.token_file.empty()) {
       token = cfg.token;

@@ -19,9 +19,8 @@ std::string lease_path(const lease_key& k);             // .../namespaces/{ns}/l
 std::string leases_path(const std::string& ns);         // .../namespaces/{ns}/leases
 std::string events_path(const std::string& ns);         // /api/v1/namespaces/{ns}/events
 
-/// What a request of `verb` on lease `k` is named in errors: a POST creates
-/// in the namespace's Lease collection, the others act on the Lease's own
-/// path (the Kubernetes transport's lease_backend::request_path).
+/// What a request of `verb` on lease `k` is named in errors: a POST its
+/// Lease collection, the others the Lease's own path.
 std::string kube_request_path(const std::string& verb, const lease_key& k);
 
 /// One Lease request as kube_client sends it: `error` set (kind not
