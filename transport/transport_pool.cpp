@@ -115,9 +115,8 @@ struct pool_queue {
       j.to->enqueue(from, j.mid.response_id(), caf::make_message(std::move(r)), nullptr);
   }
 
-  /// A job that waited longer than max_wait: answered `timeout` unsent. Not
-  /// a release, which is as safe late as on time (docs/safety.md, "Other
-  /// bounds in the code"): it waits while the pool lives, then release_drain.
+  /// A job that waited longer than max_wait: answered `timeout` unsent. Not a
+  /// release: docs/safety.md, "Other bounds in the code".
   bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
     auto now = steady::now();
     if (j.release && !closed)

@@ -194,9 +194,8 @@ bool read_range(Object& o, etcd_ranges_read::range& r) {
   });
 }
 
-/// Key `k` as range answer `reply` (of a /v3/kv/range, or one
-/// response_range of a txn: `path`, named in errors) shows it; `revision`:
-/// the store's revision when the answer has none of its own.
+/// Key `k` as range answer `reply` (a lone range or one of a txn) shows it;
+/// `revision`: the store's revision when the answer has none of its own.
 api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
                                           std::int64_t revision, const std::string& path) {
   return current_of(k, first_kv(reply), header_revision(reply), revision, [&] { return path; });

@@ -22,8 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
-/// How long send_all sends one request at a time after a server did not
-/// answer pipelined requests (pause_if_unpipelined).
+/// How long send_all goes one request at a time (pause_if_unpipelined).
 constexpr std::chrono::seconds pipeline_pause{60};
 
 } // namespace
