@@ -1,11 +1,7 @@
-// Reading JSON text in place with simdjson's On-Demand API: what the hot
-// paths (a renew's answer, a watch line, an etcd txn answer) need, to take
-// a few members and step over the rest without building a document. A
-// reader takes plain text only (ASCII, plain strings where it reads one)
-// and says false for anything else; its caller then gives the text to
-// nlohmann, whose answer stands (lease/lease_json.cpp). Built for baseline
-// x86-64, On-Demand runs simdjson's portable kernel ("fallback"): the
-// figures of bench/README.md are that kernel's.
+// Reading JSON text in place with simdjson's On-Demand API, for the hot paths:
+// plain text only, else false and the caller gives it to nlohmann, whose
+// answer stands. Built for baseline x86-64, On-Demand runs simdjson's
+// portable kernel: the figures of bench/README.md are that kernel's.
 #pragma once
 
 #include <cstddef>
@@ -23,9 +19,8 @@ namespace leasehold {
 
 namespace od = simdjson::ondemand;
 
-/// A text being read: copied, with simdjson's padding, into the thread's
-/// buffer and read by the thread's parser (a fresh pair when the thread is
-/// reading another text already).
+/// A text being read, copied with simdjson's padding into the thread's
+/// buffer (a fresh one when the thread reads another text already).
 class json_text {
 public:
   explicit json_text(std::string_view text);
@@ -69,8 +64,7 @@ bool skip(od::value& v);
 bool raw_value(od::value& v, std::string_view& out);
 
 /// An object next, read to its end: `on_member(key, value)` reads each
-/// member's value. False when it is not an object, a key is not plain or
-/// on_member says false.
+/// member's value; false on a key not plain or on_member's false.
 template <class F>
 bool each_member(od::object& o, F on_member) {
   for (auto m : o) {
@@ -102,9 +96,8 @@ bool each_element(od::value& v, F on_element) {
   return true;
 }
 
-/// The members of one object a reader takes, each at most once (a member
-/// repeated is left to nlohmann, whose last one wins): `first(bit)` is
-/// true the first time a member's bit is asked for.
+/// The members of one object a reader took: a repeated one is left to
+/// nlohmann, whose last one wins.
 struct json_members_seen {
   unsigned bits = 0;
   bool first(unsigned bit) { return !(std::exchange(bits, bits | bit) & bit); }

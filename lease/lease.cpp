@@ -261,9 +261,8 @@ bool modelled(const std::string& part, const std::string& key) {
   return part == "metadata" ? in(modelled_metadata) : in(modelled_spec);
 }
 
-/// `j` without what lease has members for (to_json_value writes those from
-/// the members): labels, annotations, managedFields, unknown fields. Null
-/// when nothing is left, so a lease copies no JSON of its own fields.
+/// `j` without what lease has members for; null when nothing is left, so a
+/// lease copies no JSON of its own fields.
 json rest_of(const json& j) {
   json rest;
   for (auto it = j.begin(); it != j.end(); ++it) {

@@ -51,11 +51,8 @@ bool put_plain(std::string& out, std::string_view s) {
 
 // --- the members ---------------------------------------------------------------
 
-/// One member of a Lease object that lease models: its key; how the reader
-/// reads its value into a lease; whether the writer writes it (as
-/// to_json_value's set_or_erase: an empty string, an unset time or duration
-/// is absent); how the writer writes its value (false: it needs escaping).
-/// One table per object, in key order, serves the reader and the writer.
+/// One modelled member of a Lease object, for the reader and the writer
+/// (which skips it as to_json_value's set_or_erase does); in key order.
 struct member {
   std::string_view key;
   bool (*read)(od::value&, lease&);

@@ -1,57 +1,41 @@
 #include "transport/base64.hpp"
 
+#include <algorithm>
+
+#include <openssl/evp.h>
+
 namespace leasehold {
 
+namespace {
+
+const auto* bytes(const std::string& s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+
+} // namespace
+
 std::string encode_base64(const std::string& in) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    unsigned n = static_cast<unsigned>(static_cast<unsigned char>(in[i])) << 16;
-    if (i + 1 < in.size()) n |= static_cast<unsigned>(static_cast<unsigned char>(in[i + 1])) << 8;
-    if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
-    out += alphabet[n >> 18 & 63];
-    out += alphabet[n >> 12 & 63];
-    out += i + 1 < in.size() ? alphabet[n >> 6 & 63] : '=';
-    out += i + 2 < in.size() ? alphabet[n & 63] : '=';
-  }
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  out.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                                      bytes(in), static_cast<int>(in.size()))));
   return out;
 }
 
 std::optional<std::string> decode_base64(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
   std::string clean;
   for (char c : text)
     if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
       clean.push_back(c);
-  if (clean.size() % 4 != 0)
+  // EVP_DecodeBlock reads '=' as a zero digit anywhere and keeps the padding
+  // bytes: padding is checked and cut here.
+  auto pad = clean.size() - std::min(clean.size(), clean.find_last_not_of('=') + 1);
+  if (clean.size() % 4 != 0 || pad > 2
+      || clean.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+           < clean.size() - pad)
     return std::nullopt;
-  std::string out;
-  for (std::size_t i = 0; i < clean.size(); i += 4) {
-    bool last = i + 4 == clean.size();
-    int pad = last ? (clean[i + 3] == '=') + (clean[i + 2] == '=') : 0;
-    if (pad == 1 && clean[i + 2] == '=')
-      return std::nullopt; // "x=y=" shapes
-    unsigned bits = 0;
-    for (int k = 0; k < 4 - pad; ++k) {
-      int v = value(clean[i + k]);
-      if (v < 0)
-        return std::nullopt;
-      bits = bits << 6 | static_cast<unsigned>(v);
-    }
-    bits <<= 6 * pad;
-    out.push_back(static_cast<char>(bits >> 16 & 0xff));
-    if (pad < 2)
-      out.push_back(static_cast<char>(bits >> 8 & 0xff));
-    if (pad < 1)
-      out.push_back(static_cast<char>(bits & 0xff));
-  }
+  std::string out(clean.size() / 4 * 3, '\0');
+  if (EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes(clean),
+                      static_cast<int>(clean.size())) < 0)
+    return std::nullopt;
+  out.resize(out.size() - pad);
   return out;
 }
 

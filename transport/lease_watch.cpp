@@ -53,9 +53,8 @@ void lease_watch_loop::halt() {
     stopping_ = true;
   }
   cv_.notify_all();
-  // abort() ends the stream in progress; one the thread opens just after it
-  // (it had not yet seen stopping_) would block until its idle timeout, so
-  // abort again until the thread is done (at most ~5 s of 20 ms rounds).
+  // A stream the thread opens just after abort() would block until its idle
+  // timeout: abort again until the thread is done (at most ~5 s).
   abort();
   {
     std::unique_lock<std::mutex> g(mx_);
@@ -170,9 +169,8 @@ api_error lease_watch_loop::stream_once(bool& delivered) {
   if (failure)
     return *failure;
   if (err.kind == error_kind::none && !buf.empty())
-    // The connection closed under a half-written line: the server (on etcd,
-    // a member) went away. Not a malformed body: every line it finished
-    // parsed.
+    // Cut off mid-line: the server went away. Not a malformed body: every
+    // line it finished parsed.
     return api_error{error_kind::disconnected, 0, r.verb, r.path,
                      "the server closed the watch stream inside an event line" + endpoint_note(),
                      0};

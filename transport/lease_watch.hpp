@@ -1,12 +1,7 @@
-// The watch loop every lease transport shares, whatever its backend: each
-// stream on a thread of its own, feeding lease_watch_event messages to its
-// subscribers (the electors), one stream per (transport, namespace) shared
-// by every subscriber in it (watch_fanout demultiplexes by lease name).
-// The backends' streams: transport/kube/kube_watch.hpp (the Kubernetes Lease
-// collection) and transport/etcd/etcd_watch.hpp (the keys under a prefix).
-// How a stream ends and is reopened: lease_watch_loop below. The subscriber
-// polls while the watch is down: nothing here is needed for safety, only
-// for speed.
+// The watch loop every lease transport shares, whatever its backend: one
+// stream per (transport, namespace) on a thread of its own, shared by its
+// subscribers. Only for speed, never safety: a subscriber polls while it is
+// down (docs/design.md, "Watch streams per backend").
 #pragma once
 
 #include <atomic>
@@ -30,14 +25,9 @@ namespace leasehold {
 /// is closed.
 inline constexpr int watch_stream_seconds = 300;
 
-/// The loop every lease watch shares, whatever the backend: a thread of
-/// its own; a stream that ends cleanly is reopened at once (the backend
-/// resumes after the last version it delivered), a failed one is reported
-/// `down` (naming the request) and retried with backoff (backoff.hpp); `up`
-/// once a stream opens; the body split into lines, a line longer than 1 MiB
-/// or a stream ending inside a line is malformed; a stream silent for the
-/// request's idle_timeout is closed. A backend says only how to open its
-/// stream and what one line means.
+/// The loop every lease watch shares: a clean end reopens at once, a failed
+/// stream is `down` and retried with backoff; a line over 1 MiB or cut off is
+/// malformed. A backend says only how to open its stream and what a line means.
 class lease_watch_loop {
 public:
   virtual ~lease_watch_loop();
@@ -54,8 +44,8 @@ protected:
   explicit lease_watch_loop(lease_watch_request req, std::shared_ptr<watch_fanout> fanout = {});
   /// Starts the thread: the last statement of a derived constructor.
   void start();
-  /// Stops the stream and joins the thread (promptly: the blocking read is
-  /// aborted): the first statement of a derived destructor.
+  /// Stops the stream and joins the thread: the first statement of a
+  /// derived destructor.
   void halt();
 
   /// A stream's request, as errors name it.
@@ -117,14 +107,9 @@ private:
 /// own: the transport's dispatcher runs on the scheduler and must not wait.
 void retire_stream(caf::actor_system& sys, std::unique_ptr<lease_watch_loop> stream);
 
-/// A transport actor's watches, shared: one stream per namespace for every
-/// subscriber in it (events demultiplexed by lease name; Kubernetes: the
-/// namespace's Lease collection, etcd: the keys under <prefix>/<ns>/),
-/// ended (its thread joined, off the actor's thread) when its last
-/// subscriber leaves: when it terminates, or when the transport is told it
-/// needs the stream no more (`leave`: an elector that sent its release).
-/// `make(ns, idle, fanout)` builds the stream of one namespace; each
-/// subscriber joins it (lease_watch_loop::join).
+/// A transport actor's watches: one stream per namespace, built by
+/// `make(ns, idle, fanout)`, ended off the actor's thread when its last
+/// subscriber terminates or `leave`s (an elector that sent its release).
 template <class Self, class Make>
 shared_watches watch_per_namespace(Self* self, Make make) {
   struct shared {

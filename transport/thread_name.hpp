@@ -1,7 +1,5 @@
-// Names the calling thread (Linux: /proc/PID/task/TID/comm, top -H, perf),
-// so that a look at a running agent tells its threads apart. A thread
-// inherits its creator's name, so a thread that is not named shows whoever
-// started it. Names are cut to 15 characters (the kernel's limit).
+// Names the calling thread (top -H, perf), cut to the kernel's 15 characters:
+// an unnamed thread shows its creator's name.
 #pragma once
 
 #include <pthread.h>

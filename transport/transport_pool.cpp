@@ -73,10 +73,8 @@ enum class pool_op { get, create, update, write };   // update: a renew; write: 
 /// How many queued requests a worker looks at for a batch (the oldest).
 constexpr std::size_t batch_scan = 4 * max_batch_requests;
 
-/// One request for a worker: what to ask the client and whom to answer. The
-/// worker answers the requester itself (from its own thread), not through
-/// the dispatcher: one hop and one wake-up of the dispatcher less per
-/// request, and no response handler kept by the dispatcher.
+/// One request for a worker, which answers the requester itself: one hop
+/// and one wake-up of the dispatcher less per request.
 struct pool_job {
   steady::time_point queued;
   pool_op op = pool_op::get;
@@ -100,11 +98,8 @@ struct pool_job {
   }
 };
 
-/// The jobs the dispatcher queues and the workers take: a worker that ends
-/// a request takes the next queued one itself (no message, no dispatcher
-/// in between, no sleep when there is more to do); only an idle worker is
-/// handed a job by the dispatcher and woken. Locked briefly by both (never
-/// across a request).
+/// The jobs the dispatcher queues and the workers take (docs/design.md,
+/// "The shape"). Locked briefly by both, never across a request.
 struct pool_queue {
   std::mutex mx;
   std::deque<pool_job> jobs;
@@ -120,14 +115,8 @@ struct pool_queue {
       j.to->enqueue(from, j.mid.response_id(), caf::make_message(std::move(r)), nullptr);
   }
 
-  /// A job that waited longer than max_wait (spawn_transport_pool): answered
-  /// `timeout` unsent, its path named only then, not per request. Not a
-  /// release: dropped, it would leave its lease held by nobody until it
-  /// expires (a SIGTERM of 10,000 leases queued 10,000 releases at once: the
-  /// last thousands expired here, and the successor waited out each of those
-  /// leases); a conditional write of its elector's term, after its modules
-  /// stopped, is as safe late as on time. At most one per elector: they wait
-  /// unbounded while the pool lives; once it ended (close()), release_drain.
+  /// A job that waited longer than max_wait: answered `timeout` unsent. Not a
+  /// release: docs/safety.md, "Other bounds in the code".
   bool expired(pool_job& j, const caf::strong_actor_ptr& from) {
     auto now = steady::now();
     if (j.release && !closed)
@@ -150,11 +139,8 @@ struct pool_queue {
     return true;
   }
 
-  /// Worker `w`'s next jobs: the one handed to it, else the queue's
-  /// oldest, and after it the queued jobs of its batch kind (up to
-  /// max_batch_requests in all, among the oldest batch_scan queued; the
-  /// others keep their order). None: `w` is idle from now on
-  /// (busy_workers is counted here; after close(), by close()).
+  /// Worker `w`'s next jobs: the one handed to it, else the queue's oldest,
+  /// with its batch. None: `w` is idle from now on.
   std::vector<pool_job> next(std::size_t w) {
     std::lock_guard<std::mutex> g(mx);
     std::vector<pool_job> out;
@@ -191,12 +177,8 @@ struct pool_queue {
     return out;
   }
 
-  /// The dispatcher ended (its transport was stopped): what is queued or
-  /// handed is dropped (its requesters' own deadlines answer them), except
-  /// releases (see expired(): their electors may have given up waiting
-  /// while they waited their turn, and the process may be ending). The
-  /// workers send the releases left, those they start within
-  /// release_drain of the close, then end.
+  /// The dispatcher ended: all but releases is dropped (its requesters'
+  /// deadlines answer them); the workers send the releases left, then end.
   void close() {
     std::lock_guard<std::mutex> g(mx);
     census::busy_workers -= static_cast<std::int64_t>(handed.size() - idle.size());
@@ -250,13 +232,11 @@ void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong
                        me);
 }
 
-/// What a worker is sent: "a job was handed to you" (its dispatcher's
-/// pool_queue::handed).
+/// What a worker is sent: "a job was handed to you".
 using pool_worker_actor = caf::typed_actor<caf::reacts_to<run_atom>>;
 
-/// One worker: detached (its client blocks), one request at a time, the
-/// queued ones after it until the queue is empty; when its dispatcher
-/// ends, it sends the releases left (pool_queue::close) and ends.
+/// One worker: detached (its client blocks), one request at a time, until
+/// the queue is empty; when its dispatcher ends, the releases left.
 pool_worker_actor::behavior_type pool_worker(pool_worker_actor::pointer self,
                                              std::shared_ptr<lease_client> client,
                                              std::shared_ptr<pool_queue> q, std::size_t w,
@@ -292,9 +272,8 @@ struct pool_state {
 
   const transport_pool_options& opts() const { return q->opts; }
 
-  /// Queues one request; an idle worker (or a new one, up to `workers`)
-  /// is handed it and woken. The reply (or the queue's timeout) goes from
-  /// the worker to the requester: the dispatcher answers nothing itself.
+  /// Queues one request, handed to an idle or new worker if any; the
+  /// dispatcher answers nothing itself.
   caf::result<lease_reply> submit(const char* verb, pool_op op, bool batchable, const lease_key& k,
                                   lease written = {}, bool release = false) {
     if (!opts().invalid.empty())
@@ -340,10 +319,8 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
   st->self = self;
   st->q->opts = std::move(opts);
   ++census::pools;
-  // The workers hold the queue, not the dispatcher's state: ending the
-  // dispatcher ends them (they monitor it) once they sent the releases left
-  // (pool_queue::close), or their threads wait for their destruction
-  // forever and so does the actor system.
+  // Ending the dispatcher must end the workers (they monitor it), or the
+  // actor system waits for them forever.
   self->attach_functor([st] {
     --census::pools;
     st->q->close();
@@ -362,20 +339,13 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
     },
     [st, self, leave = watch.leave](update_lease_atom, lease& l) -> caf::result<lease_reply> {
       lease_key k{l.ns, l.name};
-      // A renew (the elector's, of a term it holds: renew_max_age set;
-      // never a release) may go in a batch of renews; any other update (a
-      // write) in a batch of writes where the client sends them as one.
       bool renew = l.renew_max_age > std::chrono::nanoseconds{0} && !l.spec.holder_identity.empty();
       bool release = l.spec.holder_identity.empty();
       if (renew)
         return st->submit("PUT", pool_op::update, true, k, std::move(l));
       if (release && leave)
-        // An elector that sends its release ends once it is answered and
-        // reads (GET) if it is refused: it needs no stream from now on. A
-        // process releasing all its leases (a SIGTERM) so closes its
-        // watches at once, and neither the server nor its watch thread
-        // spends anything on streaming the releases and the successor's
-        // takes back to a process that is leaving.
+        // A releasing elector needs no stream: a SIGTERMed process closes
+        // its watches at once instead of streaming back its successors' takes.
         leave(caf::actor_cast<caf::actor_addr>(self->current_sender()));
       return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l), release);
     },

@@ -1,8 +1,6 @@
-// One watch stream shared by every subscriber of a transport in one scope
-// (Kubernetes: a namespace's Lease collection; etcd: the keys under
-// <prefix>/<namespace>/), its events demultiplexed to
-// the subscribers by lease name. The stream's thread delivers; the
-// transport actor adds and removes subscribers: the table is locked.
+// One watch stream's subscribers by lease name, shared by a transport's
+// subscribers in one scope. The stream's thread delivers and the transport
+// actor adds and removes: the table is locked.
 #pragma once
 
 #include <cstddef>
@@ -23,11 +21,8 @@ public:
   /// `who` follows lease `name`; it gets the stream's current health (up
   /// or down) at once, then every event of that lease.
   void add(const std::string& name, lease_watch_subscriber who);
-  /// Drops every subscription of `who`; the number of subscriptions left.
-  /// Looks at `who`'s own subscriptions only (an index by subscriber), not
-  /// at every lease's: 10,000 electors ending at once (a SIGTERM) cost the
-  /// transport's dispatcher 10,000 table scans, 10^8 comparisons, while
-  /// their releases waited in its queue.
+  /// Drops every subscription of `who`; the number left. By an index by
+  /// subscriber: a SIGTERM's 10,000 table scans delayed the releases.
   std::size_t remove(const caf::actor_addr& who);
   /// Subscriptions looked at by remove() since construction (what the
   /// index saves is checked by counting, not by timing: unit-lease-watch).

@@ -125,10 +125,8 @@ std::vector<api_result<lease>> etcd_client::create_leases(const std::vector<leas
 
 std::vector<api_result<lease>> etcd_client::renew_leases(const std::vector<lease>& ls) {
   return batch_of(ls.size(), [&] {
-    // One `began` for the batch, taken before its ranges: every renew in
-    // it was asked before (the pool batches only queued requests), so each
-    // counts from a keepalive sent no later than its key was read, exactly
-    // as a renew alone (docs/safety.md, "One etcd lease per process").
+    // One `began` for the batch, before its ranges: docs/safety.md, "One
+    // etcd lease per process".
     auto began = std::chrono::steady_clock::now();
     std::vector<lease_key> ks;
     ks.reserve(ls.size());
@@ -151,17 +149,14 @@ const std::string& etcd_client::current_endpoint() const {
   return impl_->conn.current_endpoint();
 }
 
-// Every lease record of a namespace at one revision, page after page (the
-// watch's list).
 api_result<etcd_scope_state> etcd_client::read_scope(const std::string& ns, std::size_t page) {
   const std::string path = "/v3/kv/range";
   return guarded<etcd_scope_state>(path.c_str(), [&] {
     auto scope = this->scope(ns);
     etcd_scope_state all;
     std::string from = scope.dir();
-    // Page after page at the first page's revision: one consistent snapshot
-    // of the namespace, however many keys it holds. Each page moves `from`
-    // forward, so the pages are at most (keys / page) + 1.
+    // Every page at the first page's revision: one snapshot. Each page
+    // moves `from` forward, so the pages are at most (keys / page) + 1.
     for (std::size_t pages = 1;; ++pages) {
       json body = {{"key", encode_base64(from)},
                    {"range_end", encode_base64(scope.range_end())},

@@ -1,7 +1,5 @@
-// The blocking etcd v3 client (JSON gateway): the lease mapping of get /
-// create / update onto keys, etcd leases and transactions
-// (transport/etcd/etcd_transport.hpp says how), over an etcd_connection
-// (endpoints, failover, authentication: transport/etcd/etcd_connection.hpp).
+// The blocking etcd v3 client (JSON gateway): get / create / update mapped
+// onto keys, etcd leases and txns, over an etcd_connection.
 #pragma once
 
 #include <algorithm>
@@ -46,54 +44,30 @@ public:
   api_result<lease> get_lease(const lease_key& k);
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);
-  /// Puts `l`'s record on its key if the key is still at l.resource_version
-  /// (its mod_revision; else a conflict), keeping the key's etcd lease and
-  /// so its term: another replica's write of preferredHolder for the holder
-  /// (cmd/leasehold/yield_route.hpp). Like `etcdctl put --ignore-lease`.
+  /// Puts `l`'s record on its key if still at l.resource_version, keeping
+  /// its etcd lease and term (`etcdctl put --ignore-lease`): a yield's write.
   api_result<lease> put_record(const lease& l);
-  /// A batch of reads / of renews (the transport pool's backlog): one txn
-  /// of ranges (no compares) per 128 keys, each key's range judged as
-  /// get_lease / update_lease judge their own, then each renew's keepalive
-  /// as update_lease's (one keepalive serves them all). One reply per
-  /// request, in order; a failed txn fails each of its requests, naming
-  /// its key.
+  /// Batches, one reply per request, in order; each key judged as alone.
+  /// How each batch is sent and why: docs/safety.md, "One etcd lease per process".
   std::vector<api_result<lease>> get_leases(const std::vector<lease_key>& ks);
   std::vector<api_result<lease>> renew_leases(const std::vector<lease>& ls);
-  /// A batch of creates: one txn comparing every key absent and putting
-  /// them all (all or none); not all absent: each created alone.
   std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
-  /// A batch of writes that are no renews (releases, new terms on an
-  /// existing key: a process's releases at shutdown, a follower's takeover
-  /// of them): one txn of ranges per 128 keys, then the releases still in
-  /// their term in ONE txn of puts (each compared on its own key's
-  /// create_revision, after one keepalive of each etcd lease), the new
-  /// terms' deletes in ONE txn (each compared on its key's mod_revision)
-  /// and their creates as create_leases. A txn one compare of which failed
-  /// changes nothing: each of its writes is then sent alone (update_lease).
-  /// Anything else alone too. One reply per request, in order.
   std::vector<api_result<lease>> write_leases(const std::vector<lease>& ls);
 
   /// Every lease record of namespace `ns` and the store revision it was
-  /// read at: a watch from revision + 1 misses no change after this read.
-  /// Read in ranges of at most `page` keys, every page at the first one's
-  /// revision (one snapshot); a revision compacted meanwhile fails the read
-  /// (the watch then reads again).
+  /// read at, in pages of one snapshot; a revision compacted meanwhile fails.
   api_result<etcd_scope_state> read_scope(const std::string& ns, std::size_t page = 1000);
-  /// What a quiet watch of namespace `ns` needs to know that it missed
-  /// nothing since `revision`: how many keys the namespace has, and whether
-  /// any of them was written at or after `revision`. One linearizable range
-  /// with keys_only, limit 1 and min_mod_revision (etcd counts before it
-  /// filters), so no value is read however many keys there are.
+  /// Whether a quiet watch of `ns` missed anything since `revision`
+  /// (docs/design.md, "Watch streams per backend"); etcd counts before it
+  /// filters, so no value is read however many keys there are.
   api_result<etcd_scope_changes> changed_since(const std::string& ns, std::int64_t revision);
-  /// A streaming POST of `body` to `path` (a watch, see http_client::stream)
-  /// on the current endpoint; a failure after which another endpoint may
-  /// answer (not a quiet stream's idle timeout) moves to the next endpoint.
+  /// A watch on the current endpoint; a failure another endpoint may not
+  /// share (not a quiet stream's idle timeout) moves to the next one.
   api_error stream(const std::string& path, const nlohmann::json& body,
                    std::chrono::milliseconds idle_timeout, const std::function<void()>& on_open,
                    const std::function<bool(const char*, std::size_t)>& on_data);
-  /// A stream that opened then reported an error of `kind` in its body:
-  /// as for a failed call, authenticate again (unauthorized: simple tokens
-  /// expire) or move to the next endpoint (unavailable, no leader, ...).
+  /// A stream that opened then reported an error of `kind`: as for a failed
+  /// call (authenticate again, or the next endpoint).
   void stream_failed(error_kind kind);
   /// Aborts a blocking stream() from another thread.
   void stop();
@@ -103,9 +77,8 @@ public:
   etcd_scope scope(const std::string& ns) const;
   /// The endpoint the next call goes to.
   const std::string& current_endpoint() const;
-  /// One gateway call (POST `body` to `path`, failing over and
-  /// authenticating like every call): the reply body, or the error. Other
-  /// uses of the store (balance membership) go through it.
+  /// One gateway call, failing over and authenticating like every call;
+  /// other uses of the store (balance membership) go through it.
   api_result<nlohmann::json> post(const std::string& path, const nlohmann::json& body);
 
 private:
@@ -127,11 +100,10 @@ struct etcd_client::impl {
     return e;
   }
 
-  /// Every write of `which` (keys of `ls`, named by `key_of`) failed with `e`.
-  template <class KeyOf>
-  static void fail_each(const std::vector<lease>& ls, const std::vector<std::size_t>& which,
-                        const api_error& e, const std::string& path, KeyOf&& key_of,
-                        std::vector<std::optional<api_result<lease>>>& out) {
+  /// Every write of `which` (keys of `ls`) failed with `e`.
+  void fail_each(const std::vector<lease>& ls, const std::vector<std::size_t>& which,
+                 const api_error& e, const std::string& path,
+                 std::vector<std::optional<api_result<lease>>>& out) const {
     for (auto i : which)
       out[i] = api_result<lease>::failure(named(e, path, "write", which.size(), key_of(ls[i].key())));
   }
@@ -170,9 +142,6 @@ struct etcd_client::impl {
   // -- the lease mapping -------------------------------------------------------
 
   std::string key_of(const lease_key& k) const { return etcd_scope{cfg.prefix, k.ns}.key(k.name); }
-  auto key_fn() const {
-    return [this](const lease_key& k) { return key_of(k); };
-  }
 
   static std::string value_of(const lease_spec& s) {
     json v = {{"holderIdentity", s.holder_identity}};
@@ -203,7 +172,7 @@ struct etcd_client::impl {
 
   /// Keys `ks` read at once (etcd_ranges).
   std::vector<api_result<current_key>> ranges(const std::vector<lease_key>& ks) {
-    return etcd_ranges(text_caller, ks, key_fn());
+    return etcd_ranges(text_caller, ks, [this](const lease_key& k) { return key_of(k); });
   }
 
   api_error not_found(const lease_key& k, std::string why) {
@@ -229,13 +198,8 @@ struct etcd_client::impl {
     }
     auto rec = *cur.value->record;
     rec.read_revision = cur.value->revision;
-    // The remaining TTL of the key's etcd lease: a follower judges from it
-    // whether the key could have expired when it vanishes (docs/safety.md,
-    // "Writes from outside the protocol"). A key without a lease (written
-    // by hand) has none; a failed read leaves it unknown (judged as "could
-    // not have expired"). One reading per etcd lease serves every key
-    // bound to it while it is young enough (etcd_ttl_readings.hpp), with
-    // its age.
+    // The key's etcd lease TTL, shared per lease with its age; why:
+    // docs/safety.md, "Writes from outside the protocol".
     auto& id = cur.value->kv->lease_id;
     if (!id.empty() && id != "0") {
       if (auto r = readings->find(id, began)) {
@@ -255,9 +219,7 @@ struct etcd_client::impl {
   }
 
   api_result<lease> create_lease(const lease& l) {
-    // The transport's session lease of this TTL (etcd_key_ttl), kept alive
-    // by a keepalive sent after this create began: the key has a whole TTL
-    // from here (etcd_session.hpp).
+    // Kept alive after this create began: the key has a whole TTL from here.
     int ttl = etcd_key_ttl(l.spec);
     auto s = session->lease_for(ttl, caller);
     if (!s.ok())
@@ -265,9 +227,7 @@ struct etcd_client::impl {
     const std::string& id = *s.value;
     const std::string path = "/v3/kv/txn";
     auto key = encode_base64(key_of(l.key()));
-    // Asked before the put: a key put on a txn whose answer is lost is
-    // deleted a TTL later unless its elector takes it up (no revoke: the
-    // lease holds other keys).
+    // Asked before the put: a key whose answer is lost is reaped a TTL later.
     session->asked(key, id, ttl);
     json txn = {{"compare", json::array({same_create(key, "0")})},
                 {"success", json::array({put_op(key, l.spec, id)})},
@@ -287,10 +247,8 @@ struct etcd_client::impl {
       api_error{error_kind::already_exists, 409, "POST", path, "key exists"});
   }
 
-  /// The creates `ls` (keys `keys`, base64) that a txn (`path`) put on etcd
-  /// lease `id` at revision `rev`: their records, each with whether the
-  /// key's history since l.absent_at_revision (or l.seen_at_revision)
-  /// shows no other write, asked of etcd for all of them at once.
+  /// The records of creates `ls` a txn put at `rev`, each with its history
+  /// check, asked of etcd for all of them at once.
   std::vector<api_result<lease>> created(const std::vector<lease>& ls,
                                          const std::vector<std::string>& keys,
                                          const std::string& id, std::int64_t rev,
@@ -324,14 +282,8 @@ struct etcd_client::impl {
     return out;
   }
 
-  /// Creates of `ls` at once (the pool's backlog): ONE txn whose compares
-  /// ask every key to be absent and whose puts bind them all to the
-  /// session lease of their TTL, kept alive by a keepalive sent after the
-  /// batch began. etcd applies a txn whole or not at all, so each key is
-  /// created exactly as by create_lease (the same compare, lease and
-  /// keepalive), all at one revision. Keys not all absent: each created
-  /// alone (create_lease, with its own answer); keys of different TTLs or
-  /// one key twice: alone too. A failed txn fails each create, naming its key.
+  /// Creates of `ls` in ONE all-or-nothing txn, each as create_lease would;
+  /// keys not all absent, of different TTLs or repeated: each alone.
   std::vector<api_result<lease>> create_all(const std::vector<lease>& ls) {
     std::vector<api_result<lease>> out;
     const std::string path = "/v3/kv/txn";
@@ -377,9 +329,8 @@ struct etcd_client::impl {
     return created(ls, written, id, rev, path);
   }
 
-  /// A write of `key` (base64) that keeps its term: the key is in use
-  /// (etcd_session::asked) and its etcd lease kept alive by a keepalive sent
-  /// at most `l.renew_max_age` before `began`, or now (etcd_session::renewed).
+  /// A write of `key` (base64) that keeps its term: asked, and its etcd
+  /// lease kept alive (etcd_session::renewed).
   api_result<etcd_session::kept_alive> keep_key_alive(const std::string& key, const lease& l,
                                                       const etcd_kv& kv, const lease& rec,
                                                       std::chrono::steady_clock::time_point began) {
@@ -402,10 +353,8 @@ struct etcd_client::impl {
     return api_result<lease>::success(std::move(out));
   }
 
-  // Batches of writes that are no renews (etcd_client::write_leases): a
-  // process's releases at shutdown and a follower's takeover of them, a few
-  // txns per 128 keys instead of three or four requests per key (a
-  // SIGTERM of 10,000 leases).
+  // Batches of writes that are no renews: a few txns per 128 keys instead of
+  // three or four requests per key (a SIGTERM of 10,000 leases).
   using answers = std::vector<std::optional<api_result<lease>>>;
 
   std::vector<api_result<lease>> write_all(const std::vector<lease>& ls);
@@ -419,9 +368,7 @@ struct etcd_client::impl {
                      const std::vector<std::size_t>& which,
                      std::chrono::steady_clock::time_point began, answers& out);
 
-  /// An update of `l` that began at `began` and found its key as `cur`
-  /// (range or ranges): a renew rides a keepalive (etcd_session::renewed),
-  /// anything else writes as it must.
+  /// An update of `l` that began at `began` and found its key as `cur`.
   api_result<lease> updated(const lease& l, api_result<current_key> cur,
                             std::chrono::steady_clock::time_point began);
 };

@@ -51,10 +51,7 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
   };
   if (which.size() < 2)
     return alone();
-  // As a release alone: the key asked about, its etcd lease kept alive by a
-  // keepalive sent after the batch began (one per etcd lease: a whole TTL
-  // for every released record), then the released record put on the key
-  // with its lease if its create_revision is unchanged.
+  // As a release alone, with one keepalive per etcd lease for the batch.
   std::set<std::string> ids;
   for (auto i : which) {
     auto& kv = *cur[i].value->kv;
@@ -68,7 +65,7 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
   for (auto& id : ids) {
     auto k = session->keep_alive(id, caller);
     if (!k.ok())   // as alone: the release fails with the keepalive's error
-      return fail_each(ls, which, k.error, k.error.path, key_fn(), out);
+      return fail_each(ls, which, k.error, k.error.path, out);
     if (k.value->ttl_seconds <= 0)
       return alone();   // the lease is gone (its keys with it): each judged on its own
   }
@@ -83,7 +80,7 @@ void etcd_client::impl::release_together(const std::vector<lease>& ls,
   }
   auto t = call(path, {{"compare", std::move(compares)}, {"success", std::move(puts)}});
   if (!t.ok())
-    return fail_each(ls, which, t.error, path, key_fn(), out);
+    return fail_each(ls, which, t.error, path, out);
   if (!t.value->value("succeeded", false))
     return alone();   // one key taken or written meanwhile: each as alone
   auto rev = header_revision(*t.value);
@@ -102,9 +99,7 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
       out[i] = updated(ls[i], cur[i], began);
     return;
   }
-  // As a new term alone: the old key deleted if nobody wrote it since
-  // (each compared on its own mod_revision), then created anew (a new
-  // create_revision: a new term), the creates as one batch of creates.
+  // As a new term alone, the deletes in one txn, the creates as one batch.
   const std::string path = "/v3/kv/txn";
   json compares = json::array(), deletes = json::array();
   std::vector<std::string> written;
@@ -116,7 +111,7 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
   }
   auto d = call(path, {{"compare", std::move(compares)}, {"success", std::move(deletes)}});
   if (!d.ok())
-    return fail_each(ls, which, d.error, path, key_fn(), out);
+    return fail_each(ls, which, d.error, path, out);
   if (!d.value->value("succeeded", false)) {
     for (auto i : which)   // one key written meanwhile: each as alone
       out[i] = updated(ls[i], cur[i], began);
@@ -134,9 +129,6 @@ void etcd_client::impl::take_together(const std::vector<lease>& ls,
   }
 }
 
-/// An update of `l` that began at `began` and found its key as `cur`
-/// (range or ranges): a renew rides a keepalive (etcd_session::renewed),
-/// anything else writes as it must.
 api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_key> cur,
                                              std::chrono::steady_clock::time_point began) {
   if (!cur.ok())
@@ -150,14 +142,9 @@ api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_
   if (l.spec.holder_identity.empty()) {   // release
     if (!same_term)
       return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
-    // The released record on the key (same lease, if the term is still
-    // this one), and no revoke: followers tell the holder's own release
-    // from a delete or revoke by somebody else by it, a polling follower
-    // too (it may never see a key that is gone in between). A follower
-    // takes it (delete if unchanged + create); untaken, it goes with the
-    // etcd lease's TTL. A keepalive first gives it a whole TTL: a key that
-    // went within a poll of its release would be seen only as a vanished
-    // key, which a follower must wait out (sim seed 963, etcd, 50 x 3).
+    // The released record, no revoke, after a keepalive that gives it a
+    // whole TTL: a key gone within a poll of its release would be waited
+    // out as vanished (sim seed 963, etcd, 50 x 3).
     auto key = encode_base64(key_of(l.key()));
     auto alive = keep_key_alive(key, l, kv, rec, began);
     if (!alive.ok())
@@ -179,12 +166,8 @@ api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_
   if (same_term && rec.spec.holder_identity.empty())   // released (its holder, the reaper)
     return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
   if (same_term) {
-    // A renew: the key is still there in this term (the range above), and
-    // its etcd lease (the transport's session lease) was kept alive by a
-    // keepalive sent at most renew_max_age before this renew began, or
-    // now; the reply says how long before (renewed_age), so the
-    // elector counts the term's validity from that send, never later
-    // (etcd_session.hpp, docs/safety.md).
+    // A renew counts from the keepalive that served it: docs/safety.md,
+    // "One etcd lease per process".
     auto r = keep_key_alive(encode_base64(key_of(l.key())), l, kv, rec, began);
     if (!r.ok())
       return api_result<lease>::failure(r.error);
@@ -195,10 +178,8 @@ api_result<lease> etcd_client::impl::updated(const lease& l, api_result<current_
     out.renewed_age = std::max<std::chrono::nanoseconds>(began - r.value->sent, {});
     return api_result<lease>::success(std::move(out));
   }
-  // A new term on a released record (its revoke did not follow) or on a
-  // record naming this holder (the elector re-takes its own ended term):
-  // delete the old key if nobody wrote it since, then create it anew (a
-  // new create_revision, so a new term).
+  // A new term: delete the old key if nobody wrote it since, then create it
+  // anew (a new create_revision).
   if (l.resource_version != rec.resource_version)
     return api_result<lease>::failure(conflict("/v3/kv/txn", rec, error_kind::conflict));
   const std::string path = "/v3/kv/txn";

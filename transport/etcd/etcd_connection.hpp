@@ -18,10 +18,8 @@ namespace leasehold {
 
 class http_client;
 
-/// Blocking: use it from a detached actor or a thread only. Every call goes
-/// to the current endpoint; on a connection error, timeout or an
-/// unavailable member it moves to the next endpoint (and stays there) and
-/// retries, at most once per endpoint.
+/// Blocking. On a connection error, timeout or an unavailable member a call
+/// moves to the next endpoint (and stays) and retries, once per endpoint.
 class etcd_connection {
 public:
   explicit etcd_connection(etcd_config cfg);
@@ -32,9 +30,7 @@ public:
   /// POST `body` to `path`, failing over between endpoints: the reply body
   /// (a JSON object), or the error (gRPC code mapped, endpoint named).
   api_result<nlohmann::json> call(const std::string& path, const nlohmann::json& body);
-  /// As call(), with the body already serialized (`text`) and the reply's
-  /// body returned as text, unparsed: a reader that takes what it needs in
-  /// place (etcd_ranges) and gives the rest to object_of.
+  /// As call(), with the body serialized and the reply's body unparsed.
   api_result<std::string> call_text(const std::string& path, const std::string& text);
   /// " (endpoint E)" to end an error's reason with, "" when E is empty.
   static std::string from_endpoint(const std::string& endpoint);
@@ -42,11 +38,8 @@ public:
   /// given) as call() answers it: a JSON object, or malformed_body.
   static api_result<nlohmann::json> object_of(const std::string& path, const std::string& body,
                                               const std::string& endpoint = "");
-  /// One streaming POST (a watch) to the current endpoint, authenticated
-  /// like call(). A failure after which another endpoint may answer moves
-  /// the next call to the next endpoint, except a stream that opened and
-  /// then went quiet for `idle` (kind timeout): nothing says its member is
-  /// unwell.
+  /// A watch on the current endpoint, as call(); a failure moves to the next
+  /// endpoint, except a quiet open stream: nothing says its member is unwell.
   api_error stream(const std::string& path, const nlohmann::json& body,
                    std::chrono::milliseconds idle, const std::function<void()>& on_open,
                    const std::function<bool(const char*, std::size_t)>& on_data);

@@ -31,9 +31,7 @@ vanish_verdict judge_vanished_key(const lease* last, const etcd_key_readings& r,
     return {seen_by, false};
   auto rt = t.effective_request_timeout();
   bool fresh = r.read_at && seen_by <= *r.read_at + 100ms + rt;
-  // A stream can be up and still late: the freeing also needs the store
-  // revision of the read of 0, so that the create's history check covers
-  // everything from that read on (a term that came and went since shows).
+  // A stream can be up and still late: the history check needs the revision.
   if (ttl_tells_expiry(t, ttl) && gapless && fresh && r.left == 0 && r.zero_since
       && r.zero_revision > 0)
     return {std::max(seen_by, *r.zero_since + 1s), false, r.zero_revision};
@@ -44,13 +42,8 @@ caf::timespan next_ttl_read(const etcd_key_readings& r, const election_timings& 
                             caf::timespan otherwise, double spread) {
   if (!r.read_at)
     return otherwise;
-  // A reading of n whole seconds (truncated) leaves [n, n + 1) s: read when
-  // half a second of it would be left without a keepalive, so one read lands
-  // in the key's last second, where it says 0. A live holder's keepalives
-  // keep n high, so this costs nothing while the holder lives. After a 0:
-  // every half request timeout (100 ms to 1 s) until the key goes, so the
-  // read that finds it gone follows a reading by less than request_timeout
-  // + 100 ms (judge_vanished_key's freshness).
+  // One read lands in the key's last second: docs/safety.md, "Reading the
+  // TTL in time".
   caf::timespan after =
     r.left == 0 ? std::clamp<caf::timespan>(t.effective_request_timeout() / 2, 100ms, 1s)
                 : std::max<caf::timespan>(100ms, std::chrono::seconds(r.left) - 500ms);
@@ -78,9 +71,8 @@ public:
     hold_next_create_ = false;
   }
 
-  /// A reading of rec.ttl_seconds, read rec.ttl_age before the transport
-  /// began the read sent at `sent` (a reading shared by the keys of one
-  /// etcd lease): it counts from sent - ttl_age, no later than its real send.
+  /// A (maybe shared) reading counts from sent - ttl_age, no later than its
+  /// real send.
   void read_found(const lease* rec, time_point sent, time_point now) override {
     outside_wait_until_.reset();   // the key is there (again)
     hold_next_create_ = false;
@@ -98,12 +90,8 @@ public:
 
   void read_failed() override { forget_readings(); }
 
-  /// A keepalive changes neither the record nor its version, so the time
-  /// since it last changed says nothing of a held key: the TTL readings say
-  /// when it could be in its last second (next_wake). Without shared
-  /// readings, a read every half lease duration confirms the holder. A
-  /// record without a holder (emptied, or created unheld) is waited out by
-  /// the follower's clock, as on Kubernetes.
+  /// A keepalive changes no record, so a held key's TTL readings say when
+  /// to look (next_wake); an unheld record is waited out as on Kubernetes.
   caf::timespan stream_wait(const view& v, time_point now, time_point expires_at) override {
     if (v.record && !v.record->spec.holder_identity.empty())
       return shares(v) ? t_.lease_duration : t_.lease_duration / 2;
@@ -122,16 +110,8 @@ public:
   /// A new key comes without its TTL: read it at once.
   bool read_streamed_record() const override { return !r_.read_at; }
 
-  /// A follower waiting on its stream: the stream shows every change of the
-  /// key, so a range would tell nothing new; what it needs is a fresh TTL
-  /// reading. The transport's latest reading of the key's etcd lease, taken
-  /// by another follower after this one's own, serves if it says n >= 2 s
-  /// and the next read is still ahead (no request). Else, while another
-  /// follower's read of that lease is in flight (begun after this one's own
-  /// reading, under a request timeout ago), it looks again shortly; else it
-  /// marks its read in flight and reads. Only while what it knows says
-  /// n >= 2 s: the ran-out judgement rests on its own reads in the key's last
-  /// seconds. A wait only makes a reading older or later: time, never safety.
+  /// Why: docs/safety.md, "A follower whose stream is up asks nothing of a
+  /// live holder".
   shortcut answer_without_read(const view& v, time_point now,
                                const std::function<bool()>& still_waits) override {
     if (!shares(v) || outside_wait_until_)
@@ -204,11 +184,8 @@ public:
     return now < *outside_wait_until_;
   }
 
-  /// No hold where this replica saw the key go (released, ran out, or an
-  /// outside write waited out); one that never saw the key (a process just
-  /// started) cannot have waited out an operator's delete of a live term.
-  /// Without a hold, the store checks the key's history since the read that
-  /// judged it gone: a term that came and went unseen makes it held.
+  /// A replica that never saw the key cannot have waited out an operator's
+  /// delete of a live term: it holds. Else the store checks the history.
   bool hold_create(const view& v, lease& create) override {
     bool hold = !v.record || hold_next_create_ || vanish_revision_ == 0;
     if (!hold) {

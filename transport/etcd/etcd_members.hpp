@@ -1,10 +1,7 @@
 // Balance group membership on etcd: one key per replica and group,
-// <prefix>/_members/<namespace>/<group>/<identity> (outside every lease
-// namespace's scope: namespaces are DNS labels, "_members" is not one),
-// bound to an etcd lease of the announcement's ttl that every announcement
-// keeps alive. The store forgets a replica that stops announcing; a
-// member's join order is its key's create_revision (kept across a restart
-// that finds its key still there). docs/balance.md.
+// <prefix>/_members/<namespace>/<group>/<identity> ("_members" is no DNS label,
+// so no lease namespace's), bound to an etcd lease every announcement keeps
+// alive. Join order is the key's create_revision (docs/balance.md).
 #pragma once
 
 #include <map>

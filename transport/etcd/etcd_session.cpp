@@ -18,10 +18,8 @@ namespace {
 /// next one), so one keepalive's sender is not held up for long.
 constexpr std::size_t reap_per_keepalive = 64;
 
-/// The released record (as a release writes it: no holder, a lease
-/// duration of 1 s, acquired now; no successor named) for a key whose value
-/// is `value`; nullopt when it is released already or no lease record
-/// (the reaper then deletes it).
+/// The released record, as a release writes it, for a key whose value is
+/// `value`; nullopt when released already or no lease record (then deleted).
 std::optional<std::string> released_value(const std::string& value) {
   auto v = json::parse(value, nullptr, false);
   if (!v.is_object())
@@ -124,9 +122,8 @@ api_result<std::string> etcd_session::lease_for(std::int64_t ttl_seconds, const 
     auto i = lease_of_ttl_.find(ttl_seconds);
     return i == lease_of_ttl_.end() ? std::string() : i->second;
   };
-  // The current lease, kept alive by a keepalive sent from here (shared
-  // with the other requests that ask now); a grant only when it is gone,
-  // one grant at a time (a worker that waited for another's grant uses it).
+  // A grant only when the lease is gone, one at a time (a worker that
+  // waited for another's grant uses it).
   std::string gone;
   for (int tries = 0; tries < 2; ++tries) {
     auto id = current();
@@ -220,14 +217,7 @@ std::vector<etcd_session::stale_key> etcd_session::stale_keys_locked(const std::
 
 void etcd_session::reap(const std::string& id, const std::vector<stale_key>& keys,
                         const call_fn& call) {
-  // Each key as it is now; written only while it is still bound to this
-  // lease at the very revision read (a key another replica wrote or
-  // created since is not ours to touch). A lease record gets the released
-  // record, so followers take it at once (docs/safety.md, "The session
-  // reaper's released record"); a released one (nobody took it for a TTL)
-  // is deleted, so the shared lease does not keep it forever.
-  // Nothing leaves the books on a failure: the key is looked at again at
-  // the next keepalive.
+  // Why: docs/safety.md, "The session reaper's released record".
   for (auto& [key, ttl] : keys) {
     auto r = call("/v3/kv/range", {{"key", key}});
     if (!r.ok())

@@ -1,7 +1,6 @@
 #include "transport/etcd/etcd_transport.hpp"
 #include "transport/etcd/etcd_evidence.hpp"
 
-#include <algorithm>
 #include <memory>
 
 #include "transport/http/http_client.hpp"
@@ -18,10 +17,7 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
   opts.workers = cfg.http.workers;
   opts.max_wait = max_request_time(cfg.http);
   opts.thread_name = "lh.etcd";
-  // The workers share one session lease per TTL (every key the transport
-  // creates is bound to it; one keepalive renews them all:
-  // transport/etcd/etcd_session.hpp) and their TTL readings (one per etcd
-  // lease, however many keys are bound to it: etcd_ttl_readings.hpp).
+  // The workers share their session leases and TTL readings.
   auto readings = std::make_shared<etcd_client::ttl_cache>();
   auto session = std::make_shared<etcd_session>();
   // The key dies with its etcd lease: the followers' evidence is the TTL
@@ -47,9 +43,7 @@ lease_backend spawn_etcd_backend(caf::actor_system& sys, etcd_config cfg) {
     return std::make_unique<lease_client_of<etcd_client>>(cfg, readings, session);
   };
   opts.where = b.request_path;
-  // One watch stream per namespace, shared by every subscriber in it (one
-  // thread and one connection however many leases): the keys under
-  // <prefix>/<namespace>/, demultiplexed by lease name.
+  // One watch stream per namespace, shared by every subscriber in it.
   opts.make_watch = [cfg](lease_transport_actor::pointer self) {
     return watch_per_namespace(
       self, [cfg](const std::string& ns, caf::timespan idle, std::shared_ptr<watch_fanout> fanout) {

@@ -28,10 +28,8 @@ std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, cons
                                          const std::vector<etcd_history_check>& checks) {
   std::vector<bool> out(checks.size(), false);
   std::vector<bool> present(checks.size());   // each key at the latest revision looked at
-  // One count-only range per (check, revision), in each check's revision
-  // order: a batch of creates asks all its histories in as few txns as fit
-  // (a killed process's keys taken in batches of 128 were 128 history
-  // txns per batch, and the workers' queue timed the creates out).
+  // One count-only range per (check, revision), all checks in as few txns
+  // as fit (docs/safety.md, "The etcd backend").
   std::vector<std::pair<std::size_t, std::int64_t>> ops;
   for (std::size_t i = 0; i < checks.size(); ++i) {
     auto& c = checks[i];
@@ -43,10 +41,7 @@ std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, cons
     if (c.created <= c.read || c.created - c.read - 1 > history_revisions)
       continue;
     out[i] = true;   // until a range says otherwise
-    // Revisions this transport's own txns wrote, to other keys only, need
-    // no read (etcd_session::wrote): a killed process's 1,000 keys are
-    // 1,000 creates of the follower's own in a row, and each create asked
-    // for every one before it.
+    // Revisions this transport's own txns wrote to other keys need no read.
     for (auto rev = c.read + 1; rev < c.created; ++rev)
       if (!own.wrote_other_at(rev, c.key))
         ops.emplace_back(i, rev);
@@ -199,9 +194,8 @@ bool read_range(Object& o, etcd_ranges_read::range& r) {
   });
 }
 
-/// Key `k` as range answer `reply` (of a /v3/kv/range, or one
-/// response_range of a txn: `path`, named in errors) shows it; `revision`:
-/// the store's revision when the answer has none of its own.
+/// Key `k` as range answer `reply` (a lone range or one of a txn) shows it;
+/// `revision`: the store's revision when the answer has none of its own.
 api_result<etcd_current_key> etcd_current(const lease_key& k, const json& reply,
                                           std::int64_t revision, const std::string& path) {
   return current_of(k, first_kv(reply), header_revision(reply), revision, [&] { return path; });

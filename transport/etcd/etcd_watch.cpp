@@ -18,26 +18,10 @@ namespace {
 using json = nlohmann::json;
 using kind = lease_watch_event::kind;
 
-/// The etcd watch of one namespace's keys: POST /v3/watch on the gateway
-/// from the revision after the last one delivered. Before the first stream
-/// (and whenever it has no revision to resume from) it reads every key of
-/// the namespace (one range) and delivers to each subscriber what changed
-/// for its key since the stream last said (a record, or `deleted`); then it
-/// watches from the read's revision + 1. It keeps the last record of every
-/// key it saw (`keys_`), so that a subscriber joining a running stream is
-/// told its key's current state at once, and a re-read tells only what
-/// changed. PUT events are records, DELETE events (a revoked or expired
-/// etcd lease, too) `deleted`, each to the subscribers of its key. A watch
-/// canceled because its start revision was compacted reads again; so does
-/// a stream that opened and then stayed quiet for idle_timeout (a renew on
-/// etcd writes nothing: healthy leaders' keys are silent) checks first,
-/// without going down, whether it missed anything (changed_since: the
-/// namespace's key count and whether a key was written since; no values):
-/// only then does it read again. A member that stopped answering, or lost
-/// its quorum (a watch on it would stay open and silent), fails that
-/// check, which moves to the next endpoint; so does a broken or failed
-/// stream. Up and down go to every
-/// subscriber. The loop itself is lease_watch_loop's.
+/// The etcd watch of one namespace's keys, which keeps each key's last
+/// record (keys_) so a joiner hears its key's state at once and a re-read
+/// tells only what changed. Its rules: docs/design.md, "Watch streams per
+/// backend".
 class etcd_watch : public lease_watch_loop {
 public:
   etcd_watch(etcd_config cfg, lease_watch_request req, std::shared_ptr<watch_fanout> fanout)
@@ -47,9 +31,8 @@ public:
   }
   ~etcd_watch() override { halt(); }
 
-  /// Runs on the transport actor: the subscriber gets its key's state as
-  /// the stream knows it (nothing before the first read: that read tells
-  /// it), then every change after it.
+  /// Runs on the transport actor. Before the first read nothing: that read
+  /// tells the subscriber.
   void join(const lease_watch_request& req) override {
     std::lock_guard<std::mutex> g(mx_);
     fanout()->add(req.lease.name, req.subscriber);
@@ -70,10 +53,8 @@ public:
 private:
   api_error prepare() override {
     if (next_ > 0 && quiet_) {
-      // The stream was quiet for idle_timeout: ask the store (linearizable,
-      // so a member cut off from its quorum fails it and the check moves
-      // to the next endpoint) whether it missed anything: no key written
-      // since the revision it resumes at, and as many keys as it knows.
+      // Quiet for idle_timeout: did the stream miss anything? (docs/design.md,
+      // "Watch streams per backend")
       auto c = client_.changed_since(scope_.ns, next_);
       if (!c.ok())
         return c.error;   // asked again (next endpoint) before the stream reopens
@@ -162,9 +143,7 @@ private:
     std::lock_guard<std::mutex> g(mx_);
     for (auto& ev : m.events) {
       if (!ev.error.empty()) {
-        // A value that is no lease record: a stream fault for whoever
-        // follows that key (the stream resumes before it); nobody's lease
-        // otherwise.
+        // No lease record: a stream fault only for whoever follows that key.
         if (fanout()->follows(ev.name))
           return malformed(r, "malformed watch message: " + ev.error + endpoint_note());
         keys_.erase(ev.name);

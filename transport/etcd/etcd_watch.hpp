@@ -1,8 +1,5 @@
-// The etcd watch of one namespace's keys (POST /v3/watch on the gateway,
-// <prefix>/<namespace>/ with its range_end), shared by every subscriber of
-// a transport in that namespace and demultiplexed to them by lease name
-// (watch_fanout), on the loop every lease watch shares
-// (transport/lease_watch.hpp).
+// The etcd watch of one namespace's keys, shared by a transport's subscribers
+// in it, on the loop every lease watch shares (transport/lease_watch.hpp).
 #pragma once
 
 #include <memory>
@@ -13,9 +10,8 @@
 
 namespace leasehold {
 
-/// The stream of namespace `ns`, with a client of its own (own connection,
-/// own endpoint failover); it runs until destroyed. Subscribers join it
-/// through lease_watch_loop::join.
+/// The stream of namespace `ns`, with a client of its own; it runs until
+/// destroyed.
 std::unique_ptr<lease_watch_loop> make_etcd_watch(etcd_config cfg, const std::string& ns,
                                                   caf::timespan idle_timeout,
                                                   std::shared_ptr<watch_fanout> fanout);

@@ -111,12 +111,9 @@ parse_result<std::optional<etcd_kv>> first_kv(const json& reply) {
 
 namespace {
 
-/// The record's members that to_lease reads, from `value` read in place
-/// (lease/json_read.hpp) when it is plain: ASCII, one object, each of those
-/// members at most once and of its type (strings without escapes, an int, a
-/// time parse_micro_time reads). Anything else is left to the document
-/// path, whose answer stands: false. Every other value is stepped over with
-/// its grammar checked, so a text this accepts nlohmann reads the same.
+/// The record's members that to_lease reads, from `value` read in place when
+/// it is plain; false leaves it to the document path, whose answer stands.
+/// Other values are grammar-checked, so nlohmann reads what this accepts alike.
 bool read_plain_record(std::string_view value, lease_spec& spec) {
   json_text t(value);
   od::object o;

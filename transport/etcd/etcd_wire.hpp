@@ -52,26 +52,18 @@ error_kind grpc_kind(int code, int http_status);
 parse_result<etcd_kv> parse_kv(const nlohmann::json& j, const std::string& where);
 /// kvs[0] of a range reply; nullopt when the key does not exist.
 parse_result<std::optional<etcd_kv>> first_kv(const nlohmann::json& reply);
-/// The lease record for `kv` (of a range reply or a watch event, `where`):
-/// the value's holder, duration and acquire time, leaseTransitions =
-/// create_revision, resourceVersion = mod_revision.
+/// The lease record for `kv` (of a range reply or a watch event, `where`).
 parse_result<lease> to_lease(const lease_key& k, const etcd_kv& kv,
                              const std::string& where = "kvs[0]");
 /// header.revision of a reply; 0 when absent or not an int64.
 std::int64_t header_revision(const nlohmann::json& reply);
-/// The TTL (whole seconds) of the etcd lease a key created with `s` is
-/// bound to: its leaseDurationSeconds (at least 1), twice that for a record
-/// without a holder (a standby's unheld create, elector_follow.cpp): every
-/// replica waits that one out a lease duration from when it saw it, by its
-/// own clock, and nobody keeps it alive, so it must outlive the wait for its
-/// assignee to take it (a key that vanished unseen would be held a lease
-/// duration more).
+/// The TTL (whole seconds) of a key created with `s`: its leaseDurationSeconds
+/// (at least 1), twice that without a holder, so a standby's unheld create
+/// outlives every replica's wait for it (else it would be held as vanished).
 int etcd_key_ttl(const lease_spec& s);
 
-/// A key's record kept compactly: the fields to_lease sets besides the
-/// key's name and namespace (an etcd record has no others), without a
-/// whole `lease` per key (a map of 10,000 keys was 472 bytes a key
-/// that way, ~270 so).
+/// A key's record kept compactly: the fields to_lease sets (a map of
+/// 10,000 keys: ~270 bytes a key, 472 as whole leases).
 struct etcd_record {
   std::string resource_version;
   std::string etcd_lease_id;
@@ -106,11 +98,9 @@ struct etcd_scope_changes {
   std::int64_t count = 0;   // keys under the namespace's prefix
   bool written = false;     // one of them was written at or after the revision asked
 };
-/// A range reply over `scope`: the records by name (a key whose value is
-/// no lease record, or with a name outside the scope, is left out: it is
-/// nobody's lease); the error names a malformed kv ("kvs[3].mod_revision: ...").
-/// `from`: where the page began; a next page that would not start past it
-/// is an error.
+/// A range reply over `scope`: the records by name (a key that is no lease
+/// record is nobody's lease: left out). `from`: where the page began; a
+/// next page that would not start past it is an error.
 parse_result<etcd_scope_state> parse_scope_range(const nlohmann::json& reply,
                                                  const etcd_scope& scope,
                                                  const std::string& from = "");
@@ -136,10 +126,8 @@ struct etcd_watch_message {
   std::string message;             // error: its message
 };
 
-/// Parses one line of a watch of `scope`; the error names the field
-/// ("result.events[0].kv.create_revision: ..."). A PUT whose value is no
-/// lease record is not an error of the line: its event says why (the
-/// watcher decides whether anybody follows that key).
+/// Parses one line of a watch of `scope`. A PUT whose value is no lease
+/// record is no error of the line: its event says why.
 parse_result<etcd_watch_message> parse_etcd_watch_line(const std::string& line,
                                                        const etcd_scope& scope);
 

@@ -1,8 +1,6 @@
-// One HTTP/1.1 answer read from the front of a connection's received
-// bytes: the parser behind the pipelined calls (http_pipeline.hpp), which
-// read several answers one after another from one buffer. It knows
-// Content-Length, chunked bodies (trailers skipped), bodies that end with
-// the connection, interim 1xx answers (skipped), and `Connection: close`.
+// One HTTP/1.1 answer read from the front of a connection's received bytes,
+// for the pipelined calls (http_pipeline.hpp): Content-Length, chunked
+// bodies, bodies to the close, interim 1xx answers and `Connection: close`.
 #pragma once
 
 #include <cstddef>

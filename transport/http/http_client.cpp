@@ -22,8 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
-/// How long send_all sends one request at a time after a server did not
-/// answer pipelined requests (pause_if_unpipelined).
+/// How long send_all goes one request at a time (pause_if_unpipelined).
 constexpr std::chrono::seconds pipeline_pause{60};
 
 } // namespace
@@ -99,9 +98,8 @@ struct http_client::impl {
     http = std::move(ssl);
   }
 
-  /// The bearer token for the next request: the token file is re-read on
-  /// every request (service-account tokens rotate); if it becomes unreadable
-  /// the last good token is kept.
+  /// The bearer token, its file re-read per request (tokens rotate); an
+  /// unreadable file keeps the last good token.
   bool bearer_token(std::string& token, std::string& err) {
     if (cfg.token_file.empty()) {
       token = cfg.token;
@@ -192,12 +190,9 @@ struct http_client::impl {
     return std::nullopt;
   }
 
-  /// A server, or a proxy before it, that answers the first request of a
-  /// pipelined round and never the next (cpp-httplib 0.11's server dropped
-  /// the requests read with the first): an answer came, and the one after it
-  /// timed out. Then batches go one request at a time for
-  /// `pipeline_pause`, and the timed-out requests' errors say why. Under a
-  /// server merely slow the pause costs a little CPU, never an answer.
+  /// A server that answers only a round's first request (cpp-httplib 0.11's
+  /// did): batches go one at a time for `pipeline_pause`. Under a server
+  /// merely slow the pause costs a little CPU, never an answer.
   void pause_if_unpipelined(std::vector<api_result<http_response>>& answers) {
     for (std::size_t j = 1; j < answers.size(); ++j) {
       if (!answers[j - 1].ok() || answers[j].ok() || answers[j].error.kind != error_kind::timeout)

@@ -1,13 +1,7 @@
-// The blocking HTTP(S) client every backend speaks through (cpp-httplib):
-// one server, TLS (CA, client certificate, skip-verify), timeouts, the
-// bearer token (re-read from its file: service-account tokens rotate), the
-// User-Agent and identity headers; transport failures classified as
-// api_errors (http_errors.hpp). It knows no API: the Kubernetes Lease calls
-// are kube_client.hpp's, etcd's gateway calls etcd_client.hpp's, and each
-// names its own request paths.
-//
-// Blocking: use it only from a detached actor (a transport pool worker) or
-// a plain thread (a watch stream), never from a scheduler thread.
+// The blocking HTTP(S) client every backend speaks through (cpp-httplib): TLS,
+// timeouts, the bearer token (re-read: service-account tokens rotate), its
+// failures classified as api_errors. It knows no API. Blocking: a transport
+// worker or a watch thread only, never a scheduler thread.
 #pragma once
 
 #include <chrono>
@@ -23,9 +17,8 @@
 
 namespace leasehold {
 
-/// Upper bound of one blocking request against a server that accepts and
-/// never answers (connect + write + read timeouts): pick actor request
-/// timeouts above it so the transport's `timeout` reply arrives first.
+/// Upper bound of one blocking request to a server that never answers:
+/// actor request timeouts above it get the transport's `timeout` reply first.
 std::chrono::milliseconds max_request_time(const connection_config& cfg);
 
 /// A complete HTTP response (any status).
@@ -37,8 +30,7 @@ struct http_response {
 
 using http_headers = std::vector<std::pair<std::string, std::string>>;
 
-/// One request of a pipelined batch (http_client::send_all); a `body` is
-/// sent as JSON.
+/// One request of a pipelined batch; a `body` is sent as JSON.
 struct http_call {
   std::string verb;
   std::string path;
@@ -52,28 +44,18 @@ public:
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
-  /// One request to `path` on this server with the client's TLS, timeouts
-  /// and identity header, plus `headers` (a `body` is sent as JSON);
-  /// transport failures are api_errors naming `verb` and `path`, any HTTP
-  /// status is returned as is. Never throws.
+  /// One request (a `body` is sent as JSON); transport failures are
+  /// api_errors, any HTTP status is returned as is. Never throws.
   api_result<http_response> send(const std::string& verb, const std::string& path,
                                  const std::string* body, const http_headers& headers = {});
 
-  /// The requests `calls` pipelined on one keep-alive connection of their
-  /// own (http_pipeline.hpp: all written, then the answers read in order),
-  /// with the headers, TLS and timeouts of send(); one result per call, in
-  /// order. A call whose answer was lost after its bytes may have left is
-  /// an error whose reason says "(sent: may have been applied)". Never
-  /// throws.
+  /// The requests `calls` pipelined (http_pipeline.hpp); one result per
+  /// call, in order. Never throws.
   std::vector<api_result<http_response>> send_all(const std::vector<http_call>& calls);
 
-  /// A streaming request (a watch: GET for Kubernetes, POST with a JSON
-  /// `body` and `headers` for the etcd gateway): `on_open` once the server
-  /// answered 200, then `on_data` for every chunk until the server ends the
-  /// stream, on_data returns false, nothing arrives for `idle_timeout`, or
-  /// stop() is called. Returns why the stream ended (kind none: the server
-  /// ended it, or on_data did).
-  /// Blocks: call it from its own thread, with a client of its own.
+  /// A watch: `on_open` once the server answered 200, then `on_data` per
+  /// chunk until the stream ends, on_data returns false, nothing arrives for
+  /// `idle_timeout` or stop() is called; why it ended (none: server or on_data).
   api_error stream(const std::string& verb, const std::string& path, const std::string* body,
                    const http_headers& headers, std::chrono::milliseconds idle_timeout,
                    const std::function<void()>& on_open,

@@ -38,16 +38,14 @@ int parse_retry_after(const std::string& header);
 /// Short reason for a non-Status error body (e.g. from a proxy).
 std::string body_excerpt(int status, const std::string& body);
 
-/// An api_error for a request that got no complete response: httplib's
-/// error, whether headers had arrived, and the time spent (which tells a
-/// timeout from a closed connection, as httplib reports both alike).
+/// An api_error for a request that got no complete response; the time spent
+/// tells a timeout from a closed connection, which httplib reports alike.
 api_error transport_error(const std::string& verb, const std::string& path, httplib::Error e,
                           bool got_headers, std::chrono::milliseconds elapsed,
                           const connection_config& cfg);
 
-/// Maps an HTTP status and body to an api_error (used by the client and tests).
-/// A 2xx status gives kind `none` (the body is checked by the caller, see
-/// lease_from_response); other statuses take their reason from the Status body.
+/// An HTTP status and body as an api_error: kind `none` for 2xx (the caller
+/// checks the body), else the reason from the Status body.
 api_error classify_response(const std::string& verb, const std::string& path,
                             int status, const std::string& body,
                             const std::string& retry_after_header);

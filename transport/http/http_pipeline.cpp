@@ -29,10 +29,8 @@ namespace {
 using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
-/// The most requests one round writes before reading their answers: an
-/// answer that times out (a starved server thread under load) fails the
-/// rest of its round, not of the whole batch (up to 128); the next round
-/// goes on a new connection.
+/// The most requests one round writes before reading their answers: a
+/// timed-out answer fails the rest of its round, not of the whole batch.
 constexpr std::size_t max_pipeline_depth = 32;
 
 struct ctx_deleter {
@@ -297,10 +295,8 @@ struct http_pipeline::impl {
   }
 
   std::vector<api_result<http_response>> exchange(const std::vector<pipelined_request>& reqs);
-  /// Sends reqs[out.size()..] (at most max_pipeline_depth) on the
-  /// connection and appends their results; true when requests are left
-  /// for another round (after the depth, or after an answer saying
-  /// `Connection: close`: sent again, on a new connection).
+  /// Sends reqs[out.size()..] (at most max_pipeline_depth) and appends their
+  /// results; true when requests are left for another round.
   bool round(const std::vector<pipelined_request>& reqs,
              std::vector<api_result<http_response>>& out);
 };
@@ -325,10 +321,8 @@ bool http_pipeline::impl::round(const std::vector<pipelined_request>& reqs,
                                 std::vector<api_result<http_response>>& out) {
   const auto base = out.size();   // this round sends reqs[base..end)
   const auto end = std::min(reqs.size(), base + max_pipeline_depth);
-  // Every request of the round from the first unanswered one on fails:
-  // that one with its own error, the later ones as lost answers (or not
-  // sent); the requests after the round go on in the next one. `all`: the
-  // requests after the round fail too (nobody to connect to).
+  // From the first unanswered request the round fails, later ones as lost
+  // answers; `all`: the requests after the round too (nobody to connect to).
   std::vector<std::size_t> ends;   // where each request's bytes end in `wire`
   std::size_t written = 0;
   auto fail_rest = [&](error_kind kind, const std::string& why, error_kind rest_kind,

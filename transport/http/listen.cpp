@@ -26,12 +26,9 @@ void for_each_fd(const std::function<void(int)>& f) {
 
 namespace {
 
-/// cpp-httplib (Debian's libcpp-httplib, built with CPPHTTPLIB_LISTEN_BACKLOG
-/// 5) listens with a backlog of 5 and does not expose its socket: a burst of
-/// connects (a hundred watchers after a restart) overflows it and the
-/// kernel drops SYNs, which clients retry after 1, 3, 7... seconds. Find
-/// our listening socket on `port` and listen again with the system's
-/// maximum (Linux updates the backlog of a listening socket).
+/// Debian's cpp-httplib listens with a backlog of 5 and hides its socket: a
+/// burst of connects loses SYNs, retried after 1, 3, 7... s. So listen again
+/// on our socket with the system's maximum (Linux updates the backlog).
 void widen_backlog(int port) {
   for_each_fd([port](int fd) {
     int listening = 0;

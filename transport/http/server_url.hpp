@@ -18,10 +18,8 @@ struct endpoint {
 /// The endpoint of `url`, or nullopt with `err` saying what is wrong.
 std::optional<endpoint> parse_server_url(const std::string& url, std::string& err);
 
-/// Why `url` cannot be connection_config::server ("" when it can), the
-/// client's own check: not http(s)://, no host, user information
-/// ("user:pw@"), or a port that is not a number in 1-65535 ("18o8o"). No
-/// retry fixes any of these: the agent reports them at start-up.
+/// Why `url` cannot be connection_config::server ("" when it can); no retry
+/// fixes these, so the agent reports them at start-up.
 std::string server_url_error(const std::string& url);
 
 } // namespace leasehold

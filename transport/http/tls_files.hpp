@@ -56,8 +56,6 @@ struct client_identity {
 
 /// `cfg`'s client certificate and key (data, else files); nullopt with
 /// `err` when one is unreadable or not PEM, or only one of the two is set.
-/// Every TLS client of the project reads them here (http_client through
-/// cpp-httplib, http_pipeline through OpenSSL).
 std::optional<client_identity> read_client_identity(const connection_config& cfg, std::string& err);
 
 } // namespace leasehold

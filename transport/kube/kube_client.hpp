@@ -19,9 +19,8 @@ std::string lease_path(const lease_key& k);             // .../namespaces/{ns}/l
 std::string leases_path(const std::string& ns);         // .../namespaces/{ns}/leases
 std::string events_path(const std::string& ns);         // /api/v1/namespaces/{ns}/events
 
-/// What a request of `verb` on lease `k` is named in errors: a POST creates
-/// in the namespace's Lease collection, the others act on the Lease's own
-/// path (the Kubernetes transport's lease_backend::request_path).
+/// What a request of `verb` on lease `k` is named in errors: a POST its
+/// Lease collection, the others the Lease's own path.
 std::string kube_request_path(const std::string& verb, const lease_key& k);
 
 /// One Lease request as kube_client sends it: `error` set (kind not
@@ -48,10 +47,8 @@ public:
   api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
   api_result<bool> create_event(const kube_event& e);
 
-  /// Batches (the transport pool's, from a backlog): one result per lease,
-  /// in order, each judged as the single call judges it. Two or more go
-  /// pipelined on one connection (http_client::send_all); a lost answer is
-  /// that request's own error ("sent: may have been applied").
+  /// Batches: one result per lease, in order, each judged as alone; two or
+  /// more go pipelined (http_client::send_all).
   std::vector<api_result<lease>> get_leases(const std::vector<lease_key>& ks);
   std::vector<api_result<lease>> create_leases(const std::vector<lease>& ls);
   std::vector<api_result<lease>> renew_leases(const std::vector<lease>& ls);

@@ -65,9 +65,8 @@ public:
     return true;
   }
 
-  /// A string field converted by `conv(text, out)`, which returns why the
-  /// text does not fit ("" when it does); absent, null or empty leaves
-  /// `out` unchanged.
+  /// A string field converted by `conv(text, out)`, which says why the text
+  /// does not fit ("" when it does); absent, null or empty: `out` unchanged.
   template <class T, class Conv>
   bool converted(const YAML::Node& map, const char* key, const std::string& where, T& out,
                  Conv conv) {

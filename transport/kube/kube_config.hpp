@@ -35,9 +35,7 @@ kube_config_result server_config(const std::string& url);
 /// $KUBECONFIG's first entry, else $HOME/.kube/config; empty when neither is set.
 std::string default_kubeconfig_path();
 
-/// Picks the source as client-go does: `server` if set, else `kubeconfig` if
-/// set, else in-cluster when KUBERNETES_SERVICE_HOST is set, else
-/// default_kubeconfig_path().
+/// Picks the source as client-go does: docs/tls.md, "Which setting wins".
 kube_config_result load_connection_config(const std::string& server,
                                           const std::string& kubeconfig,
                                           const std::string& sa_dir = default_service_account_dir);

@@ -1,8 +1,6 @@
-// Kubernetes Events (core/v1), apart from the lease store: only a
-// Kubernetes API server keeps them, so they are no part of the lease
-// transport's interface (etcd has nothing to answer them with). The agent
-// spawns this transport, and its event poster (cmd/leasehold/event_poster.hpp)
-// in front of it, only when Kubernetes is the backend.
+// Kubernetes Events (core/v1), apart from the lease transport: etcd has
+// nothing to answer them with. The agent spawns it, with its event poster
+// (cmd/leasehold/event_poster.hpp), only on Kubernetes.
 #pragma once
 
 #include <caf/all.hpp>

@@ -17,16 +17,12 @@ lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg) 
   opts.thread_name = "lh.http";
   // Queued releases and new terms go pipelined too (kube_client::write_leases).
   opts.batch_writes = true;
-  // The answers of this transport's renews, whose echoes on the shared
-  // stream are dropped unparsed (transport/watch_echoes.hpp).
   auto echoes = std::make_shared<watch_echoes>();
   opts.make_client = [cfg, echoes] {
     return std::make_unique<lease_client_of<kube_client>>(cfg, echoes);
   };
   opts.where = b.request_path;
-  // One watch stream per namespace, shared by every subscriber in it (one
-  // thread and one connection however many leases): the namespace's Lease
-  // collection, demultiplexed by lease name.
+  // One watch stream per namespace, shared by every subscriber in it.
   opts.make_watch = [cfg, echoes](lease_transport_actor::pointer self) {
     return watch_per_namespace(
       self, [cfg, echoes](const std::string& ns, caf::timespan idle,

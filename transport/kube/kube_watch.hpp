@@ -1,14 +1,6 @@
-// The Kubernetes watch stream of the lease transport (the loop that runs it
-// is transport/lease_watch.hpp's): the namespace's Lease collection, shared
-// by every subscriber in it:
-//
-//   GET .../namespaces/NS/leases?watch=1&resourceVersion=RV
-//       &allowWatchBookmarks=true&timeoutSeconds=T
-//
-// (with &fieldSelector=metadata.name=NAME for the watch of one Lease). A
-// stream that ends is reopened after the last resourceVersion delivered;
-// 410 Gone (the version is no longer kept) restarts from the current state;
-// an ERROR event closes it with a `down` event naming the request.
+// The Kubernetes watch stream of the lease transport: a namespace's Lease
+// collection, shared by its subscribers. Its request, resume and 410 Gone:
+// docs/design.md, "Watch streams per backend".
 #pragma once
 
 #include <memory>
@@ -38,13 +30,11 @@ parse_result<watch_line> parse_watch_line(const std::string& line);
 /// first); `k.name` empty: the namespace's whole Lease collection.
 std::string lease_watch_path(const lease_key& k, const std::string& rv, int timeout_seconds);
 
-/// The Kubernetes watch of one Lease (the request above), or, with a
-/// fanout and an empty lease name, of a namespace's whole Lease collection
-/// shared by its subscribers.
+/// The Kubernetes watch of one Lease, or, with a fanout and an empty lease
+/// name, of a namespace's whole Lease collection.
 class lease_watcher : public lease_watch_loop {
 public:
-  /// `echoes`: the answers of the transport's own renews, whose events a
-  /// shared stream drops unparsed (transport/watch_echoes.hpp).
+  /// `echoes`: own renews' answers, whose events the stream drops unparsed.
   lease_watcher(connection_config cfg, lease_watch_request req,
                 std::shared_ptr<watch_fanout> fanout = {},
                 std::shared_ptr<watch_echoes> echoes = {});

@@ -105,9 +105,8 @@ members_reply lease_candidates::announce(const candidate& c) {
   auto path = base + "/" + lease_candidate_name(c);
   auto now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
   auto object = lease_candidate_object(c, now);
-  // Read, then PUT on the version read (the API wants one for an update),
-  // or POST when there is none. A lost race (409) is harmless: the next
-  // round renews.
+  // PUT on the version read (the API wants one), else POST; a lost race
+  // (409) is harmless: the next round renews.
   auto got = client_.send("GET", path, nullptr);
   if (auto e = reply_error("GET", path, got, 404); e.kind != error_kind::none)
     return failed(e);

@@ -1,11 +1,7 @@
 // Balance group membership on Kubernetes: one LeaseCandidate
-// (coordination.k8s.io/v1beta1, the API of Kubernetes' coordinated leader
-// election) per replica and group, named "<group>-<identity>", labelled
-// leasehold.io/group=<group>, the replica's identity in the annotation
-// leasehold.io/identity, spec.leaseName the group, spec.renewTime renewed at
-// every announcement. A member's join order is its creationTimestamp (ties:
-// by identity; every reader sees the same), its `renewed` marker the
-// renewTime, which readers time by their own clock (docs/balance.md).
+// (coordination.k8s.io/v1beta1) per replica and group, renewed at every
+// announcement. Join order is its creationTimestamp (ties: by identity); why:
+// docs/balance.md, "The assignment rule".
 #pragma once
 
 #include <string>
@@ -32,7 +28,7 @@ parse_result<std::vector<member_record>> parse_lease_candidates(const std::strin
 class lease_candidates {
 public:
   explicit lease_candidates(connection_config cfg) : client_(std::move(cfg)) {}
-  /// GET this replica's LeaseCandidate, PUT it renewed (POST when there is none), then list
+  /// GET this replica's LeaseCandidate, PUT it renewed (or POST), then list
   /// the group's.
   members_reply announce(const candidate& c);
   /// DELETE it (true), or there was none (false).
