@@ -86,7 +86,7 @@ bool elector_actor::set_state(elector_state to) {
     return true;
   if (!legal_transition(state_, to)) {
     // A defect in the elector: its safety argument assumes the diagram
-    // (actors/elector.hpp). It vouches for nothing any more and ends.
+    // (docs/design.md). It vouches for nothing any more and ends.
     auto reason = std::string("elector: illegal state transition ") + to_string(state_) + " -> "
                   + to_string(to);
     fence_.valid_until->store(0);

@@ -12,7 +12,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <vector>
 
 #include <caf/all.hpp>
 

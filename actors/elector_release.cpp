@@ -1,7 +1,6 @@
 #include "actors/elector.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "actors/handover.hpp"
 
