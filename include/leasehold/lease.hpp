@@ -38,7 +38,8 @@ struct lease_key {
 /// characters. The API answers 422 to anything else, on every retry.
 std::string dns1123_error(const std::string& name, std::size_t max, bool label = false);
 /// Why `name` cannot name a lease ("" when it can): an RFC 1123 subdomain of
-/// at most 253 characters, on both backends (a '/' would cross etcd keys).
+/// at most 253 characters on both backends (on etcd a '/' would reach into
+/// another namespace's keys).
 std::string lease_name_error(const std::string& name);
 /// Why `ns` cannot name a namespace ("" when it can): an RFC 1123 label of
 /// at most 63 characters.

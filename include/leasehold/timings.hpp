@@ -12,7 +12,8 @@
 namespace leasehold {
 
 /// Followers wait retry_period * (1 + U[0, jitter_factor)) between attempts,
-/// so replicas started together do not ask in lockstep (client-go: 1.2).
+/// as client-go (its JitterFactor, 1.2, is 1 + this), so replicas started
+/// together do not ask in lockstep.
 constexpr double jitter_factor = 0.2;
 
 /// When a replica acquires, renews, gives up and competes again, each judged
