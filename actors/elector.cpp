@@ -4,28 +4,8 @@
 
 #include "actors/handover.hpp"
 
-// The decision path, one attempt (a tick), as client-go's tryAcquireOrRenew:
-//   1. attempt()          a term of ours in memory: renew it (2); else read (3)
-//   2. renew()            PUT our term on the version in memory
-//   3. get_then_decide()  GET: a record (4), no lease (5), an error (R3)
-//   4. decide()           our term: renew (2); another's while leading: lost;
-//                         held, not competing, holding back: wait (R3);
-//                         free: acquire (PUT a new term on this version)
-//   5. absent()           a leader puts its term back (or has lost it where
-//                         the store ends terms); a follower waits while the
-//                         store's evidence says so, then creates it (POST),
-//                         held for a lease duration unless the evidence
-//                         vouches that no term ran meanwhile; a standby
-//                         that never saw a record creates it as nobody's
-//                         (create_unheld, elector_follow.cpp)
-// The replies:
-//   R1. succeeded()       a write accepted: release (R1a), void (R1b), hold
-//                         (R1c), the term starts (R1d) or goes on (R1e)
-//   R2. put()'s error     a conflict burns the term number; a renew from
-//                         memory reads again (3); an acquisition whose
-//                         answer was lost is held (R2b); else R3
-//   R3. failed(), done_attempt()  the attempt ends; the next one is scheduled
-// A record the watch streams enters at 4 (on_watched, elector_follow.cpp).
+// The decision path and its numbered steps (1-5, R1-R3): docs/design.md,
+// 'One attempt, step by step'.
 
 namespace leasehold {
 
@@ -106,7 +86,7 @@ bool elector_actor::set_state(elector_state to) {
     return true;
   if (!legal_transition(state_, to)) {
     // A defect in the elector: its safety argument assumes the diagram
-    // (actors/elector.hpp). It vouches for nothing any more and ends.
+    // (docs/design.md). It vouches for nothing any more and ends.
     auto reason = std::string("elector: illegal state transition ") + to_string(state_) + " -> "
                   + to_string(to);
     fence_.valid_until->store(0);
@@ -167,11 +147,8 @@ void elector_actor::renew(const lease& rec, bool fallback) {
 
 /// 3. Reads the lease: a record is decided on (4), no lease is absent (5),
 /// an error ends the attempt (R3).
-/// Every request counts from its own send time: a term's validity from
-/// the write that won it (never from the read before it), a vanished
-/// key's judgment from the read that found it gone. So acquiring (read,
-/// write, first renew) needs no more than renewing does (docs/safety.md,
-/// "Every timing relation the code enforces").
+/// Every request counts from its own send time (docs/safety.md, "Every
+/// timing relation the code enforces").
 void elector_actor::get_then_decide() {
   auto started = clock().now();
   // The mark of a read in flight (answered_without_read), if any, lives
@@ -199,11 +176,7 @@ void elector_actor::get_then_decide() {
   });
 }
 
-/// 4. Decides on `rec`, the lease as the API (or the watch) showed it: our
-/// term (another version): renew on it (2), unless another process wrote
-/// it under our name; another term while leading: the term is lost; held by
-/// another, not competing or holding back: wait (R3); otherwise acquire:
-/// PUT a new term on this very version (its reply: R1 or R2).
+/// 4. Decides on `rec`, the lease as the API (or the watch) showed it.
 void elector_actor::decide(const lease& rec) {
   adopt_unanswered(rec);
   if (held() && same_term(rec.spec, *held())) {
@@ -229,11 +202,8 @@ void elector_actor::decide(const lease& rec) {
   put(std::move(l), false, /*acquire*/ true);
 }
 
-/// 5. The API has no such lease. A leader puts its term back. Anyone else
-/// creates it, but its term starts only a lease duration after the
-/// create: an API that lost its storage may have lost a live term of
-/// another replica with it, and that replica needs this long to notice and
-/// stop its work (see succeeded()).
+/// 5. The API has no such lease (why: docs/safety.md, "A created lease
+/// starts its term a lease duration later").
 void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
   if (evidence_.store_ends_terms() && has_term()) {
     // The store deleted the record: it ran out (or an operator removed it).
@@ -286,10 +256,8 @@ void elector_actor::absent(time_point seen_by, std::int64_t store_revision) {
                            mem_.max_term);
   }
   remember_write(l.spec);
-  // A new record's term starts a lease duration after its create, unless
-  // the evidence vouches that no term ran meanwhile; the store then checks
-  // that the record's history shows no other write since the read that
-  // judged it gone (a term that came and went unseen is held for).
+  // Unless the evidence vouches that no term ran meanwhile, the new term is
+  // held; if it vouches, the store checks the history since the read.
   bool hold = create_new && evidence_.hold_create(view(), l);
   bool ask_history = create_new && !hold;
   auto started = clock().now();
@@ -338,14 +306,8 @@ void elector_actor::put(lease l, bool fallback, bool acquire) {
        });
 }
 
-/// R2b. The answer to an acquisition was lost (a timeout, a dropped
-/// connection): the store may have applied it, leaving a record that names
-/// this replica with a term nobody started. It is held as a write answered
-/// late (R1b): no term, no fence. When the record shows it (the watch:
-/// on_watched renews it at once; a read: decide() renews it), a renew
-/// answered in time starts the term, counted from that renew's send, as
-/// after R1b. Another record seen first drops the hold (decide), rather
-/// than waiting out a record of our own as another's term.
+/// R2b. why: docs/safety.md, "An acquisition whose answer is lost is held,
+/// not started".
 void elector_actor::hold_unanswered(wall_time acquired_at, const api_error& err) {
   if (!set_state(elector_state::holding))
     return;
@@ -353,10 +315,8 @@ void elector_actor::hold_unanswered(wall_time acquired_at, const api_error& err)
   failed(err);
 }
 
-/// R2b. `rec` is the record the unanswered acquisition wrote: this
-/// replica's name, the acquireTime and a renewTime it sent (the store may
-/// have set the term number: etcd's comes from the key's create revision).
-/// It is held as written, as a reply would have shown it.
+/// R2b. `rec` is the record the unanswered acquisition wrote (the store may
+/// have set the term number): it is held as written.
 bool elector_actor::adopt_unanswered(const lease& rec) {
   if (!holds_unanswered() || rec.spec.holder_identity != opt_.identity
       || rec.spec.acquire_time != unanswered_at_ || !written_here(rec.spec))
@@ -370,9 +330,6 @@ bool elector_actor::adopt_unanswered(const lease& rec) {
 // -- the replies (R1-R3) ------------------------------------------------------
 
 /// R1. A write (PUT or POST) was accepted: `rec` holds our term's record.
-/// R1a release asked: release it; R1b answered past the renew deadline: no
-/// term; R1c in the creation hold: keep holding; R1d the term starts (or
-/// R1e goes on). Then the renew deadline and the next renew are scheduled.
 void elector_actor::succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age) {
   const time_point valid_from = started - std::chrono::duration_cast<caf::timespan>(age);
   const auto& written = rec.spec;
@@ -419,10 +376,8 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
     return;
   }
   if (!has_term() && in_created_hold(valid_from)) {
-    // R1c. A lease we created: hold it (keep renewing) without starting the
-    // term until a lease duration has passed since the create. The renew
-    // that starts it goes when the hold ends, not up to a retry period
-    // later (its send time is what in_created_hold judges).
+    // R1c. The renew that starts the term goes when the hold ends, not up
+    // to a retry period later.
     if (!set_state(elector_state::holding))
       return;
     auto hold_ends = *created_hold_ends();

@@ -1,16 +1,7 @@
 // The elector: one actor per term, leasehold's one decision path
-// (docs/design.md; its safety argument: docs/safety.md). Four files:
-//   elector.hpp          its options, states (the diagram), pure rules, class;
-//   elector.cpp          one attempt (the decision path) and its replies;
-//   elector_follow.cpp   what it knows of the lease: watch, memory, timers;
-//   elector_release.cpp  the pure rules' bodies and how a term ends.
-// A leader renews every retry_period, counted from each renew's send; a
-// renew not accepted within renew_deadline ends the term and the actor (the
-// runner starts a new one with what it knew: lease_memory). A follower
-// judges expiry by its own clock since the record last changed (client-go's
-// observedTime) and asks the store's evidence (lease_evidence.hpp) what a
-// record or its absence says beyond that. Every acquisition writes a term
-// number above every one seen. The class is private to actors/.
+// (docs/design.md, 'The shape'; why it is safe: docs/safety.md). Its other
+// files: elector.cpp (one attempt and its replies), elector_follow.cpp (watch,
+// memory, timers), elector_release.cpp (the rules' bodies, how a term ends).
 #pragma once
 
 #include <array>
@@ -21,7 +12,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <vector>
 
 #include <caf/all.hpp>
 
@@ -37,45 +27,11 @@
 
 namespace leasehold {
 
-// The elector's state. Every transition:
-//
-//                    accepted in the creation hold
-//                    (or answered past the renew deadline,
-//                    or an acquisition whose answer was lost)
-//     following ----------------------------------------> holding
-//       |    ^---- another's term seen, identity conflict ----'  |
-//       |                                                        |
-//       | accepted: the term starts       a renew after the hold: |
-//       '----------------------> leading <--------- it starts ----'
-//                                 |    |
-//                   release asked |    | renew deadline missed, record rewritten,
-//                                 v    v deleted by the store, identity conflict
-//                           releasing -----------------> ended
-//                                 ^                        ^
-//          a term won by the      |                        | nothing won, or won
-//          request still out      |                        | in the creation hold
-//     following, holding -----> closing -------------------'
-//                   release asked
-//
-// following: no record of ours; acquires when the lease is free.
-// holding:   it wrote a term (created the lease, a write answered late,
-//            or one whose answer was lost and may stand)
-//            and renews it, but the term has not started: no fence, no
-//            leadership_acquired (docs/safety.md, the creation hold).
-// leading:   the term started: fence valid, renewed every retry_period.
-// closing:   release asked without a term: the request out is answered
-//            first; a term it wins is released, otherwise the elector ends.
-// releasing: release asked with a term: the release PUT (a reply still out
-//            first), then it ends.
-// ended:     it sent its last word (leadership_lost or the release answer).
-// Beside the state, the request bookkeeping (a request out, a change
-// streamed meanwhile) and the watch (up or down) are orthogonal to it.
-// The steps of one attempt and its replies are numbered in actors/elector.cpp.
+// The states and their legal transitions: docs/design.md, 'The elector's states'.
 enum class elector_state { following, holding, leading, closing, releasing, ended };
 const char* to_string(elector_state s);
 
-/// The transitions of the diagram above; any other is a
-/// defect (the elector reports it as fatal).
+/// Any other transition is a defect (the elector reports it as fatal).
 bool legal_transition(elector_state from, elector_state to);
 
 /// The record a replica writes when it acquires the lease: a new term, whose
@@ -93,18 +49,13 @@ bool same_term(const lease_spec& a, const lease_spec& b);
 /// rejects 0), transitions kept.
 lease_spec released_spec(const lease_spec& held, wall_time now);
 
-/// How old a write the store shares between leases (etcd: a keepalive of
-/// a session lease) a renew may ride on (lease::renew_max_age), the renew
-/// then counting from that write's send: at most half a retry period and a quarter of what the renew
-/// deadline leaves over it, so the term still outlives the next renew and
-/// its retry nearly as before (1 s with the defaults; none when the deadline
-/// leaves nothing).
+/// lease::renew_max_age: at most half a retry period and a quarter of what
+/// the renew deadline leaves over it, so the term still outlives the next
+/// renew and its retry (why: docs/safety.md, 'The etcd backend').
 caf::timespan renew_ride_limit(const election_timings& t);
 
-/// After an error of kind `k` a write may still stand in the store: no
-/// answer came (a timeout, a dropped connection), a gateway's 5xx may follow
-/// the store's commit, a 2xx body could not be read. A refusal (409, 404,
-/// 4xx, 429) wrote nothing.
+/// After an error of kind `k` a write may still stand in the store (no
+/// answer, a gateway's 5xx, an unreadable 2xx); a refusal wrote nothing.
 bool may_have_applied(error_kind k);
 
 /// <0, 0, >0 as resourceVersion `rv` is older than, equal to or newer than
@@ -115,24 +66,19 @@ struct elector_options {
   std::string identity;
   lease_key lease;
   election_timings timings;
-  /// Receives leadership_acquired / lost, lease_observed, leader_observed: typed, so every report the elector sends is checked
-  /// against the runner's interface when compiled.
+  /// Typed, so every report the elector sends is checked when compiled.
   runner_internal_actor runner;
   event_emitter emit;   // the runner's: stamps this replica's and lease's events, shared
   std::uint64_t seed = 1;
   lease_memory memory;  // what earlier electors of this replica saw
-  /// The resourceVersion of the last record they saw (memory holds none:
-  /// runner_view.hpp, seed_of): the watch tells this elector what changed
-  /// since, as it would have told its predecessor ("" : all it knows).
+  /// The resourceVersion of the last record they saw: the watch starts
+  /// there, as its predecessor's would have ("": all it knows).
   std::string seen_version;
-  /// Where each accepted write of a term stores the fence's validity (actor
-  /// clock ns), never voided: the runner reads its last renew from here,
-  /// with no message per renew (a message each was CPU per lease). Null: not kept.
+  /// Each accepted write stores the fence's validity (actor clock ns) here,
+  /// so a renew costs the runner no message. Null: not kept.
   std::shared_ptr<std::atomic<std::int64_t>> renewed_until;
-  /// Follow the lease through the transport's watch: a follower acts on a
-  /// release or delete as soon as it is streamed, and between changes it
-  /// sends nothing until the lease could expire. While the watch is down the
-  /// elector polls every retry_period, as without it.
+  /// Follow the lease through the transport's watch; while it is down the
+  /// elector polls every retry_period.
   bool watch = true;
   /// The transport and how the store names requests (lease_backend::path_of):
   /// shared with the runner and every elector it starts.
@@ -140,9 +86,8 @@ struct elector_options {
   /// What the store can say about this lease beyond its record
   /// (lease_evidence.hpp): the runner's, kept across its electors.
   std::shared_ptr<lease_evidence> evidence;
-  /// false: follow the lease (watch, observe, report the holder) but never
-  /// acquire it; changed with `compete_atom, bool`. A term already held is
-  /// the runner's to end.
+  /// false: follow the lease but never acquire it (`compete_atom, bool`);
+  /// a term already held is the runner's to end.
   bool compete = true;
   /// Acquire nothing before this (a replica that yielded stays out; handover.hpp).
   caf::actor_clock::time_point compete_after{};
@@ -151,17 +96,8 @@ struct elector_options {
   std::function<void(const std::string& reason)> on_fatal;
 };
 
-/// Spawns an elector (not linked, not monitored: the caller monitors it),
-/// returned as its typed interface, elector_handle (actors/messages.hpp).
-/// Messages it takes besides its timers and its watch's events:
-/// `release_atom, target` -> bool: stop renewing and, if it holds the
-/// lease in the very term it acquired (same holder, acquireTime and
-/// leaseTransitions), release it (holderIdentity "", duration 1 s,
-/// preferredHolder `target` if not empty: handover_spec), within
-/// timings.release_timeout; then exit. Answered false at once when the term
-/// ends meanwhile or the record turns out not to be ours alone (an
-/// identity conflict). `compete_atom, bool`: whether it may acquire
-/// (elector_options::compete).
+/// Not linked, not monitored: the caller monitors it. `release_atom,
+/// target` -> bool releases the term it acquired, if still ours, then exits.
 elector_handle spawn_elector(caf::local_actor* parent, elector_options opts);
 
 using time_point = caf::actor_clock::time_point;
@@ -178,8 +114,7 @@ public:
 
 private:
   // -- state (elector.cpp) -------------------------------------------------------
-  /// Moves to `to`; an illegal transition is a defect: reported as fatal
-  /// (on_fatal) and false returned, the caller stops there.
+  /// false on an illegal transition (reported as fatal): the caller stops.
   bool set_state(elector_state to);
   /// A term is ours (leading, or releasing it): what the replies act on.
   bool has_term() const {
@@ -192,11 +127,8 @@ private:
   void drop_hold();
   /// What this elector last wrote for its term; nullptr: none (or dropped).
   const lease_spec* held() const { return wrote_term_ ? &*mem_.own_term : nullptr; }
-  /// The elector's one timer (a tick_atom numbered wake_seq_) at the
-  /// earliest of the tick (tick_at_) and, while leading, the renew deadline
-  /// (valid_until_): one pending timer per lease, not two (a CAF timer is
-  /// ~300 bytes while pending). A timer pending for an earlier instant is
-  /// kept; it wakes the elector again for the rest.
+  /// The one timer, at the earlier of the tick and (leading) the renew
+  /// deadline: a pending CAF timer is ~300 bytes per lease.
   void wake();
   /// The tick is due: the request out timed out, or an attempt.
   void on_tick();
@@ -218,10 +150,8 @@ private:
   /// `rec` shows what that acquisition wrote: held as written (true).
   bool adopt_unanswered(const lease& rec);
   bool holds_unanswered() const { return unanswered_at_ != wall_time{}; }
-  /// `age` (lease::renewed_age): the renew was served by a write the store
-  /// shares between leases (etcd: a session's keepalive) sent that long
-  /// before `started`, as good as a renew sent then: the term counts from
-  /// then (the next renew is still due a retry period after `started`).
+  /// `age` (lease::renewed_age): the renew rode a shared write sent that
+  /// long before `started`; the term counts from then.
   void succeeded(const lease& rec, time_point started, std::chrono::nanoseconds age = {});
   bool in_created_hold(time_point sent) const;
   std::optional<time_point> created_hold_ends() const;
@@ -232,14 +162,9 @@ private:
   api_error late_reply(caf::timespan took) const;
   api_error request_error(const char* verb, std::string path, const caf::error& e);
 
-  /// One request to the transport, sent at `sent` (the caller's clock
-  /// reading); a transport error or timeout arrives as a failed lease_reply
-  /// naming the request (as the backend names it), like any API error. No
-  /// CAF request timeout (a timer set and cancelled on CAF's clock thread
-  /// per request): the request's deadline, sent + timeout(), is kept by the
-  /// elector's tick (arm_tick), which a renew's next attempt at sent +
-  /// retry_period usually shares; a reply after it is dropped, as CAF drops
-  /// one after its timeout.
+  /// One request to the transport; errors arrive as a failed lease_reply.
+  /// Its deadline is kept by the tick (arm_tick), not a CAF request timeout,
+  /// which would set and cancel a timer on CAF's clock thread per request.
   template <class Atom, class Arg, class F>
   void call(time_point sent, const char* verb, Atom atom, Arg arg, F on_reply) {
     auto seq = ++call_seq_;
@@ -261,13 +186,10 @@ private:
   void end_call(std::uint64_t seq, lease_reply& r);
   /// The request out passed its deadline: answered `timeout` here.
   void time_out_call();
-  /// The next tick at `t`: an attempt, or (`attempt` false) only the
-  /// deadline of the request out. A tick already set for `t` is kept; any
-  /// other one set before is void (its timer, if earlier, only wakes).
+  /// The next tick at `t`: an attempt, or only the request's deadline.
   void arm_tick(time_point t, bool attempt);
-  /// A follower waiting on the watch (Kubernetes) wakes at the lease's
-  /// expiry by its clock: an earlier tick already set is kept and
-  /// recomputed when it fires, so a renewal seen sets no timer.
+  /// An earlier tick already set is kept and recomputed when it fires, so
+  /// a renewal seen sets no timer.
   void wake_at_expiry();
 
   caf::timespan timeout() const { return opt_.timings.effective_request_timeout(); }
@@ -278,19 +200,12 @@ private:
   void act_now();
   void observe(const lease& rec, bool report = true);
   void report_memory() { send(opt_.runner, lease_observed{mem_}); }
-  /// `rec` renews the term held, its preferredHolder unchanged: nothing the
-  /// runner uses changed (it reads the renew from renewed_until), so no
-  /// report (it saves CPU per lease); the memory catches up when the term ends (set_state).
+  /// Nothing the runner uses changed, so no report (CPU per lease); the
+  /// memory catches up when the term ends.
   bool own_renewal(const lease& rec) const;
-  /// A read's `answer` is older than the record in memory: the stream
-  /// showed a later version while the read was out (a release streamed
-  /// before the answer of a read served just before it). The read then
-  /// decides on the later one; taking the older answer (still held) made
-  /// the follower wait instead of taking the released lease (sim seeds
-  /// 5485 and 5073 on etcd).
+  /// why: docs/safety.md, 'Followers that watch'.
   bool streamed_later(const lease& answer) const;
-  /// Another replica (or a former process under our name) holds `rec` and
-  /// it has not expired by our clock.
+  /// Held by another (or a former process under our name), unexpired.
   bool held_by_other(const lease& rec) const;
   bool expired(const lease& rec) const { return expires_at(rec) <= clock().now(); }
   time_point expires_at(const lease& rec) const;
@@ -327,9 +242,7 @@ private:
   event_emitter emit;
   lease_memory& mem_ = opt_.memory;     // the options' own copy (no second 670-byte copy per lease)
   elector_state state_ = elector_state::following;
-  /// held(): what this elector last wrote for its term, which is also the
-  /// replica's own term (mem_.own_term, set with it by succeeded() and
-  /// adopt_unanswered()): one copy, not two.
+  /// held() is mem_.own_term: one copy, not two.
   bool wrote_term_ = false;
   time_point attempt_started_{};
   time_point release_deadline_{};
@@ -358,8 +271,7 @@ private:
   bool watch_said_ = false;               // its first up or down was reported
   bool identity_held_said_ = false;       // another process renews under our name: said
   time_point watch_up_since_{};           // when it last came up (no gap since, while up)
-  /// renewTimes of our last 8 writes, a ring (inline: a vector grew to a
-  /// 128-byte block per lease); renew_times_next_: writes noted so far.
+  /// renewTimes of our last 8 writes, a ring (a vector was 128 B per lease).
   std::array<wall_time, 8> sent_renew_times_{};
   std::uint64_t renew_times_next_ = 0;
   /// What most electors never set (actors/rarely_set.hpp).

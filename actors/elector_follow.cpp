@@ -5,10 +5,7 @@
 #include "actors/handover.hpp"
 
 // What the elector knows of the lease and the API: the watch's events, the
-// record in memory, when a follower wakes, and the API's health. What the
-// store says beyond the record comes from its evidence (lease_evidence.hpp).
-// The class and the decision path they feed: actors/elector.hpp,
-// actors/elector.cpp.
+// record in memory, when a follower wakes, and the API's health.
 
 namespace leasehold {
 
@@ -199,10 +196,8 @@ time_point elector_actor::expires_at(const lease& rec) const {
   return mem_.observed_at + dur;
 }
 
-/// A follower of a held lease whose stream is up asks nothing until the
-/// lease could expire. After a failed request the stream may be as dead
-/// as the request: it polls until the API answers again (a request, the
-/// stream reopening, or an event on it).
+/// After a failed request the stream may be as dead as the request: it
+/// polls until the API answers again.
 bool elector_actor::waits_on_watch() const {
   return watch_up_ && !mem_.api_error_outstanding && state_ == elector_state::following && mem_.record
          && held_by_other(*mem_.record);
@@ -262,11 +257,8 @@ lease_evidence::view elector_actor::view() const {
   return v;
 }
 
-/// A follower's attempt while its stream is up and the record held: the
-/// evidence may answer it without a request (etcd: another follower's
-/// fresh reading of the holder's session), or ask it to look again
-/// shortly; else it reads (get_then_decide), marked in flight for the
-/// others. True: answered.
+/// The evidence may answer a follower's attempt without a request (etcd:
+/// another follower's fresh reading); else it reads. True: answered.
 bool elector_actor::answered_without_read() {
   if (delete_streamed_ != time_point{} || !waits_on_watch() || hold_back(&*mem_.record))
     return false;
@@ -291,17 +283,9 @@ bool elector_actor::answered_without_read() {
 
 // -- a standby's first create --------------------------------------------------
 
-/// 5. A standby (not competing) that never saw a record of the lease (a
-/// process just started) finds none: it creates it as nobody's (holder
-/// empty, leaseDurationSeconds a lease duration, no term of its own), so
-/// the creation hold starts now for whoever will lead it. Every replica,
-/// this one included, waits such a record out as an emptied one (a lease
-/// duration from when it saw it, by its own clock: held_by_other) before
-/// it acquires it, and a term is then the acquisition of an existing
-/// record. In a balance group every member stands by until its settle time
-/// has passed, so the hold runs during the settle time (docs/safety.md, "A
-/// created lease starts its term a lease duration later"). Lost to another
-/// create: the attempt ends, the next read (or the watch) shows its record.
+/// 5. A standby that never saw a record creates it as nobody's, so the
+/// creation hold starts now for whoever leads it (docs/safety.md, "A Lease
+/// created unheld starts the same hold for whoever leads it").
 void elector_actor::create_unheld() {
   lease l;
   l.name = opt_.lease.name;
@@ -322,11 +306,8 @@ void elector_actor::create_unheld() {
 
 // -- the API's health ------------------------------------------------------------
 
-/// Every failed request is reported (api_request_failed: the metrics);
-/// api_error (the log) reports a lost race (another replica wrote first:
-/// an answer, no outage) every time, an outage once per change of kind, a
-/// refusal (the request itself is wrong: an answer, no outage) once while
-/// the same request is refused.
+/// The log (api_error) reports a lost race every time, an outage once per
+/// change of kind, and a refusal once while the same request is refused.
 void elector_actor::note_error(const api_error& err) {
   emit(event_type::api_request_failed, [&](runtime_event& ev) { ev.error = err; });
   bool lost_race = is_lost_race(err.kind);

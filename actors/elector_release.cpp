@@ -1,14 +1,11 @@
 #include "actors/elector.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "actors/handover.hpp"
 
-// The elector's pure rules (its states, the records it writes, the order
-// of versions) and how a term ends: lost (its deadline, a rewrite, the
-// store's delete), given up on an identity conflict, or released when asked
-// (closing or releasing -> ended). The class: actors/elector.hpp.
+// The elector's pure rules and how a term ends: lost, given up on an
+// identity conflict, or released when asked.
 
 namespace leasehold {
 

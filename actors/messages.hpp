@@ -15,23 +15,17 @@
 
 namespace leasehold {
 
-/// What a replica knows about its Lease, kept by the runner across electors
-/// so that a respawned elector judges expiry exactly as the dead one would
-/// have (by the local clock since the record was last seen to change) and
-/// never hands out a term number it has already seen.
+/// What a replica knows about its Lease, kept across electors (docs/safety.md,
+/// "What a replica knows survives its electors").
 struct lease_memory {
   std::optional<lease> record;                          // the last record seen
   caf::actor_clock::time_point observed_at{};           // when it was seen to change (local clock)
-  /// This replica created the lease (POST) at this local time (the send
-  /// time). An API that lost its storage may have lost another replica's
-  /// live term with it, so a term on a created lease starts only a whole
-  /// lease duration later: by then that replica has stopped its work.
+  /// This replica created the lease (POST) at this local send time: the
+  /// creation hold counts from here.
   std::optional<caf::actor_clock::time_point> created_at;
   std::int64_t max_term = -1;                           // highest leaseTransitions seen
-  /// The last term this replica itself wrote (acquired or renewed): a record
-  /// still naming us in exactly that term may be taken again at once; any
-  /// other record naming us (a former process, a copied identity) is waited
-  /// out like anyone else's.
+  /// The last term this replica itself wrote: a record naming us in another
+  /// term (a former process, a copied identity) is waited out like anyone else's.
   std::optional<lease_spec> own_term;
   /// An API error was reported and no answer came since: the next elector's
   /// first answer reports the recovery. `api_error_words`: that error.

@@ -1,17 +1,6 @@
 // The module supervisor: one_for_one supervision of module actors, owned and
-// driven by the runner (it runs inside the runner actor, on its thread).
-//
-// - spawn: from the registry entry, monitored; leader-only modules get the
-//   term's fencing token.
-// - stop (OTP shutdown spec): exit message (user_shutdown) now, kill at
-//   module_stop_timeout; stops go out in reverse start order, all at once, so
-//   a step-down never takes longer than one timeout.
-// - crash: restart after a capped exponential delay (supervision_policy's
-//   `restart_backoff_min` .. `restart_backoff_max`),
-//   unless the module crashed more than its restart_policy's `max_restarts`
-//   times within `within` (add_restart, as OTP's supervisor): then it is
-//   `failed`; a failed leader-only module makes the runner hand over
-//   leadership (hooks::leader_only_failed).
+// driven by the runner (it runs inside the runner actor, on its thread). Its
+// rules, as OTP's supervisor: docs/design.md, 'Supervision'.
 #pragma once
 
 #include <cstdint>

@@ -1,14 +1,6 @@
-// The runner's implementation: one typed event-based actor per lease, the
-// only owner of the replica's state (the diagram in include/leasehold/runner.hpp).
-// Its definitions live in two files along one seam:
-//   actors/runner.cpp           the diagram's machinery: the behavior,
-//                               configuration, electors, step-down, settle,
-//                               shutdown, status;
-//   actors/runner_handover.cpp  why a leader gives up a term it still holds:
-//                               a module killed but not down (fatal checks), a
-//                               crash-looping module, told to stand by
-//                               (compete_atom), a yield or preferredHolder.
-// Internal: only those two files include it.
+// The runner's implementation, internal to actors/runner.cpp (the state
+// machine) and actors/runner_handover.cpp (why a leader gives up a term it
+// still holds).
 #pragma once
 
 #include <atomic>

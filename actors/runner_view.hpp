@@ -1,8 +1,6 @@
-// What a runner says about itself and the lease (runner_status: its state
-// in words, the holder's age, the API's health, the creation hold),
-// computed from what its electors reported (lease_memory) and the runner's
-// own clock. One source for /readyz, /leader, /debug/state, the metrics and
-// the Events (docs/operations.md).
+// What a runner says about itself and the lease (runner_status), computed
+// from what its electors reported and its own clock: one source for every
+// view (docs/operations.md).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +15,7 @@
 
 namespace leasehold {
 
-/// The transitions of the diagram in include/leasehold/runner.hpp.
+/// The runner's transitions (docs/design.md, 'The runner's states').
 bool legal_transition(runner_state from, runner_state to);
 
 /// lease_duration - renew_deadline - module_stop_timeout: the room the
@@ -31,17 +29,11 @@ caf::timespan unconfirmed_kill_grace(const election_timings& t);
 /// before the fence's end, `valid_until_ns`); half the safety room before that.
 caf::actor_clock::time_point fatal_deadline(const election_timings& t, std::int64_t valid_until_ns);
 
-/// What a runner keeps of its electors' lease_memory (kept small: bytes per
-/// lease; the whole memory, its record's strings with it, was a second
-/// ~0.8 KB per lease beside the elector's). For the next elector only what
-/// its safety needs (seed_of, docs/safety.md "What a replica knows survives
-/// its electors"): the highest term seen, the own term, when it created the
-/// lease. For the runner's views: when the holder was last known current,
-/// the creation hold, a preferredHolder to yield to, the API's health.
+/// What a runner keeps of its electors' lease_memory: what the next elector
+/// needs (docs/safety.md, "What a replica knows survives its electors") and
+/// its views need, no more (the whole memory was ~0.8 KB per lease).
 struct lease_recall {
-  /// A term this replica wrote: what same_term compares of it (its holder
-  /// is this replica: an elector's own_term is only ever its own acquire or
-  /// renew), not the whole lease_spec.
+  /// What same_term compares of a term this replica wrote (its holder is us).
   struct term_id {
     std::optional<wall_time> acquire_time;
     int lease_transitions = 0;

@@ -1,10 +1,5 @@
-// The module types leasehold ships with.
-//
-//   ticker          leader-only  a line every interval_ms (ticker.hpp)
-//   exec            leader-only  runs a command while active (exec.hpp)
-//   webhook         every        POSTs leadership changes (webhook.hpp)
-//   leader_endpoint every        serves the current leader over the
-//                                process's HTTP server (leader_endpoint.hpp)
+// The module types leasehold ships with: ticker, exec, webhook and
+// leader_endpoint (cmd/leasehold/README.md).
 #pragma once
 
 #include <memory>

@@ -130,10 +130,8 @@ child_process::start_result child_process::start(const command& cmd, const std::
   posix_spawn_file_actions_adddup2(&s.actions, err[1], 2);
   posix_spawn_file_actions_adddup2(&s.actions, ctl[1], 3);
   posix_spawn_file_actions_addclosefrom_np(&s.actions, 4);
-  // The keeper: its own process group (not ours: a stopped agent group must
-  // not stop it), default signal dispositions, empty mask. No parent-death
-  // signal: it would follow the spawning *thread*; the socket closing is how
-  // the keeper learns that this process is gone.
+  // The keeper: its own process group, default signals, empty mask. No
+  // parent-death signal: it would follow the spawning *thread*.
   sigset_t all;
   sigset_t none;
   sigfillset(&all);

@@ -1,9 +1,5 @@
-// A command running in its own process group under a fence keeper, watched
-// by one thread. The keeper is this program re-executed as
-// `leasehold-fence-keeper`; when and why it kills the command's group (this
-// process gone, a fence deadline passed without extend()):
-// modules/fence_keeper.hpp. How the watcher thread reaps and reports: see
-// class child_process below.
+// A command running in its own process group under a fence keeper
+// (modules/fence_keeper.hpp), watched by one thread.
 #pragma once
 
 #include <atomic>
@@ -20,13 +16,9 @@
 
 namespace leasehold::modules {
 
-// The watcher thread reads stdout, stderr and the keeper's reports and is
-// the only code that reaps the keeper: when the command exits the keeper
-// SIGKILLs what is left of its group (no orphans) and reports the wait
-// status, then the watcher reaps the keeper (no zombie), delivers the
-// remaining output, and calls on_exit once. Destroying a child_process
-// SIGKILLs the group if it still runs and joins the watcher, so no process
-// or thread outlives the object.
+// The watcher thread alone reaps the keeper and calls on_exit once.
+// Destroying a child_process SIGKILLs the group if it still runs and joins
+// the watcher, so no process or thread outlives the object.
 class child_process {
 public:
   struct command {

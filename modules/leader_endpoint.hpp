@@ -1,13 +1,5 @@
-// leader_endpoint: serves who leads the lease, as this replica sees it.
-//
-// settings: {"path": string starting with "/" (default "/leader")}
-//
-// The module runs on every replica by default, subscribes to the runner and
-// publishes {"leader": holder ("" unknown), "term": term (-1 unknown),
-// "self": identity, "leading": bool} at its path from start until it stops
-// (then the path is withdrawn and respond() returns nullopt for it).
-//
-// The HTTP port is the embedding process's: see leader_view below.
+// leader_endpoint: serves who leads the lease, as this replica sees it, at
+// its path from start until it stops (settings: cmd/leasehold/README.md).
 #pragma once
 
 #include <cstdint>
@@ -24,19 +16,8 @@
 
 namespace leasehold::modules {
 
-// The HTTP port belongs to the embedding process (the agent's health server),
-// so the module does not listen itself: it publishes into a shared
-// leader_view, and the process's HTTP server asks the view for each request:
-//
-//   auto view = std::make_shared<leasehold::modules::leader_view>();
-//   leasehold::modules::register_builtin_modules(reg, {view});   // builtin.hpp
-//   server.Get(".*", [view](const httplib::Request& req, httplib::Response& res) {
-//     if (auto body = view->respond(req.path))
-//       res.set_content(*body, "application/json");
-//     else
-//       res.status = 404;
-//   });
-//
+// The port is the embedding process's: the module publishes here, and the
+// process's HTTP server asks respond() per request (cmd/leasehold/agent.cpp).
 /// Thread-safe: modules publish from actor threads, HTTP handlers read from theirs.
 class leader_view {
 public:

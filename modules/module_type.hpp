@@ -1,8 +1,5 @@
 // How a built-in module type is declared and how it takes new settings,
-// written once for every module (ticker, exec, webhook, leader_endpoint):
-// its name, whether it is leader-only by default, its settings parser
-// (modules/settings.hpp: one pass that applies defaults and reports errors)
-// and how it spawns with the parsed settings.
+// written once for every module.
 #pragma once
 
 #include <optional>
@@ -15,12 +12,8 @@
 
 namespace leasehold::modules {
 
-/// A module_type whose factory spawns with the parsed settings (defaults
-/// applied; the registry validated them first) and whose validator reports
-/// the parser's errors. `parse`: parsed<S>(const nlohmann::json&); `spawn`:
-/// caf::actor(caf::actor_system&, const module_context&, S). A type with
-/// more to check (exec: the command exists) or a stop bound adds it to the
-/// result.
+/// `parse`: parsed<S>(const nlohmann::json&); `spawn`:
+/// caf::actor(caf::actor_system&, const module_context&, S).
 template <class Parse, class Spawn>
 module_type make_module_type(std::string type, bool default_leader_only, Parse parse, Spawn spawn) {
   module_type t;

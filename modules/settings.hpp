@@ -1,9 +1,5 @@
-// Reading and validating a module's JSON settings in one pass.
-//
-// Every built-in module parses its settings with a settings_reader: the same
-// code applies defaults for the factory and reports errors for the validator.
-// Errors start with the field path relative to settings, e.g.
-// `interval_ms: must be an integer > 0`, `colour: unknown field`.
+// Reading and validating a module's JSON settings in one pass: the same code
+// applies defaults for the factory and reports errors for the validator.
 #pragma once
 
 #include <cstdint>

@@ -19,11 +19,8 @@ namespace {
 
 using tick_atom = caf::atom_constant<caf::atom("tk_tick")>;
 
-/// A leader-only tick needs this much of its fence left. Its line reaches
-/// the journal (the work's own output) a little after the check, and must
-/// land inside the fence: a demo run's tick, checked just before the fence
-/// ended, was journaled 67 us past it (a stray tick). Costs at most the
-/// one tick in a failing term's last 50 ms.
+/// A tick's line reaches the journal a little after the fence check and
+/// must land inside the fence (a demo's tick was journaled 67 us past it).
 constexpr auto fence_margin = std::chrono::milliseconds(50);
 
 struct ticker_state {

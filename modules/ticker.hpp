@@ -1,12 +1,7 @@
-// ticker: reports a module_output line every interval while it runs.
-//
-// settings: {"interval_ms": int > 0 (default 1000), "message": string (optional)}
-// Each tick reports `tick <n> term <term>` (followed by `: <message>` when
-// set). A module_settings message applies the new settings at once: the next
-// tick comes one new interval after it. A leader-only ticker checks its
-// fencing token before each tick and skips (reporting it) when the fence has
-// expired, e.g. after the process was paused past its renew deadline. Ticks use delayed_send, so the
-// ticker runs exactly on CAF's simulated clock in tests.
+// ticker: reports `tick <n> term <term>` every interval while it runs
+// (settings: cmd/leasehold/README.md). A leader-only ticker skips a tick,
+// saying so, when its fence has (nearly) expired. Ticks use delayed_send,
+// so the ticker runs exactly on CAF's simulated clock in tests.
 #pragma once
 
 #include <cstdint>

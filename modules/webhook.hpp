@@ -1,12 +1,5 @@
-// webhook: POSTs every leadership change this replica sees to a URL.
-//
-// settings: {"url": "http://host:port/path" (required, http or https),
-//            "timeout_ms": int > 0 (default 2000), "max_retries": int >= 0 (default 3)}
-//
-// Runs on every replica by default. It subscribes to the runner and, for each
-// leadership_changed, POSTs
-//   {"identity", "leading", "holder", "term", "time" (RFC 3339), "lease" (ns/name)}
-// How it sends, retries and drops bodies is said at http_url below.
+// webhook: POSTs every leadership change this replica sees to a URL
+// (settings and body: cmd/leasehold/README.md).
 #pragma once
 
 #include <cstddef>
@@ -19,14 +12,8 @@
 
 namespace leasehold::modules {
 
-// A sender thread does the HTTP work, so the actor never blocks: it queues at
-// most max_queue bodies (beyond that the oldest is dropped and a module_output
-// line says so). A connection error, timeout, 429 or 5xx is retried up to
-// max_retries times with exponential backoff (100 ms doubling, at most 2 s);
-// other statuses are final. A body that cannot be delivered is dropped with a
-// module_output line. On exit it unsubscribes, cancels the request in flight
-// and joins the sender. New settings replace the sender (pending bodies of the
-// old one are dropped).
+// A sender thread does the HTTP work, so the actor never blocks; a body
+// dropped (queue full, retries spent) is said in a module_output line.
 struct http_url {
   std::string scheme;   // "http" or "https"
   std::string host;     // an IPv6 literal keeps its brackets

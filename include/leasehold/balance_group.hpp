@@ -1,16 +1,6 @@
 // A balance group: this replica's share of M leases, spread over the
-// replicas that run the same group (docs/balance.md).
-//
-// The group actor announces this replica through a membership backend,
-// learns the members, follows the holder of each lease through its runner
-// (leadership_changed), computes the assignment (actors/balance.hpp: every
-// member leads floor or ceil of M/N; a join moves at most ceil(M/(N+1)); a
-// leave moves only the leaver's) and tells each runner to compete or to
-// stand by (compete_atom). A runner told to stand by while it leads hands
-// over through its step-down path: modules down, then release; the assignee
-// takes the lease through its watch. Safety is each lease's own: the
-// group only decides who competes.
-// How a program uses it is shown at balance_group_options below.
+// replicas that run the same group. Safety is each lease's own: the group
+// only decides who competes (docs/balance.md, 'The group actor').
 #pragma once
 
 #include <optional>
@@ -27,14 +17,6 @@
 
 namespace leasehold {
 
-// Use:
-//   leasehold::balance_group_options g;
-//   g.identity = "agent-1"; g.ns = "default"; g.group = "workers";
-//   g.leases = {{"workers-0", runner0}, ...};   // runners spawned with compete = false
-//   g.membership = membership; g.timings = timings;
-//   auto group = leasehold::spawn_balance_group(sys, std::move(g));
-//   ...
-//   leasehold::leave_group(sys, group);   // withdraw, then shut the runners down
 struct balance_group_options {
   std::string identity;
   std::string ns;
@@ -44,10 +26,9 @@ struct balance_group_options {
   /// (the group decides).
   std::vector<std::pair<std::string, runner_actor>> leases;
   membership_actor membership;
-  /// retry_period: how often this replica announces itself and recomputes;
+  /// retry_period: how often it announces itself and recomputes;
   /// lease_duration: the announcement's ttl, and how long a free lease may
-  /// stay free before every member competes for it (members whose views of
-  /// the group differ must not leave it unowned).
+  /// stay free before every member competes for it.
   election_timings timings;
   /// A member counts once it has been present this long (hysteresis: a
   /// flapping replica never gets work).
@@ -63,22 +44,14 @@ struct balance_group_options {
 /// Spawns the group actor; it ends after leave_group or when killed.
 caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opts);
 
-/// A clean leave: withdraws this replica's announcement (so the others take
-/// its leases at once), then shuts every runner of the group down (each
-/// stops its modules and releases its lease). True when all of that
-/// answered within `timeout`.
+/// A clean leave: withdraws this replica's announcement, then shuts every
+/// runner of the group down. True when all of that answered within `timeout`.
 bool leave_group(caf::actor_system& sys, const caf::actor& group,
                  caf::timespan timeout = std::chrono::seconds(30));
 
-/// Hands one lease of the group over (yield_atom, lease, to -> yield_result):
-/// to `to`, or with "" to the settled member other than this replica that
-/// ranks the lease highest (rendezvous runner-up). The lease's runner
-/// yields naming it as preferredHolder; every member that sees that pins
-/// the lease to it for a lease duration (the yield hold), so it does not
-/// come straight back: the group rebalances around it (docs/balance.md).
-/// A yield sent to a grouped lease's runner instead names no successor, and
-/// the assignment gives the lease back. nullopt when no answer came within
-/// `timeout`. Blocking: never call it from an actor's handler.
+/// yield_atom, lease, to -> yield_result ("": the rendezvous runner-up;
+/// docs/balance.md, 'Yield of one lease: the yield hold'). nullopt when no
+/// answer came within `timeout`. Blocking: never call it from an actor's handler.
 std::optional<yield_result> yield_lease(caf::actor_system& sys, const caf::actor& group,
                                         const std::string& lease, std::string to = {},
                                         caf::timespan timeout = std::chrono::seconds(30));

@@ -1,8 +1,6 @@
 // What the runtime reports about itself: one event type, one sink, and one
-// table of the words each event reads as (every sink that writes words).
-// Logs, the journal, metrics and Kubernetes Events are all sinks of this.
-// Sinks are called from actor threads: they must be thread-safe and must not
-// block (queue anything slow).
+// table of the words each event reads as. Sinks are called from actor
+// threads: they must be thread-safe and must not block.
 #pragma once
 
 #include <chrono>
@@ -96,11 +94,8 @@ event_sink default_event_sink(std::FILE* out = stderr);
 
 // -- words, stamps and exits: one table for every sink that writes words --
 
-/// How an event reads to a person: one table for every sink that writes
-/// words (the default sink here, the agent's JSON log), so that they cannot
-/// drift apart. One row per event type, plus rows for a type's variants
-/// (the same event meaning something else: a lost race, a watch that is
-/// up, a child's own output); `words_for` picks the row.
+/// How an event reads to a person, one table for every sink that writes
+/// words so they cannot drift apart; `words_for` picks a type's row.
 enum class event_severity { unlogged, debug, info, warning, error };
 
 struct event_words {

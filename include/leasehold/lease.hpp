@@ -1,10 +1,5 @@
-// Kubernetes coordination.k8s.io/v1 Lease and meta/v1 Status types.
-//
-// Parsing never throws into callers: parse_* functions return a
-// parse_result that carries either the value or a message naming the field.
-// Fields of a Lease leasehold does not model are kept in `raw` and written
-// back on to_json, so a round trip through leasehold never drops what another
-// client wrote.
+// Kubernetes coordination.k8s.io/v1 Lease and meta/v1 Status types. Parsing
+// never throws: parse_* return the value or a message naming the field.
 #pragma once
 
 #include <chrono>
@@ -43,9 +38,8 @@ struct lease_key {
 /// characters. The API answers 422 to anything else, on every retry.
 std::string dns1123_error(const std::string& name, std::size_t max, bool label = false);
 /// Why `name` cannot name a lease ("" when it can): an RFC 1123 subdomain of
-/// at most 253 characters, on both backends, so that a config moves between
-/// them unchanged. etcd keys are `<prefix>/<namespace>/<name>`: a '/' in a
-/// name would make one lease's key another namespace's.
+/// at most 253 characters on both backends (on etcd a '/' would reach into
+/// another namespace's keys).
 std::string lease_name_error(const std::string& name);
 /// Why `ns` cannot name a namespace ("" when it can): an RFC 1123 label of
 /// at most 63 characters.
@@ -72,15 +66,12 @@ struct lease_spec {
 /// is a custom strategy, which Kubernetes' own election controller leaves alone).
 constexpr const char* handover_strategy = "leasehold/yield";
 
-/// The record encoding's one mark of a release (released_spec, and
-/// client-go's release): holder "" and leaseDurationSeconds 1 (or none). A
-/// holder emptied with its duration kept was emptied by somebody else.
+/// Holder "" and leaseDurationSeconds 1 (or none): a release (docs/safety.md,
+/// "How a release is told").
 bool released_record(const lease_spec& s);
 
-/// leaseDurationSeconds of every record but a release: whole seconds,
-/// rounded up, and at least 2, because 1 marks a release. A lease of 1 s or
-/// less is written as 2 s: readers wait longer, never shorter
-/// (docs/safety.md, "How a release is told").
+/// leaseDurationSeconds of every record but a release: rounded up, at least
+/// 2, because 1 marks a release (docs/safety.md, "How a release is told").
 int duration_seconds(std::chrono::nanoseconds lease_duration);
 
 struct lease {
@@ -90,67 +81,39 @@ struct lease {
   std::string uid;
   std::string creation_timestamp; // kept as the server wrote it
   lease_spec spec;
-  /// What the fields above do not hold, as received: labels, annotations,
-  /// managedFields, fields unknown to leasehold (null: nothing). to_json
-  /// starts from it and writes the fields above. Only that rest is kept, so
-  /// a lease is copied (per renew, per message) without a copy of the JSON
-  /// of its own fields.
+  /// What the fields above do not hold, as received (null: nothing), so a
+  /// round trip never drops what another client wrote.
   nlohmann::json raw;
-  /// etcd only: the remaining TTL of the key's etcd lease when it was read,
-  /// in whole seconds as etcd reports it (truncated). Followers judge from
-  /// it whether a vanished key could have expired (docs/safety.md,
-  /// "Writes from outside the protocol"). nullopt elsewhere, and on records
-  /// that came from a watch stream.
+  /// etcd only: the remaining TTL of the key's etcd lease when read, in
+  /// whole seconds (truncated); nullopt elsewhere and from a watch stream.
   std::optional<std::int64_t> ttl_seconds;
-  /// etcd only: how long before the transport began this read the reading
-  /// in ttl_seconds was sent (a reading of the same etcd lease shared with
-  /// other keys: transport/etcd/etcd_ttl_readings.hpp); 0 when it was sent
-  /// during this read. A follower counts the reading from its own send
-  /// time minus this age.
+  /// etcd only: how long before this read the ttl_seconds reading was sent
+  /// (a shared reading: transport/etcd/etcd_ttl_readings.hpp); 0: during it.
   std::chrono::nanoseconds ttl_age{0};
-  /// etcd only: the ID of the etcd lease the key is bound to, as etcd
-  /// writes it (a range or a watch PUT; "" or "0": none). A follower looks
-  /// up its transport's latest TTL reading of that lease by it
-  /// (etcd_shared_readings::status_of).
+  /// etcd only: the ID of the etcd lease the key is bound to ("" or "0":
+  /// none), for etcd_shared_readings::status_of.
   std::string etcd_lease_id;
-  /// etcd renew reply: how long before the transport began this renew the
-  /// keepalive that renewed the key was sent (one keepalive of a session
-  /// lease serves the renews of every key bound to it:
-  /// transport/etcd/etcd_session.hpp); 0 when it was sent during this renew.
-  /// The elector counts the renew's validity from its own send time minus
-  /// this age.
+  /// etcd renew reply: how long before this renew the keepalive that served
+  /// it was sent (transport/etcd/etcd_session.hpp); 0: during it.
   std::chrono::nanoseconds renewed_age{0};
-  /// etcd renew request: the oldest keepalive (by its send, before the
-  /// transport begins the renew) the renew may ride on instead of sending
-  /// one (0: a keepalive sent during the renew). The elector sets what its
-  /// timings spare (elector_actor::renew).
+  /// etcd renew request: the oldest keepalive the renew may ride on instead
+  /// of sending one (0: none).
   std::chrono::nanoseconds renew_max_age{0};
-  /// etcd create only (a request field): the store revision of the read
-  /// that found the key absent (0: none). The transport then reports in
-  /// `unwritten_since_read` whether etcd's history of the key shows no
-  /// write between that read and this create, i.e. no term of another
-  /// replica came and went unseen in between (docs/safety.md).
+  /// etcd create request: the store revision of the read that found the key
+  /// absent (0: none), for `unwritten_since_read`.
   std::int64_t absent_at_revision = 0;
-  /// etcd create only (a request field): the store revision of the
-  /// follower's latest read that found the key present with a TTL of 0
-  /// (its read_revision), when it judged the key ran out. The transport
-  /// then reports in `unwritten_since_read` whether the key's history
-  /// from there shows it present, then gone once, then nothing up to this
-  /// create: no other term came and went, however late a stream is.
+  /// etcd create request: the revision of the latest read that found the key
+  /// with a TTL of 0; `unwritten_since_read` then says whether it was gone
+  /// once and then unwritten up to this create.
   std::int64_t seen_at_revision = 0;
   /// etcd read reply: the store revision the range that read this record
   /// was answered at (0: a record from a stream, a write, elsewhere).
   std::int64_t read_revision = 0;
-  /// etcd create reply: true when etcd's history of the key from
-  /// absent_at_revision + 1 up to this create holds no other write; false
-  /// when it does, when it is unknown (compacted, a failed read, more than
-  /// 2,048 revisions in between) or when not asked.
+  /// etcd create reply: true when the key's history since the read holds no
+  /// other write; false when it does, is unknown, or was not asked.
   bool unwritten_since_read = false;
-  /// Kubernetes renew (a request field): the writer follows the
-  /// transport's watch stream and needs no event of this write (it has
-  /// the answer): the stream drops the event that repeats the answer byte
-  /// for byte while the writer alone follows the Lease
-  /// (transport/watch_echoes.hpp).
+  /// Kubernetes renew request: the writer has the answer, so the stream may
+  /// drop this write's echo (transport/watch_echoes.hpp).
   bool skip_watch_echo = false;
 
   lease_key key() const { return {ns, name}; }

@@ -1,10 +1,6 @@
-// What a store can say about a lease beyond its record: whether the store
-// ends terms itself, when a follower should read again, and what a vanished
-// record means (free at once, or held for a lease duration). Each backend
-// supplies one object per lease; the elector asks it and decides
-// (actors/elector.cpp). This base is a store that says nothing more than
-// the record (Kubernetes): a follower judges a holder by its own clock.
-// etcd's TTL and revision evidence: transport/etcd/etcd_evidence.hpp.
+// What a store can say about a lease beyond its record (docs/design.md, 'The
+// shape'). This base says nothing more than the record (Kubernetes); etcd's
+// TTL and revision evidence: transport/etcd/etcd_evidence.hpp.
 #pragma once
 
 #include <cstdint>
@@ -77,10 +73,8 @@ public:
                              time_point /*now*/, std::string& /*warning*/) {
     return v.held_by_other;   // its holder may put it back until it would expire
   }
-  /// A new term's create after a vanish: true when its term starts only a
-  /// lease duration after the create (the creation hold); false when the
-  /// store vouches that nothing ran meanwhile (it then fills in `create`
-  /// what the store must check).
+  /// True: a create after a vanish is held (the creation hold); false: the
+  /// store vouches that nothing ran meanwhile and `create` says what to check.
   virtual bool hold_create(const view& /*v*/, lease& /*create*/) { return true; }
   /// The creation hold counts from the create's answer (else its send).
   virtual bool hold_from_answer() const { return false; }

@@ -1,9 +1,5 @@
-// The lease transport: the one interface electors talk to, by message.
-//
-// A backend (HTTP to a Kubernetes API server, a simulated store in scripted
-// tests, etcd) is an actor with this typed interface.
-// Electors `request(...)` it with a timeout; a reply is always an
-// api_result (errors are values), a timeout arrives as sec::request_timeout.
+// The lease transport: the one interface electors talk to, by message. A
+// reply is always an api_result: errors are values.
 #pragma once
 
 #include <functional>
@@ -31,12 +27,9 @@ struct lease_watch_event {
 };
 
 
-/// Asks the transport to stream the changes of one Lease to `subscriber`
-/// (lease_watch_event messages) until the subscriber terminates. The
-/// transport reconnects with backoff, resumes from the last resourceVersion
-/// it delivered, re-lists on 410 Gone, and restarts a stream that delivered
-/// nothing for `idle_timeout`. A transport without watch support sends one
-/// `down` event and nothing else.
+/// Streams one Lease's changes to `subscriber` until it terminates
+/// (docs/design.md, 'Watch streams per backend'). A transport without watch
+/// support sends one `down` event and nothing else.
 struct lease_watch_request {
   lease_key lease;
   std::string resource_version;   // deliver changes after this version ("" = current state first)
@@ -55,10 +48,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_event)
 namespace leasehold {
 
 
-/// A lease transport and what the store behind it can say about a lease,
-/// made together by one factory (spawn_http_backend, spawn_etcd_backend in
-/// transports.hpp; a test's simulated store) and handed to a runner as one
-/// value, so that no elector runs a store with another store's evidence.
+/// A lease transport and its store's evidence, made together by one factory
+/// so that no elector runs a store with another store's evidence.
 struct lease_backend {
   lease_transport_actor transport;
   /// One lease's evidence (lease_evidence.hpp), made once per runner and

@@ -23,12 +23,9 @@ struct fencing_token {
   lease_key lease;
   std::string identity;
   std::int64_t term = 0;
-  /// Until when (actor clock, ns since its epoch) this replica may still act
-  /// as leader: the last successful renew's send time + renew_deadline. The
-  /// elector moves it forward on every renew and zeroes it when the term
-  /// ends. A module checks `valid(self->clock().now())` right before
-  /// leader-only work, so a process resumed after a long pause (SIGSTOP,
-  /// VM freeze) does no work on a lease it no longer holds.
+  /// Until when (actor clock ns) this replica may act as leader: the last
+  /// renew's send + renew_deadline; 0 once the term ended. Check
+  /// `valid(self->clock().now())` right before leader-only work.
   std::shared_ptr<std::atomic<std::int64_t>> valid_until =
     std::make_shared<std::atomic<std::int64_t>>(0);
 

@@ -85,18 +85,13 @@ struct module_spec {
   /// `restart: {max_restarts, within_ms}`; unset: the runner's default
   /// (runner_options::supervision).
   std::optional<restart_policy> restart;
-  /// Placement of a leader-only module, read by `leasehold run` (a runner
-  /// runs the modules it is given under its own lease and ignores these):
-  /// `lease`, the lease this module runs under ("": the agent's lease;
-  /// spawn_runner refuses a module naming another lease than the runner's,
-  /// see check_leases); `balance`, the balance group its lease is spread over
-  /// ("": none; docs/balance.md). An embedding program spawns one runner
-  /// per lease, and a balance group over a group's runners.
+  /// Placement, read by `leasehold run` (a runner ignores these): the lease
+  /// this module runs under ("": the agent's; check_leases) and the balance
+  /// group its lease is spread over ("": none; docs/balance.md).
   std::string lease;
   std::string balance;
-  /// `balance: {"group": G, "settle_ms": N}`: the group's settle time (how
-  /// long a member is present before it gets work; unset: 1 s). Every
-  /// module of a group that sets it sets the same.
+  /// `balance: {"group": G, "settle_ms": N}`: the group's settle time (unset:
+  /// 1 s), the same in every module of a group that sets it.
   std::optional<std::int64_t> balance_settle_ms;
   static constexpr std::int64_t max_settle_ms = 600000;
   bool operator==(const module_spec& o) const {
@@ -121,10 +116,8 @@ std::vector<std::string> validate(const module_config& cfg, const module_registr
 /// `modules[2].lease: "reports" is not this runner's lease "main"`.
 std::vector<std::string> check_leases(const module_config& cfg, const std::string& lease_name);
 
-/// Parses the "modules" array of a JSON config (shape in README). Errors name
-/// the JSON path; the registry supplies default leader_only per type. Every
-/// entry goes through every check (shape, name, type, settings and, given
-/// `module_stop_timeout`, its stop_time below it), so one call reports all errors.
+/// Parses the "modules" array of a JSON config (shape in README). Every entry
+/// goes through every check, so one call reports all errors, each naming its path.
 std::vector<std::string> parse_modules(const nlohmann::json& modules, const module_registry& reg,
                                        module_config& out,
                                        std::optional<caf::timespan> module_stop_timeout = {});

@@ -1,7 +1,5 @@
 // The runner: one per lease. It supervises the modules, runs one elector at
 // a time, and is the only owner of the replica's state (docs/design.md).
-// This is its whole public face: the options it is spawned with, the status
-// it reports, and the typed handle that says what a program may send it.
 #pragma once
 
 #include <cstdint>
@@ -40,15 +38,12 @@ struct runner_options {
   /// Followers watch the lease (a release is acted on when streamed; no
   /// requests between changes); false: poll every retry_period.
   bool watch = true;
-  /// Compete for the lease (true), or only follow it (false: a standby that
-  /// watches and reports the holder but never acquires; a balance group
-  /// assigns the lease elsewhere). Changed at run time with compete_atom.
+  /// false: a standby that follows the lease but never acquires it.
+  /// Changed at run time with compete_atom.
   bool compete = true;
-  /// Called when a leader-only module was killed and is still not down
-  /// shortly before another replica could take the lease: the process must
-  /// end now (the OS then stops every thread). Default: default_fatal_handler.
-  /// An embedding program may replace it (it must not return normally while
-  /// the module still runs, or safety is lost).
+  /// Called when a killed leader-only module is still not down shortly
+  /// before another replica could take the lease. A replacement must not
+  /// return while the module runs. Default: default_fatal_handler.
   std::function<void(const std::string& reason)> on_fatal;
 };
 
@@ -56,22 +51,8 @@ struct runner_options {
 /// (std::_Exit(70)), as controller-runtime does when it loses leadership.
 void default_fatal_handler(const std::string& reason);
 
-/// The runner's state, as runner_status reports it. Every transition:
-///
-///            a leader-only module enabled            acquired
-///   idle ────────────────────────────────▶ follower ─────────▶ leader
-///    ▲  ◀── none enabled (lease released) ──┘  ▲ ↺ elector ended:    │ term lost, elector
-///    │                                         │   respawn, backoff  │ ended, module crash
-///    │                                         │                     │ loop, none enabled,
-///    │  none enabled                           │ respawn, backoff    │ shutdown
-///    └─────────────── stepping_down ───────────┘ ◀───────────────────┘
-///              (leader-only modules down, then the lease released)
-///
-///   idle, follower, stepping_down ── shutdown complete ──▶ stopped (final)
-///
-/// A leader never goes anywhere but stepping_down: its leader-only modules
-/// are down before the lease is released or another elector starts. Any
-/// other transition is a defect; the runner treats it as fatal (on_fatal).
+/// Its legal transitions (any other is fatal): docs/design.md, 'The runner's
+/// states'.
 enum class runner_state { idle, follower, leader, stepping_down, stopped };
 const char* to_string(runner_state s);
 
@@ -80,11 +61,8 @@ struct runner_status {
   std::string identity;
   lease_key lease;
   std::string holder;          // last known holder ("" unknown / released)
-  /// Time since this replica last knew `holder` to be current, ms; -1:
-  /// never: a leader's own last renew, a follower's last sight of a new
-  /// version or a read that found the record unchanged (on etcd a renew
-  /// changes nothing, so only reads and the watch tell). Older than
-  /// lease_duration: `holder` is no longer known to hold it.
+  /// Time since this replica last knew `holder` to be current, ms (-1:
+  /// never). Older than lease_duration: `holder` may no longer hold it.
   std::int64_t holder_age_ms = -1;
   /// How long the lease API has been failing (every request since the first
   /// failure), ms; -1 while it answers. A lost race (409) is an answer.
@@ -92,10 +70,8 @@ struct runner_status {
   std::string api_error;       // the failure that began it, in words
   bool api_answered = false;   // the API answered this runner's electors at least once
   std::int64_t term = -1;      // current term when leading or in a creation hold, else last seen
-  /// This replica created the Lease and holds it, its term not started yet
-  /// (the creation hold, docs/safety.md): `holder` is this replica, `term`
-  /// the term it holds, which starts with its first renew sent after this
-  /// many ms (0: the next one). -1: not in a creation hold.
+  /// The creation hold (docs/embedding.md): `term` starts with the first
+  /// renew sent after this many ms (0: the next). -1: not in a hold.
   std::int64_t hold_ms = -1;
   bool electing = false;       // an elector is alive (or a respawn is pending)
   bool healthy = true;         // false: a module failed (over its restart intensity)
@@ -141,33 +117,8 @@ struct yield_result {
   std::string reason;      // in words, for people
 };
 
-/// What a program may send the runner (runner_actor, protocol.hpp), and
-/// what it answers:
-///   module_config   -> config_result (applied, or rejected with the errors;
-///                      the previous config stays)
-///   get_status_atom -> runner_status
-///   subscribe_atom, actor / unsubscribe_atom, actor: leadership_changed
-///                      messages to that actor (the current one at once)
-///   compete_atom, bool: compete for the lease (true) or only follow it
-///                      (false). A leader told false hands over: its
-///                      leader-only modules stop (confirmed down), the lease
-///                      is released and a competing replica takes it through
-///                      its watch; it then follows without competing.
-///   shutdown_atom   -> true once leader-only modules are down, the lease is
-///                      released and the other modules are down; the runner
-///                      then exits.
-///   yield_atom, target -> yield_result, once the handover has an outcome: a
-///                      leader stops its leader-only modules (confirmed down),
-///                      releases the lease naming `target` ("" for anyone) as
-///                      preferredHolder, and stays out for the yield window;
-///                      answered when a successor took the lease, or why not.
-///   candidates_atom, identities: the replicas a yield or a preferredHolder
-///                      may name (a balance group's settled members). A yield
-///                      to another is refused (unknown_target) and a
-///                      preferredHolder naming another is ignored, before
-///                      anything moves. Until it is sent, any name goes.
-/// (The runner also takes messages from its electors and its own timers;
-/// those are internal and not part of this interface.)
+/// What a program may send the runner (runner_actor, protocol.hpp) and its
+/// answers: docs/embedding.md, 'A runner in five steps'.
 
 /// Validates options (timings and modules: errors name the field) and spawns
 /// the runner. Returns the errors instead of an actor when invalid.

@@ -1,7 +1,5 @@
 // What a config error adds for a person: the known name closest to an
-// unknown one ("did you mean ...?"), and why a quoted "true"/"false" is not
-// a boolean. Header-only: the agent's config, the module registry, the
-// module settings readers and any module's own validator may use it.
+// unknown one, and why a quoted "true"/"false" is not a boolean.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +26,6 @@ inline std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-/// `name` is one of `known`.
 inline bool one_of(const std::string& name, const std::vector<std::string>& known) {
   return std::find(known.begin(), known.end(), name) != known.end();
 }

@@ -1,7 +1,5 @@
-// Module supervision as an embedding program configures and observes it:
-// the default restart intensity and delays (supervision_policy) and each
-// module's state (module_status). The supervisor itself is internal
-// (actors/module_supervisor.hpp); docs/design.md describes its semantics.
+// Module supervision as an embedding program configures and observes it
+// (docs/design.md, 'Supervision').
 #pragma once
 
 #include <chrono>

@@ -1,11 +1,6 @@
 // The lease backends a program can create: the Kubernetes API over
-// HTTP(S), and etcd v3. Each is one transport actor behind the typed
-// lease_transport_actor interface, returned with its store's traits
-// (lease_backend); the actor hands requests to a bounded pool of detached
-// workers (their clients block), each with its own keep-alive connection;
-// runners `request` it with timeouts (docs/design.md, "The shape"). Share
-// one backend between many runners: its threads and connections do not
-// grow with them.
+// HTTP(S), and etcd v3. Share one backend between many runners
+// (docs/embedding.md, 'A runner in five steps').
 #pragma once
 
 #include <chrono>
@@ -65,15 +60,9 @@ struct etcd_config {
 /// One message per invalid field, named by its config path ("etcd.endpoints[1]: ...").
 std::vector<std::string> validate(const etcd_config& cfg);
 
-/// Spawns the Kubernetes backend: a transport actor that serves requests on
-/// up to cfg.workers detached workers, one blocking HTTP client each, and one
-/// watch stream per namespace for all its subscribers; its traits judge
-/// expiry by each follower's clock and name requests by their Lease REST
-/// paths. Each request takes at most connect_timeout + write_timeout +
-/// read_timeout on its worker, so requesters should use a larger timeout
-/// (bounded_by() in runtime.hpp fits them to the election timings); one that
-/// waited that long for a worker is answered `timeout` unsent
-/// (transport/transport_pool.hpp).
+/// Spawns the Kubernetes backend. A request takes at most connect_timeout +
+/// write_timeout + read_timeout on its worker: bounded_by() (runtime.hpp)
+/// fits them to the election timings.
 lease_backend spawn_http_backend(caf::actor_system& sys, connection_config cfg);
 
 /// Spawns the etcd backend: the same pool (cfg.http.workers workers, one
