@@ -435,17 +435,6 @@ TEST_CASE("an outage past the renew deadline and shorter than a lease moves no b
 
 namespace {
 
-/// Asks replica i's group to yield lease k to `to` and runs the world until
-/// it answers.
-yield_result group_yield(sim_world& w, std::size_t i, std::size_t k, const std::string& to) {
-  caf::scoped_actor self{w.sys()};
-  auto h = self->request(w.rep(i).group, caf::infinite, yield_atom::value, w.lease_at(k).name, to);
-  REQUIRE(w.run_until([&] { return self->mailbox().size() > 0; }, 60s));
-  yield_result out;
-  h.receive([&](yield_result& r) { out = std::move(r); },
-            [&](caf::error& e) { FAIL("yield: " << w.sys().render(e)); });
-  return out;
-}
 
 /// Writes preferredHolder (and a strategy, as the API requires) into lease
 /// k's record as `kubectl patch` would.
@@ -486,7 +475,7 @@ TEST_CASE("a yield naming a replica that is not a member of the group is refused
   auto before = owners(w);
   auto stopped = stops(w);
   auto i = static_cast<std::size_t>(before[0]);
-  auto r = group_yield(w, i, 0, "replica-gone");
+  auto r = w.group_yield(i, w.lease_at(0).name, "replica-gone");
   CHECK(r.status == yield_status::unknown_target);
   CHECK_MESSAGE(r.reason.find("replica-gone is not a settled member of group agent-lock") != std::string::npos, r.reason);
   auto direct = w.yield(i, "replica-gone");   // lease 0's runner
@@ -498,7 +487,7 @@ TEST_CASE("a yield naming a replica that is not a member of the group is refused
   CHECK(handovers(w) == 0);
   // A member is still a valid target: the yield hands the lease over.
   auto to = (i + 1) % 3;
-  auto ok = group_yield(w, i, 0, w.rep(to).identity);
+  auto ok = w.group_yield(i, w.lease_at(0).name, w.rep(to).identity);
   CHECK(ok.status == yield_status::handed_over);
   CHECK(w.leader_of(0) == static_cast<int>(to));
 }

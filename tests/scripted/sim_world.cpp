@@ -439,14 +439,27 @@ bool sim_world::shutdown(std::size_t i) {
   return done;
 }
 
-yield_result sim_world::yield(std::size_t i, const std::string& target, caf::timespan limit) {
-  caf::scoped_actor self{*sys_};
-  auto h = self->request(rep(i).runner, caf::infinite, yield_atom::value, target);
-  REQUIRE(run_until([&] { return self->mailbox().size() > 0; }, limit));
+namespace {
+/// Sends `xs` to `to` and runs the world until the yield_result comes back.
+template <class... Ts>
+yield_result ask_yield(sim_world& w, caf::actor_system& sys, const caf::actor& to,
+                       caf::timespan limit, Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  auto h = self->request(to, caf::infinite, yield_atom::value, std::forward<Ts>(xs)...);
+  REQUIRE(w.run_until([&] { return self->mailbox().size() > 0; }, limit));
   yield_result out;
   h.receive([&](yield_result& r) { out = std::move(r); },
-            [&](caf::error& e) { FAIL("yield: " << sys_->render(e)); });
+            [&](caf::error& e) { FAIL("yield: " << sys.render(e)); });
   return out;
+}
+} // namespace
+
+yield_result sim_world::yield(std::size_t i, const std::string& target, caf::timespan limit) {
+  return ask_yield(*this, *sys_, caf::actor_cast<caf::actor>(rep(i).runner), limit, target);
+}
+
+yield_result sim_world::group_yield(std::size_t i, const std::string& lease, const std::string& to) {
+  return ask_yield(*this, *sys_, rep(i).group, std::chrono::seconds(60), lease, to);
 }
 
 } // namespace leasehold::test

@@ -139,6 +139,9 @@ public:
   /// until it answers (REQUIREd within `limit`).
   yield_result yield(std::size_t i, const std::string& target = {},
                      caf::timespan limit = std::chrono::seconds(60));
+  /// The same asked of replica i's group or candidate set, for lease `lease`
+  /// (yield_lease, as `leasehold yield --lease` goes).
+  yield_result group_yield(std::size_t i, const std::string& lease, const std::string& to);
   /// The replica whose leader-only modules run, or -1 (asserts at most one).
   int leader() const;
   /// Runs until some replica leads (REQUIREd within `limit`); returns it.

@@ -265,22 +265,6 @@ TEST_CASE("a replica in its own yield window takes a lease released to it by nam
   check_handed_over(w, target, leader);
 }
 
-namespace {
-
-/// Asks replica i's candidate set to yield the lease to `to` (as
-/// `leasehold yield` does for a lease outside any group) and runs the world
-/// until it answers.
-yield_result set_yield(sim_world& w, std::size_t i, const std::string& to) {
-  caf::scoped_actor self{w.sys()};
-  auto h = self->request(w.rep(i).group, caf::infinite, yield_atom::value, w.options().lease.name, to);
-  REQUIRE(w.run_until([&] { return self->mailbox().size() > 0; }, 60s));
-  yield_result out;
-  h.receive([&](yield_result& r) { out = std::move(r); },
-            [&](caf::error& e) { FAIL("yield: " << w.sys().render(e)); });
-  return out;
-}
-
-} // namespace
 
 // Outside a balance group a yield used to accept any name: a mistyped --to
 // gave leadership up, nobody took it, and the lease came back a yield window
@@ -300,7 +284,7 @@ TEST_CASE("outside any group a yield or a preferredHolder naming no replica that
       return c && c->size() == w.size();
     }, 3 * t.lease_duration));
     auto instances = w.tracker().instances.size();
-    auto r = set_yield(w, leader, "replica-gone");
+    auto r = w.group_yield(leader, w.options().lease.name, "replica-gone");
     CHECK(r.status == yield_status::unknown_target);
     CHECK_MESSAGE(r.reason.find("replica-gone is not a settled member of the replicas of lease "
                                 + w.options().lease.name) != std::string::npos, r.reason);
@@ -316,7 +300,7 @@ TEST_CASE("outside any group a yield or a preferredHolder naming no replica that
     CHECK(w.rep(leader).count(event_type::voluntary_handover) == 0);
 
     auto to = (leader + 1) % w.size();
-    r = set_yield(w, leader, w.rep(to).identity);
+    r = w.group_yield(leader, w.options().lease.name, w.rep(to).identity);
     CHECK(r.status == yield_status::handed_over);
     check_handed_over(w, leader, to);
   }
