@@ -46,10 +46,17 @@ std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, cons
       if (!own.wrote_other_at(rev, c.key))
         ops.emplace_back(i, rev);
   }
-  for (std::size_t from = 0; from < ops.size(); from += etcd_txn_ops) {
-    auto until = std::min(ops.size(), from + static_cast<std::size_t>(etcd_txn_ops));
+  for (std::size_t next = 0; next < ops.size();) {
+    // The next txn: ranges of checks not yet judged written (a range that
+    // found a write ends its check, as the per-key form stopped there).
+    std::vector<std::size_t> batch;
+    for (; next < ops.size() && batch.size() < static_cast<std::size_t>(etcd_txn_ops); ++next)
+      if (out[ops[next].first])
+        batch.push_back(next);
+    if (batch.empty())
+      break;
     json ranges = json::array();
-    for (auto j = from; j < until; ++j)
+    for (auto j : batch)
       ranges.push_back({{"request_range", {{"key", checks[ops[j].first].key},
                                            {"revision", std::to_string(ops[j].second)},
                                            {"count_only", true}}}});
@@ -57,13 +64,13 @@ std::vector<bool> etcd_unwritten_between(const etcd_session::call_fn& call, cons
     const json* responses = nullptr;
     if (r.ok())
       if (auto i = r.value->find("responses"); i != r.value->end() && i->is_array()
-                                               && i->size() == until - from)
+                                               && i->size() == batch.size())
         responses = &*i;   // call() answers JSON objects only
-    for (auto j = from; j < until; ++j) {
-      auto i = ops[j].first;
+    for (std::size_t n = 0; n < batch.size(); ++n) {
+      auto i = ops[batch[n]].first;
       std::int64_t count = 0;   // etcd leaves a zero count out
-      auto range = responses ? (*responses)[j - from].find("response_range") : json::const_iterator{};
-      bool read = responses && range != (*responses)[j - from].end() && range->is_object()
+      auto range = responses ? (*responses)[n].find("response_range") : json::const_iterator{};
+      bool read = responses && range != (*responses)[n].end() && range->is_object()
                   && (!range->contains("count") || int64_field(*range, "count", count));
       if (!read || (count != 0 && !present[i]))
         out[i] = false;   // not known, or written after it was gone (or, unseen, at all)
