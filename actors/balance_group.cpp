@@ -121,12 +121,13 @@ public:
           return yield_result{yield_status::not_leading, "",
                               "lease " + lease + " is not in group " + opt_.group};
         tell_candidates(members());   // the runner judges the target by the same list
-        if (to.empty() && opt_.assign)
+        if (to.empty() && opt_.assign) {   // a candidate set yields to anyone
           to = runner_up(lease);
-        if (to.empty() && opt_.assign)
-          return yield_result{yield_status::unknown_target, "",
-                              "no other settled member of group " + opt_.group + " to take lease "
-                                + lease};
+          if (to.empty())
+            return yield_result{yield_status::unknown_target, "",
+                                "no other settled member of group " + opt_.group + " to take lease "
+                                  + lease};
+        }
         if (!to.empty() && std::find(candidates_.begin(), candidates_.end(), to) == candidates_.end())
           return yield_result{yield_status::unknown_target, "",
                               to + " is not a settled member of "
@@ -190,7 +191,7 @@ private:
   /// group announces every lease duration and counts for three: its list
   /// only refuses a mistyped yield target, so it may be slow and cheap.
   caf::timespan ttl() const {
-    return opt_.assign ? opt_.timings.lease_duration : 3 * opt_.timings.lease_duration;
+    return opt_.timings.lease_duration * (opt_.assign ? 1 : candidate_set_lease_durations);
   }
 
   /// How long this replica has been able to read the membership store: time
@@ -412,16 +413,15 @@ private:
   void leave(caf::typed_response_promise<bool> rp) {
     leaving_ = true;
     ++tick_seq_;
-    auto timeout = opt_.timings.effective_request_timeout();
+    auto withdrawn = request(opt_.membership, opt_.timings.effective_request_timeout(),
+                             withdraw_atom::value, me_);
     if (!opt_.assign) {
-      request(opt_.membership, timeout, withdraw_atom::value, me_)
-        .then([](withdraw_reply&) {}, [](caf::error&) {});
+      withdrawn.then([](withdraw_reply&) {}, [](caf::error&) {});
       stop_runners(rp);
       return;
     }
-    request(opt_.membership, timeout, withdraw_atom::value, me_)
-      .then([=](withdraw_reply&) { stop_runners(rp); },
-            [=](caf::error&) { stop_runners(rp); });
+    withdrawn.then([=](withdraw_reply&) { stop_runners(rp); },
+                   [=](caf::error&) { stop_runners(rp); });
   }
 
   void stop_runners(caf::typed_response_promise<bool> rp) {
@@ -473,6 +473,15 @@ private:
 };
 
 } // namespace
+
+std::string candidate_set_group(const std::string& lease) {
+  auto group = "lease." + lease;
+  return group.size() <= 63 ? group : std::string();   // a label value's bound
+}
+
+bool is_candidate_set(const std::string& group) {
+  return group.rfind("lease.", 0) == 0;
+}
 
 caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opts) {
   return sys.spawn<balance_group_actor>(std::move(opts));

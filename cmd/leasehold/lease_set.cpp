@@ -54,9 +54,10 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
   // a yield naming none of them is refused before anything moves. A name too
   // long for a label value goes without (anyone may be named).
   for (auto& e : runners_) {
-    auto g = options("lease." + e.lease);
-    if (!e.group.empty() || !opts.membership || g.group.size() > 63)
+    auto set = candidate_set_group(e.lease);
+    if (!e.group.empty() || !opts.membership || set.empty())
       continue;
+    auto g = options(set);
     g.settle = caf::timespan{0};
     g.assign = false;
     g.leases.emplace_back(e.lease, e.runner);

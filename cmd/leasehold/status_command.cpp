@@ -9,6 +9,7 @@
 
 #include "cmd/leasehold/agent.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
+#include "leasehold/balance_group.hpp"
 #include "transport/base64.hpp"
 #include "transport/etcd/etcd_client.hpp"
 #include "transport/http/http_client.hpp"
@@ -81,26 +82,25 @@ nlohmann::json status_report(const status_input& in) {
     leases.push_back(std::move(j));
   }
   // Groups: every group a member announced itself in, and every group of the config.
-  // A lease outside any group: "lease.<name>", its live announcers are its candidates.
+  // A lease outside any group: its candidate set's live announcers are its candidates.
   std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> members;
   for (auto& [name, group] : in.config_leases)
     if (!group.empty())
       members[group];
   for (auto& m : in.members) {
-    // A candidate set announces every lease duration and counts for three.
-    auto ttl = m.group.rfind("lease.", 0) == 0 ? 3 * in.member_ttl : in.member_ttl;
+    auto ttl = in.member_ttl * (is_candidate_set(m.group) ? candidate_set_lease_durations : 1);
     bool live = m.renewed && in.now - *m.renewed <= ttl;
     (live ? members[m.group].first : members[m.group].second).push_back(m.identity);
   }
   for (auto& l : leases) {
-    auto set = members.find("lease." + l["lease"].get<std::string>());
+    auto set = members.find(candidate_set_group(l["lease"].get<std::string>()));
     if (set == members.end())
       continue;
     std::sort(set->second.first.begin(), set->second.first.end());
     l["candidates"] = set->second.first;
   }
   for (auto m = members.begin(); m != members.end();)
-    m = m->first.rfind("lease.", 0) == 0 ? members.erase(m) : std::next(m);
+    m = is_candidate_set(m->first) ? members.erase(m) : std::next(m);
   json groups = json::array();
   for (auto& [group, mm] : members) {
     auto live = mm.first;

@@ -41,6 +41,15 @@ struct balance_group_options {
   bool assign = true;
 };
 
+/// The membership group of the candidate set of `lease` (assign = false):
+/// "lease.<lease>", which no balance group's name (a DNS label, no dot) can
+/// be; "" when too long for a label value (no set: anyone may be named).
+std::string candidate_set_group(const std::string& lease);
+/// Whether membership group `group` is a candidate set.
+bool is_candidate_set(const std::string& group);
+/// A candidate set announces every lease duration and counts for this many.
+constexpr int candidate_set_lease_durations = 3;
+
 /// Spawns the group actor; it ends after leave_group or when killed.
 caf::actor spawn_balance_group(caf::actor_system& sys, balance_group_options opts);
 

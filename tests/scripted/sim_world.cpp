@@ -205,7 +205,7 @@ void sim_world::spawn_group(std::size_t i, std::size_t n, bool assign) {
   balance_group_options g;
   g.identity = r.identity;
   g.ns = opts_.lease.ns;
-  g.group = assign ? opts_.lease.name : "lease." + opts_.lease.name;
+  g.group = assign ? opts_.lease.name : candidate_set_group(opts_.lease.name);
   for (std::size_t k = 0; k < (n ? std::min(n, opts_.leases) : opts_.leases); ++k)
     g.leases.emplace_back(lease_at(k).name, r.runners[k]);
   g.membership = spawn_sim_membership(*sys_, members_, r.identity);

@@ -579,7 +579,7 @@ private:
         balance_group_options g;
         g.identity = p.identity;
         g.ns = leases_[k].ns;
-        g.group = "lease." + leases_[k].name;
+        g.group = candidate_set_group(leases_[k].name);
         g.leases.emplace_back(leases_[k].name, p.runners[k]);
         g.membership = membership;
         g.timings = sc_.timings;
