@@ -124,7 +124,8 @@ bool parse(int argc, char** argv, options& o) {
     return false;
   return !o.server.empty() && o.leases > 0 && o.transports > 0 && o.workers > 0
          && (o.backend == "kubernetes" || o.backend == "etcd")
-         && (o.scheduler == "stealing" || o.scheduler == "sharing") && (o.session == "on" || o.session == "off") && (argc % 2) == 1;
+         && (o.scheduler == "stealing" || o.scheduler == "sharing")
+         && (o.session == "on" || o.session == "off") && (argc % 2) == 1;
 }
 
 } // namespace
@@ -278,7 +279,8 @@ int main(int argc, char** argv) {
   auto batched = census.batched - census0.batched;
   long threads = proc_status("Threads:");
   auto report = [&](int released_count) {
-    std::printf("{\"backend\":\"%s\",\"session\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
+    std::printf("{\"backend\":\"%s\",\"session\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,"
+                "\"transports\":%d,\"workers\":%d,"
                 "\"leaders_reached\":%d,\"all_led_ms\":%lld,\"all_led_epoch_ms\":%lld,"
                 "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
                 "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
@@ -286,7 +288,8 @@ int main(int argc, char** argv) {
                 "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
                 "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"echoes_dropped\":%llu,"
                 "\"batches_in_hold\":%llu,\"batched_in_hold\":%llu,\"released\":%d}\n",
-                opt.backend.c_str(), opt.session.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers,
+                opt.backend.c_str(), opt.session.c_str(), opt.scheduler.c_str(), opt.leases,
+                opt.transports, opt.workers,
                 reached, static_cast<long long>(all_led_ms), static_cast<long long>(all_led_epoch_ms),
                 held, hold_lost, rss_before, rss_after,
                 static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,

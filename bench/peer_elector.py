@@ -24,12 +24,11 @@ nothing else is changed.
 """
 
 import argparse
+import datetime
 import json
 import os
 import threading
 import time
-
-import datetime
 
 from kubernetes import client
 from kubernetes.leaderelection import electionconfig, leaderelection
@@ -83,8 +82,8 @@ class ClientGoElection(leaderelection.LeaderElection):
         c, lock = self.election_config, self.election_config.lock
         now = datetime.datetime.now(datetime.timezone.utc)
         found, old = lock.get(lock.name, lock.namespace)
-        spec = client.V1LeaseSpec(holder_identity=lock.identity, lease_duration_seconds=c.lease_duration,
-                                  acquire_time=now, renew_time=now, lease_transitions=0)
+        spec = client.V1LeaseSpec(holder_identity=lock.identity, acquire_time=now, renew_time=now,
+                                  lease_duration_seconds=c.lease_duration, lease_transitions=0)
         if not found:
             if old.status != 404 or not lock.create(lock.name, lock.namespace, spec):
                 return False
