@@ -400,8 +400,8 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
     errs.push_back(std::string(over.session ? "--session" : "session")
                    + ": must be auto, on or off (is \"" + cfg.session + "\")");
   if (auto it = doc.find("session_lease_seconds"); it != doc.end()) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() < 60 || it->get<std::int64_t>() > 86400)
-      errs.push_back("session_lease_seconds: must be a whole number of seconds from 60 to 86400"
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > 86400)
+      errs.push_back("session_lease_seconds: must be a whole number of seconds from 1 to 86400"
                      " (the leaseDurationSeconds readers that are not leasehold wait on a bound Lease)");
     else
       cfg.session_lease_seconds = it->get<int>();

@@ -11,8 +11,7 @@
 #include <nlohmann/json.hpp>
 
 // The rule and its proof: docs/safety.md, "Kubernetes leases bound to a
-// session"; the words (session, incarnation, binding, ride, refresh, end):
-// docs/design.md, "Bound leases".
+// session"; the objects and fields: docs/design.md, "Bound leases".
 
 namespace leasehold {
 
@@ -32,16 +31,12 @@ std::uint32_t fnv1a(const std::string& s) {
   return h;
 }
 
-/// A record's binding to a session, parsed from its annotation.
-struct binding {
-  std::string session;
-  std::string uid;
-  int incarnation = 0;
-  int term = -1;
+using binding = session_binding;
 
-  std::string incarnation_key() const { return uid + "/" + std::to_string(incarnation); }
-  std::string text() const { return session + "/" + incarnation_key() + "/" + std::to_string(term); }
-};
+std::string incarnation_key(const binding& b) { return b.uid + "/" + std::to_string(b.incarnation); }
+std::string text_of(const binding& b) {
+  return b.session + "/" + incarnation_key(b) + "/" + std::to_string(b.term);
+}
 
 std::optional<binding> parse_binding(const std::string& text) {
   binding b;
@@ -71,20 +66,6 @@ const json* metadata_member(const lease& l, const char* member) {
   return x != m->end() && x->is_object() ? &*x : nullptr;
 }
 
-/// The binding of `l` when it is valid: written for `l`'s own term.
-std::optional<binding> binding_of(const lease& l) {
-  auto a = metadata_member(l, "annotations");
-  if (!a)
-    return std::nullopt;
-  auto v = a->find(session_annotation);
-  if (v == a->end() || !v->is_string())
-    return std::nullopt;
-  auto b = parse_binding(v->get<std::string>());
-  if (!b || b->term != l.spec.lease_transitions)
-    return std::nullopt;   // stale: another writer took the Lease since (client-go keeps metadata)
-  return b;
-}
-
 /// `l` bound by `b`, or (`b` empty) plain: the annotation and label set or removed.
 void set_binding(lease& l, const std::optional<binding>& b) {
   if (!l.raw.is_object())
@@ -98,17 +79,12 @@ void set_binding(lease& l, const std::optional<binding>& b) {
       m = json::object();
     if (b)
       m[part[0] == 'a' ? session_annotation : session_label]
-        = part[0] == 'a' ? b->text() : b->session;
+        = part[0] == 'a' ? text_of(*b) : b->session;
     else
       m.erase(part[0] == 'a' ? session_annotation : session_label);
     if (m.empty())
       meta.erase(part);
   }
-}
-
-bool in_incarnation(const lease& s, const binding& b) {
-  return s.uid == b.uid && s.spec.lease_transitions == b.incarnation
-         && !s.spec.holder_identity.empty();
 }
 
 bool released_in(const lease& s, const binding& b) {
@@ -133,6 +109,24 @@ api_error actor_error(const char* verb, const std::string& path, const caf::erro
 }
 
 } // namespace
+
+std::optional<session_binding> binding_of(const lease& l) {
+  auto a = metadata_member(l, "annotations");
+  if (!a)
+    return std::nullopt;
+  auto v = a->find(session_annotation);
+  if (v == a->end() || !v->is_string())
+    return std::nullopt;
+  auto b = parse_binding(v->get<std::string>());
+  if (!b || b->term != l.spec.lease_transitions)
+    return std::nullopt;   // stale: another writer took the Lease since (client-go keeps metadata)
+  return b;
+}
+
+bool in_incarnation(const lease& s, const session_binding& b) {
+  return s.uid == b.uid && s.spec.lease_transitions == b.incarnation
+         && !s.spec.holder_identity.empty();
+}
 
 std::string session_lease_name(const std::string& identity) {
   std::string s;
@@ -200,7 +194,7 @@ public:
       return r.seen_at + d_;
     if (r.record && released_in(*r.record, b))
       return time_point{};
-    auto [it, first] = r.left_at.emplace(b.incarnation_key(), r.seen_at);
+    auto [it, first] = r.left_at.emplace(incarnation_key(b), r.seen_at);
     return it->second + d_;
   }
 
@@ -261,7 +255,7 @@ public:
     if (!b)
       return by_clock;
     auto own_by_record = observed_at + d_;   // the record's own change is waited out too
-    if (b->session == own_ && t_->own_live(rec.ns, b->incarnation_key()))
+    if (b->session == own_ && t_->own_live(rec.ns, incarnation_key(*b)))
       return own_by_record;   // our live session: no elector of ours renews it (else it held it)
     auto s = t_->expires({rec.ns, b->session}, *b, observed_at + std::max(d_, retry_));
     return std::max(own_by_record, s);
@@ -269,7 +263,7 @@ public:
 
   void before_take(const lease& old, lease& take) override {
     if (auto b = binding_of(old))
-      take.session_end = b->text();
+      take.session_end = text_of(*b);
   }
 
 private:
@@ -729,7 +723,7 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
       if (b && b->session == st.name && l.spec.holder_identity == st.opts.identity) {
         auto& s = st.sessions[l.ns];
         if (!s.live || s.rec->uid + "/" + std::to_string(s.rec->spec.lease_transitions)
-                         != b->incarnation_key())
+                         != incarnation_key(*b))
           return lease_reply::failure({error_kind::session_ended, 0, "PUT", l.key().to_string(),
                                        "the session " + l.ns + "/" + st.name + " of lease "
                                          + l.key().to_string() + " ended", 0});
