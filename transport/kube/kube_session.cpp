@@ -198,6 +198,13 @@ public:
     return it->second + d_;
   }
 
+  /// Whether `k`'s current version has been seen unchanged for a lease duration.
+  bool still(const lease_key& k, time_point now) {
+    std::lock_guard<std::mutex> g(mx_);
+    auto i = m_.find(k);
+    return i != m_.end() && i->second.known && i->second.seen_at + d_ <= now;
+  }
+
   /// The session's record as last read (nullopt: absent or unknown).
   std::optional<lease> record(const lease_key& k) {
     std::lock_guard<std::mutex> g(mx_);
@@ -396,13 +403,24 @@ void start_session(session_self self, const std::string& ns,
       [self, k, done](lease_reply& got) {
         if (!got.ok() && got.kind() != error_kind::not_found)
           return done(got);
+        auto now = self->clock().now();
+        self->state.table->saw(k, got.ok() ? std::optional<lease>(*got.value) : std::nullopt, now);
+        // Held by another process under our identity (a twin, or our last
+        // run not yet out): taken over only once still for a lease duration.
+        if (got.ok() && !got.value->spec.holder_identity.empty()
+            && !self->state.table->still(k, now))
+          return done(lease_reply::failure(
+            {error_kind::conflict, 409, "PUT", k.to_string(),
+             "session " + k.to_string() + " is renewed by another process under this identity "
+               "(two replicas with one identity, or its last run not yet a lease duration still)",
+             0}));
         lease l = got.ok() ? *got.value : lease{};
         l.name = k.name;
         l.ns = k.ns;
-        auto now = wall_now_us();
+        auto wall = wall_now_us();
         l.spec.holder_identity = self->state.opts.identity;
         l.spec.lease_duration_seconds = duration_seconds(self->state.opts.timings.lease_duration);
-        l.spec.acquire_time = l.spec.renew_time = now;
+        l.spec.acquire_time = l.spec.renew_time = wall;
         l.spec.preferred_holder.clear();
         l.spec.strategy.clear();
         if (got.ok())
