@@ -323,8 +323,10 @@ struct session_state {
   std::string name;   // our session Lease's name
   std::map<std::string, own_session> sessions;   // by namespace
   std::map<lease_key, bound_entry> book;
+  /// Takes waiting on the end of a session at a version (one write for all).
+  std::map<std::pair<lease_key, std::string>, std::vector<std::function<void(const api_error&)>>>
+    ending;
   bool polling = false;
-  static inline const char* name_ = "leasehold.session";
 };
 
 using session_self = caf::stateful_actor<session_state>*;
@@ -344,7 +346,7 @@ int bound_seconds(session_self self) {
   return static_cast<int>(std::min<long long>(s, 86400));
 }
 
-bool refresh_due(session_self self, const lease_key& k, const bound_entry& e, time_point now) {
+bool refresh_due(const lease_key& k, const bound_entry& e, time_point now) {
   // Half the written duration, less up to a fifth by the name: refreshes spread.
   auto half = std::chrono::seconds(e.duration_s) / 2;
   auto jitter = half / 5 * (fnv1a(k.name) % 1000) / 1000;
@@ -651,16 +653,31 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
     auto s = st.table->record(sk);
     if (!s || !in_incarnation(*s, b))
       return then({});   // released, or gone from that incarnation a lease duration ago
+    // One end per session version, however many takes wait on it.
+    auto key = std::make_pair(sk, s->resource_version);
+    auto& waiting = st.ending[key];
+    waiting.push_back(then);
+    if (waiting.size() > 1)
+      return;
     lease e = *s;
     e.spec.holder_identity.clear();
     e.spec.lease_duration_seconds = 1;
     e.spec.renew_time = wall_now_us();
+    auto done = [self, key](const api_error& err) {
+      auto i = self->state.ending.find(key);
+      if (i == self->state.ending.end())
+        return;
+      auto thens = std::move(i->second);
+      self->state.ending.erase(i);
+      for (auto& f : thens)
+        f(err);
+    };
     self->request(st.inner, timeout_of(self), update_lease_atom::value, e)
-      .then([self, sk, then](lease_reply& r) {
+      .then([self, sk, done](lease_reply& r) {
         if (r.ok())
           self->state.table->saw(sk, *r.value, self->clock().now());
-        then(r.ok() ? api_error{} : r.error);
-      }, [then, sk](caf::error& e) { then(actor_error("PUT", sk.to_string(), e)); });
+        done(r.ok() ? api_error{} : r.error);
+      }, [done, sk](caf::error& e) { done(actor_error("PUT", sk.to_string(), e)); });
   };
   if (self->state.table->record(sk))
     return judge();
@@ -675,10 +692,10 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
     }, [then, sk](caf::error& e) { then(actor_error("GET", sk.to_string(), e)); });
 }
 
-/// Reads the sessions electors judge by, every retry_period.
+/// Reads the sessions electors judge by, every half retry_period.
 void poll(session_self self) {
   auto& st = self->state;
-  for (auto& k : st.table->due(self->clock().now(), st.opts.timings.retry_period / 2))
+  for (auto& k : st.table->due(self->clock().now(), st.opts.timings.retry_period / 4))
     self->request(st.inner, timeout_of(self), get_lease_atom::value, k)
       .then([self, k](lease_reply& r) {
         if (r.ok() || r.kind() == error_kind::not_found)
@@ -713,7 +730,7 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
   st.name = session_lease_name(opts.identity);
   st.opts = std::move(opts);
   st.table = std::move(table);
-  self->spawn(poller, self->address(), st.opts.timings.retry_period);
+  self->spawn(poller, self->address(), st.opts.timings.retry_period / 2);
   return {
     [=](poll_atom) { poll(self); },
     [=](get_lease_atom a, lease_key& k) { return self->delegate(self->state.inner, a, std::move(k)); },
@@ -738,7 +755,9 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
         return self->delegate(st.inner, a, std::move(l));
       }
       auto b = binding_of(l);
-      if (b && b->session == st.name && l.spec.holder_identity == st.opts.identity) {
+      if (b && l.spec.holder_identity != st.opts.identity)
+        return self->delegate(st.inner, a, std::move(l));   // another's term kept: a yield's preferredHolder
+      if (b && b->session == st.name) {
         auto& s = st.sessions[l.ns];
         if (!s.live || s.rec->uid + "/" + std::to_string(s.rec->spec.lease_transitions)
                          != incarnation_key(*b))
@@ -747,7 +766,7 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
                                          + l.key().to_string() + " ended", 0});
         auto e = st.book.find(l.key());
         auto rp = self->make_response_promise();
-        if (e == st.book.end() || refresh_due(self, l.key(), e->second, now)
+        if (e == st.book.end() || refresh_due(l.key(), e->second, now)
             || l.renew_max_age <= std::chrono::nanoseconds{0}) {
           // A refresh: the Lease written again, as a renew of a plain one.
           l.spec.lease_duration_seconds = bound_seconds(self);
