@@ -298,6 +298,15 @@ struct bound_entry {
   time_point asked{};        // the last renew that asked
 };
 
+/// What a round's list showed of one bound Lease: the fields a renew
+/// changes, so its answer is the record as stored (a whole Lease each
+/// would be a second copy of every bound Lease's metadata).
+struct listed_entry {
+  std::string version;
+  std::optional<wall_time> renew_time;
+  std::optional<int> duration_s;
+};
+
 /// This process's session in one namespace.
 struct own_session {
   std::optional<lease> rec;   // as last written (its version)
@@ -309,11 +318,11 @@ struct own_session {
   time_point round_started{};
   int round_pending = 0;
   api_error round_error;
-  std::map<std::string, lease> round_list;
+  std::map<std::string, listed_entry> round_list;
   std::vector<rider> riders, waiting;
   bool has_done = false;      // a round succeeded in this incarnation
   time_point done_started{};
-  std::map<std::string, lease> listed;   // that round's bound Leases by name
+  std::map<std::string, listed_entry> listed;   // that round's bound Leases by name
 };
 
 struct session_state {
@@ -443,9 +452,10 @@ void start_session(session_self self, const std::string& ns,
 }
 
 /// A rider served by the round that began at `started` and listed `listed`.
-void serve(session_self self, rider& r, time_point started, const std::map<std::string, lease>& listed) {
+void serve(session_self self, rider& r, time_point started,
+           const std::map<std::string, listed_entry>& listed) {
   auto i = listed.find(r.req.name);
-  if (i == listed.end() || i->second.resource_version != r.req.resource_version) {
+  if (i == listed.end() || i->second.version != r.req.resource_version) {
     r.rp.deliver(lease_reply::failure(
       {error_kind::conflict, 409, "PUT", r.req.key().to_string(),
        "the Lease changed since its version " + r.req.resource_version
@@ -456,7 +466,11 @@ void serve(session_self self, rider& r, time_point started, const std::map<std::
     e->second.version = r.req.resource_version;
     e->second.asked = r.began;
   }
-  lease out = i->second;
+  // The request is the elector's record at this very version, renewed.
+  lease out = std::move(r.req);
+  out.spec.renew_time = i->second.renew_time;
+  out.spec.lease_duration_seconds = i->second.duration_s;
+  out.renew_max_age = {};
   out.renewed_age = std::max<std::chrono::nanoseconds>(r.began - started, {});
   r.rp.deliver(lease_reply::success(std::move(out)));
 }
@@ -470,19 +484,26 @@ void reap(session_self self, const std::string& ns, time_point now) {
     if (k.ns != ns || e.asked + 2 * st.opts.timings.lease_duration > now)
       continue;
     auto i = s.listed.find(k.name);
-    if (i == s.listed.end() || i->second.resource_version != e.version)
+    if (i == s.listed.end() || i->second.version != e.version)
       continue;
-    lease l = i->second;
-    l.spec.holder_identity.clear();
-    l.spec.lease_duration_seconds = 1;
-    l.spec.preferred_holder.clear();
-    set_binding(l, std::nullopt);
     e.asked = now;   // one try per two lease durations
     auto key = k;
-    self->request(st.inner, timeout_of(self), update_lease_atom::value, l)
-      .then([self, key](lease_reply& r) {
-        if (r.ok() || !maybe_written(r.kind()))
-          self->state.book.erase(key);
+    auto version = e.version;
+    auto forget = [self, key](const lease_reply& r) {
+      if (r.ok() || !maybe_written(r.kind()))
+        self->state.book.erase(key);
+    };
+    self->request(st.inner, timeout_of(self), get_lease_atom::value, key)
+      .then([self, key, version, forget](lease_reply& got) {
+        if (!got.ok() || got.value->resource_version != version)
+          return forget(got.ok() ? lease_reply::failure({error_kind::conflict, 409, "PUT", key.to_string(), "changed", 0}) : got);
+        lease l = *got.value;
+        l.spec.holder_identity.clear();
+        l.spec.lease_duration_seconds = 1;
+        l.spec.preferred_holder.clear();
+        set_binding(l, std::nullopt);
+        self->request(self->state.inner, timeout_of(self), update_lease_atom::value, l)
+          .then([forget](lease_reply& r) { forget(r); }, [](caf::error&) {});
       }, [](caf::error&) {});
   }
 }
@@ -587,7 +608,8 @@ void start_round(session_self self, const std::string& ns) {
         if (r.ok()) {
           auto& m = self->state.sessions[ns].round_list;
           for (auto& l : *r.value)
-            m.emplace(l.name, std::move(l));
+            m.emplace(l.name, listed_entry{std::move(l.resource_version), l.spec.renew_time,
+                                           l.spec.lease_duration_seconds});
         } else {
           fail(r.error);
         }
