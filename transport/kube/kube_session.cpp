@@ -753,6 +753,9 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
   st.opts = std::move(opts);
   st.table = std::move(table);
   self->spawn(poller, self->address(), st.opts.timings.retry_period / 2);
+  // Ends with its transport (a process killed in the simulator, or a test
+  // ending it), and the poller with it.
+  self->link_to(caf::actor_cast<caf::actor>(inner));
   return {
     [=](poll_atom) { poll(self); },
     [=](get_lease_atom a, lease_key& k) { return self->delegate(self->state.inner, a, std::move(k)); },
