@@ -415,6 +415,10 @@ public:
     for (auto& q : api_->requests())
       if (q.verb == "PUT" && q.result == error_kind::none && q.lease.find("/lh-session-") != std::string::npos)
         ++r.session_renews;
+    if (kube_)
+      for (auto& c : api_->changes_since({leases_.front().ns, ""}, 0))
+        if (lease_index_.count(c.key.name) && c.record && bound_record(*c.record))
+          ++r.bound_writes;
     return r;
   }
 
@@ -928,6 +932,20 @@ private:
 
   /// Replica r is paused (the foreign peer, r = procs_.size(), never is).
   bool is_paused(std::size_t r) const { return r < procs_.size() && procs_[r].paused; }
+
+  /// The record is bound to a session: its annotation's term (the last
+  /// field) is its leaseTransitions (kube_session.hpp).
+  static bool bound_record(const lease& l) {
+    auto* a = l.raw.is_object() ? &l.raw : nullptr;
+    if (!a || !a->contains("metadata") || !(*a)["metadata"].contains("annotations"))
+      return false;
+    auto& notes = (*a)["metadata"]["annotations"];
+    auto it = notes.find(session_annotation);
+    if (it == notes.end() || !it->is_string())
+      return false;
+    auto text = it->get<std::string>();
+    return text.substr(text.rfind('/') + 1) == std::to_string(l.spec.lease_transitions);
+  }
 
   /// Replica i binds the leases it takes to its session (scenario::bind).
   bool binds(std::size_t i) const { return i < sc_.bind.size() && sc_.bind[i]; }

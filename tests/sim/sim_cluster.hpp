@@ -289,10 +289,12 @@ struct run_result {
   std::size_t group_judgements = 0;
   caf::timespan group_bound{0};       // the bound both rules use (group_bound())
   /// Terms taken (leasehold's and the foreign peer's), of them the foreign
-  /// peer's, and writes that renewed a session Lease.
+  /// peer's, writes that renewed a session Lease, and writes that left a
+  /// lease bound to a session (a take or a refresh).
   std::size_t takes = 0;
   std::size_t foreign_takes = 0;
   std::size_t session_renews = 0;
+  std::size_t bound_writes = 0;
 };
 
 /// Runs a scenario; stops at the first violation.
