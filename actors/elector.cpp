@@ -199,6 +199,7 @@ void elector_actor::decide(const lease& rec) {
   lease l = rec;
   l.spec = acquired_spec(rec.spec, opt_.identity, opt_.timings.lease_duration, wall_now(),
                          mem_.max_term);
+  evidence_.before_take(rec, l);
   put(std::move(l), false, /*acquire*/ true);
 }
 
@@ -287,6 +288,10 @@ void elector_actor::put(lease l, bool fallback, bool acquire) {
            succeeded(*r.value, started, r.value->renewed_age);
            return;
          }
+         if (r.kind() == error_kind::session_ended && has_term()) {
+           lose(r.error.describe());   // no renew of it can succeed any more
+           return;
+         }
          if (r.kind() == error_kind::conflict && !has_term() && term > mem_.max_term) {
            // Somebody else wrote first, most likely taking this very term:
            // never hand its number out again, even if we never see it.
@@ -339,6 +344,8 @@ void elector_actor::succeeded(const lease& rec, time_point started, std::chrono:
   if (rare_)
     rare_->last_error = api_error{};
   bool routine = own_renewal(rec);
+  if (!written_here(written))
+    remember_write(written);   // a renew served without a write answers the record as stored
   mem_.own_term = written;
   wrote_term_ = true;
   observe(rec, /*report*/ false);

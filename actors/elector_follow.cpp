@@ -193,7 +193,7 @@ time_point elector_actor::expires_at(const lease& rec) const {
   caf::timespan dur = opt_.timings.lease_duration;
   if (rec.spec.lease_duration_seconds && *rec.spec.lease_duration_seconds > 0)
     dur = std::chrono::seconds(*rec.spec.lease_duration_seconds);
-  return mem_.observed_at + dur;
+  return evidence_.expires_at(rec, mem_.observed_at, mem_.observed_at + dur);
 }
 
 /// After a failed request the stream may be as dead as the request: it

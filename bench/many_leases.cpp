@@ -7,6 +7,9 @@
 //               [--scheduler stealing|sharing] [--scheduler-threads 2]
 //   many_leases --backend etcd --server http://127.0.0.1:2379[,http://...] ...
 //   many_leases --etcd http://127.0.0.1:2379 ...      (the same)
+//   many_leases ... --session auto|on|off    (Kubernetes: bind the leases to one
+//                                             session Lease; auto: on when more
+//                                             than one lease)
 //   many_leases ... --identity A --stay 1    (after the report, hold on until
 //                                             SIGTERM/SIGINT, then release all)
 //   many_leases ... --identity B --follow 5  (a second process: 3 s to settle, then
@@ -29,6 +32,7 @@
 #include <caf/all.hpp>
 
 #include "leasehold/runtime.hpp"
+#include "transport/kube/kube_session.hpp"
 #include "transport/transport_pool.hpp"
 
 using namespace std::chrono_literals;
@@ -61,6 +65,7 @@ struct options {
   bool watch = true;
   std::string scheduler = "stealing";   // CAF's default; "sharing": tune_for_idle()
   int scheduler_threads = 2;
+  std::string session = "auto";   // resolved by parse() to "on" or "off"
 };
 
 /// A number field of /proc/self/status ("VmRSS:", "Threads:"); -1 if absent.
@@ -109,11 +114,18 @@ bool parse(int argc, char** argv, options& o) {
     else if (k == "--follow") o.follow_s = std::stoi(v);
     else if (k == "--stay") o.stay = v != "0";
     else if (k == "--identity") o.identity = v;
+    else if (k == "--session") o.session = v;
     else return false;
   }
+  // One session per process: its Lease is named after the identity alone.
+  if (o.session == "auto")
+    o.session = o.backend == "kubernetes" && o.leases > 1 ? "on" : "off";
+  if (o.session == "on" && (o.backend != "kubernetes" || o.transports != 1))
+    return false;
   return !o.server.empty() && o.leases > 0 && o.transports > 0 && o.workers > 0
          && (o.backend == "kubernetes" || o.backend == "etcd")
-         && (o.scheduler == "stealing" || o.scheduler == "sharing") && (argc % 2) == 1;
+         && (o.scheduler == "stealing" || o.scheduler == "sharing")
+         && (o.session == "on" || o.session == "off") && (argc % 2) == 1;
 }
 
 } // namespace
@@ -124,7 +136,8 @@ int main(int argc, char** argv) {
     std::cerr << "usage: many_leases --server URL[,URL...] [--backend kubernetes|etcd]"
                  " [--leases N] [--transports K] [--workers W] [--timeout S] [--hold S]"
                  " [--watch 0|1] [--scheduler stealing|sharing] [--scheduler-threads N]"
-                 " [--identity NAME] [--follow S] [--stay 0|1]\n";
+                 " [--identity NAME] [--follow S] [--stay 0|1]"
+                 " [--session auto|on|off (on: Kubernetes, one transport)]\n";
     return 2;
   }
   // SIGTERM and SIGINT are taken by sigwait (--stay), in every thread.
@@ -193,6 +206,13 @@ int main(int argc, char** argv) {
   for (int i = 0; i < opt.transports; ++i)
     pool.push_back(opt.backend == "etcd" ? leasehold::spawn_etcd_backend(sys, etcd)
                                          : leasehold::spawn_http_backend(sys, conn));
+  if (opt.session == "on") {
+    leasehold::session_options so;
+    so.identity = opt.identity;
+    so.timings = timings;
+    so.bind = true;
+    pool[0] = leasehold::bind_to_session(sys, pool[0], so);
+  }
 
   auto start = std::chrono::steady_clock::now();
   std::vector<leasehold::runner_actor> runners;
@@ -259,7 +279,8 @@ int main(int argc, char** argv) {
   auto batched = census.batched - census0.batched;
   long threads = proc_status("Threads:");
   auto report = [&](int released_count) {
-    std::printf("{\"backend\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,\"transports\":%d,\"workers\":%d,"
+    std::printf("{\"backend\":\"%s\",\"session\":\"%s\",\"scheduler\":\"%s\",\"leases\":%d,"
+                "\"transports\":%d,\"workers\":%d,"
                 "\"leaders_reached\":%d,\"all_led_ms\":%lld,\"all_led_epoch_ms\":%lld,"
                 "\"leaders_after_hold\":%d,\"terms_lost_in_hold\":%d,\"rss_before_kib\":%ld,"
                 "\"rss_after_kib\":%ld,\"kib_per_election\":%.2f,\"hold_s\":%d,"
@@ -267,7 +288,8 @@ int main(int argc, char** argv) {
                 "\"requests_per_s\":%.1f,\"threads\":%ld,\"transport_workers\":%lld,"
                 "\"watch_streams\":%lld,\"expired_in_queue\":%llu,\"echoes_dropped\":%llu,"
                 "\"batches_in_hold\":%llu,\"batched_in_hold\":%llu,\"released\":%d}\n",
-                opt.backend.c_str(), opt.scheduler.c_str(), opt.leases, opt.transports, opt.workers,
+                opt.backend.c_str(), opt.session.c_str(), opt.scheduler.c_str(), opt.leases,
+                opt.transports, opt.workers,
                 reached, static_cast<long long>(all_led_ms), static_cast<long long>(all_led_epoch_ms),
                 held, hold_lost, rss_before, rss_after,
                 static_cast<double>(rss_after - rss_before) / opt.leases, opt.hold_s, hold_cpu,

@@ -18,6 +18,7 @@ const char* to_string(error_kind k) {
     case error_kind::disconnected: return "disconnected";
     case error_kind::tls_error: return "tls_error";
     case error_kind::malformed_body: return "malformed_body";
+    case error_kind::session_ended: return "session_ended";
     case error_kind::other: return "other";
   }
   return "other";

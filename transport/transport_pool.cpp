@@ -46,6 +46,11 @@ std::vector<lease_reply> lease_client::write_leases(const std::vector<lease>& ls
   return one_by_one(ls, [this](const lease& l) { return update_lease(l); });
 }
 
+leases_reply lease_client::list_leases(const std::string& ns, const std::string& selector) {
+  return leases_reply::failure({error_kind::invalid, 0, "GET", ns + "?labelSelector=" + selector,
+                                "this backend lists no leases", 0});
+}
+
 transport_census current_transport_census() {
   transport_census c;
   c.pools = census::pools.load();
@@ -68,7 +73,7 @@ using steady = std::chrono::steady_clock;
 using run_atom = caf::atom_constant<caf::atom("lh_prun")>;
 
 /// What a request asks of a worker's client.
-enum class pool_op { get, create, update, write };   // update: a renew; write: any other update
+enum class pool_op { get, create, update, write, list };   // update: a renew; write: any other update; list: key.name is the selector
 
 /// How many queued requests a worker looks at for a batch (the oldest).
 constexpr std::size_t batch_scan = 4 * max_batch_requests;
@@ -110,7 +115,8 @@ struct pool_queue {
   transport_pool_options opts;                   // max_wait, workers, where
 
   /// Answers `j`'s requester with `r` (the answer is sent by `from`).
-  static void answer(pool_job& j, lease_reply r, const caf::strong_actor_ptr& from) {
+  template <class Reply>
+  static void answer(pool_job& j, Reply r, const caf::strong_actor_ptr& from) {
     if (j.to && j.mid.is_request())
       j.to->enqueue(from, j.mid.response_id(), caf::make_message(std::move(r)), nullptr);
   }
@@ -132,10 +138,12 @@ struct pool_queue {
                          : "not sent: waited " + ms + "ms for one of the transport's "
                              + std::to_string(opts.workers) + " workers (all busy; the limit is "
                              + std::to_string(limit.count()) + "ms)";
-    answer(j,
-           lease_reply::failure({error_kind::timeout, 0, j.verb,
-                                 opts.where ? opts.where(j.verb, j.key) : j.key.to_string(), why, 0}),
-           from);
+    api_error e{error_kind::timeout, 0, j.verb,
+                opts.where && j.op != pool_op::list ? opts.where(j.verb, j.key) : j.key.to_string(), why, 0};
+    if (j.op == pool_op::list)
+      answer(j, leases_reply::failure(std::move(e)), from);
+    else
+      answer(j, lease_reply::failure(std::move(e)), from);
     return true;
   }
 
@@ -197,6 +205,12 @@ struct pool_queue {
 /// Serves `batch` (jobs of one kind, none expired) with `client`: a lone
 /// job by its own call, more by one batch call; then answers each.
 void serve(std::vector<pool_job>& batch, lease_client& client, const caf::strong_actor_ptr& me) {
+  if (batch.front().op == pool_op::list) {   // never batched
+    auto& j = batch.front();
+    ++census::requests;
+    pool_queue::answer(j, client.list_leases(j.key.ns, j.key.name), me);
+    return;
+  }
   if (batch.size() == 1) {
     auto r = batch.front().call(client);
     ++census::requests;
@@ -274,10 +288,11 @@ struct pool_state {
 
   /// Queues one request, handed to an idle or new worker if any; the
   /// dispatcher answers nothing itself.
-  caf::result<lease_reply> submit(const char* verb, pool_op op, bool batchable, const lease_key& k,
-                                  lease written = {}, bool release = false) {
+  template <class Reply = lease_reply>
+  caf::result<Reply> submit(const char* verb, pool_op op, bool batchable, const lease_key& k,
+                            lease written = {}, bool release = false) {
     if (!opts().invalid.empty())
-      return lease_reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
+      return Reply::failure({error_kind::other, 0, verb, "", opts().invalid, 0});
     pool_job j;
     j.queued = steady::now();
     j.op = op;
@@ -309,7 +324,7 @@ struct pool_state {
     }
     if (wake)
       self->send(workers[*wake], run_atom::value);
-    return caf::delegated<lease_reply>{};
+    return caf::delegated<Reply>{};
   }
 };
 
@@ -348,6 +363,9 @@ lease_transport_actor::behavior_type dispatcher(lease_transport_actor::pointer s
         // its watches at once instead of streaming back its successors' takes.
         leave(caf::actor_cast<caf::actor_addr>(self->current_sender()));
       return st->submit("PUT", pool_op::write, st->opts().batch_writes, k, std::move(l), release);
+    },
+    [st](list_leases_atom, std::string& ns, std::string& selector) -> caf::result<leases_reply> {
+      return st->submit<leases_reply>("GET", pool_op::list, false, {ns, selector});
     },
     [join = watch.join](watch_lease_atom, lease_watch_request& req) {
       if (join)

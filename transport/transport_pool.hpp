@@ -34,6 +34,8 @@ public:
   virtual std::vector<lease_reply> renew_leases(const std::vector<lease>& ls);
   virtual std::vector<lease_reply> create_leases(const std::vector<lease>& ls);
   virtual std::vector<lease_reply> write_leases(const std::vector<lease>& ls);
+  /// The Leases of `ns` labelled `selector` ("k=v"); by default unsupported.
+  virtual leases_reply list_leases(const std::string& ns, const std::string& selector);
 };
 
 /// A lease_client over a backend client `C` (kube_client, etcd_client),
@@ -58,7 +60,17 @@ public:
   std::vector<lease_reply> write_leases(const std::vector<lease>& ls) override {
     return c_.write_leases(ls);
   }
+  leases_reply list_leases(const std::string& ns, const std::string& selector) override {
+    if constexpr (has_list<C>(0))
+      return c_.list_leases(ns, selector);
+    else
+      return lease_client::list_leases(ns, selector);
+  }
 private:
+  template <class T>
+  static constexpr auto has_list(int) -> decltype(&T::list_leases, true) { return true; }
+  template <class T>
+  static constexpr bool has_list(...) { return false; }
   C c_;
 };
 

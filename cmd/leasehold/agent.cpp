@@ -15,6 +15,7 @@
 #include <caf/all.hpp>
 
 #include "transport/etcd/etcd_evidence.hpp"
+#include "transport/kube/kube_session.hpp"
 #include "cmd/leasehold/builtin_registry.hpp"
 #include "cmd/leasehold/config_watcher.hpp"
 #include "cmd/leasehold/connection_check.hpp"
@@ -392,7 +393,7 @@ public:
     if (on_etcd())
       use_etcd(sys_, ropts, cfg_.etcd);
     else
-      ropts.backend = spawn_http_backend(sys_, bounded_by(conn_, cfg_.timings));
+      ropts.backend = bound_backend();
     transport_ = ropts.backend.transport;
     ropts.registry = modules_.registry;
     lease_set_options lopts;
@@ -413,6 +414,21 @@ public:
     for (auto& e : errs)
       log_.log(log_level::error, "invalid config", {{"path", opts_.config_path}, {"error", e}});
     return errs.empty();
+  }
+
+  /// The Kubernetes backend behind the session actor, which binds held
+  /// leases to this process's session when asked and judges others' bound
+  /// leases either way (docs/operations.md, "Bound leases").
+  lease_backend bound_backend() {
+    session_options so;
+    so.identity = cfg_.identity;
+    so.timings = cfg_.timings;
+    so.bind = cfg_.session == "on" || (cfg_.session == "auto" && !cfg_.leases.others.empty());
+    so.min_bound_duration = std::chrono::seconds(cfg_.session_lease_seconds);
+    log_.log(log_level::info, "leases bound to a session",
+             {{"session", so.bind ? session_lease_name(so.identity) : std::string{}},
+              {"bound", so.bind}, {"mode", cfg_.session}});
+    return bind_to_session(sys_, spawn_http_backend(sys_, bounded_by(conn_, cfg_.timings)), so);
   }
 
   /// Serves probes, says "agent started", follows the config file.

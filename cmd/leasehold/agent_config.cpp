@@ -59,6 +59,7 @@ const string_field string_fields[] = {
   {"fence_dir", &agent_config::fence_dir, &config_overrides::fence_dir},
   {"log_level", &agent_config::log_level, &config_overrides::log_level},
   {"log_format", &agent_config::log_format, &config_overrides::log_format},
+  {"session", &agent_config::session, &config_overrides::session},
 };
 
 void parse_timings(const json& j, const config_overrides& over, election_timings& t,
@@ -189,6 +190,8 @@ std::vector<std::string> agent_config::restart_fields_changed(const agent_config
       out.push_back(std::string("timings.") + f.key);
   if (watch != o.watch)
     out.push_back("watch");
+  if (session_lease_seconds != o.session_lease_seconds)
+    out.push_back("session_lease_seconds");
   if (backend != o.backend)
     out.push_back("backend");
   if (!same_etcd(etcd, o.etcd))
@@ -248,6 +251,7 @@ void apply_environment(config_overrides& over,
   fill(over.log_format, {"LEASEHOLD_LOG_FORMAT"});
   fill(over.backend, {"LEASEHOLD_BACKEND"});
   fill(over.etcd_endpoints, {"LEASEHOLD_ETCD_ENDPOINTS"});
+  fill(over.session, {"LEASEHOLD_SESSION"});
 }
 
 namespace {
@@ -322,7 +326,7 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
   static const std::set<std::string> known
     = {"identity", "namespace", "lease_name", "server", "kubeconfig", "timings",
        "health_addr", "journal", "fence_dir", "log_level", "log_format", "watch", "modules",
-       "backend", "etcd"};
+       "backend", "etcd", "session", "session_lease_seconds"};
   for (auto& kv : doc.items())
     if (known.count(kv.key()) == 0)
       errs.push_back(kv.key() + ": unknown field"
@@ -392,6 +396,16 @@ std::vector<std::string> parse_config(const std::string& text, const module_regi
   if (!parse_log_level(cfg.log_level))
     errs.push_back("log_level: must be one of debug, info, warn, error (is \"" + cfg.log_level
                    + "\")");
+  if (cfg.session != "auto" && cfg.session != "on" && cfg.session != "off")
+    errs.push_back(std::string(over.session ? "--session" : "session")
+                   + ": must be auto, on or off (is \"" + cfg.session + "\")");
+  if (auto it = doc.find("session_lease_seconds"); it != doc.end()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > 86400)
+      errs.push_back("session_lease_seconds: must be a whole number of seconds from 1 to 86400"
+                     " (the leaseDurationSeconds readers that are not leasehold wait on a bound Lease)");
+    else
+      cfg.session_lease_seconds = it->get<int>();
+  }
   if (!parse_log_format(cfg.log_format))
     errs.push_back("log_format: must be json or text (is \"" + cfg.log_format + "\")");
   if (!valid_host_port(cfg.health_addr))

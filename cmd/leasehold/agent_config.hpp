@@ -52,6 +52,10 @@ struct agent_config {
   lease_layout leases;              // which lease each module runs under (from modules)
   std::string backend = "kubernetes";   // "kubernetes" | "etcd"
   etcd_config etcd;                     // used when backend is "etcd"
+  /// Kubernetes: bind held leases to one session Lease per process:
+  /// "on", "off", or "auto" (on when the agent runs 2 or more leases at start).
+  std::string session = "auto";
+  int session_lease_seconds = 600;      // the least leaseDurationSeconds of a bound Lease
 
   /// The JSON names of the differing fields that need a restart (all but modules).
   std::vector<std::string> restart_fields_changed(const agent_config& other) const;
@@ -64,6 +68,7 @@ struct config_overrides {
   std::optional<std::string> lease_duration, renew_deadline, retry_period, module_stop_timeout;
   std::optional<std::string> health_addr, journal, log_level, log_format, fence_dir;
   std::optional<std::string> backend, etcd_endpoints;   // etcd_endpoints: comma-separated
+  std::optional<std::string> session;
 };
 
 /// The LEASEHOLD_* environment variables, one per override, fill the overrides

@@ -53,6 +53,9 @@ void add_config_flags(CLI::App& cmd, run_options& o, const char* help) {
   opt("--backend", v.backend, "Lease store: kubernetes (default) or etcd");
   opt("--etcd-endpoints", v.etcd_endpoints,
       "Comma-separated etcd endpoints, e.g. http://127.0.0.1:2379,http://127.0.0.1:22379");
+  opt("--session", v.session,
+      "Kubernetes: bind held leases to one session Lease per process: auto (default: when "
+      "running 2 or more leases), on or off");
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "cmd/leasehold/status_command.hpp"
+#include "transport/kube/kube_session.hpp"
 
 #include <algorithm>
 #include <iomanip>
@@ -63,13 +64,20 @@ nlohmann::json status_report(const status_input& in) {
       auto& s = it->second->spec;
       json renewed = nullptr;
       json expired = nullptr;
-      if (s.renew_time) {
+      // A bound lease is renewed with its session: its time and its duration.
+      auto b = binding_of(*it->second);
+      auto sess = b ? stored.find(b->session) : stored.end();
+      const lease_spec& by = sess != stored.end() ? sess->second->spec : s;
+      if (by.renew_time) {
         auto ago_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(in.now - *s.renew_time).count();
+          std::chrono::duration_cast<std::chrono::milliseconds>(in.now - *by.renew_time).count();
         renewed = ago_ms;
-        if (s.lease_duration_seconds)
-          expired = ago_ms > *s.lease_duration_seconds * 1000;
+        if (by.lease_duration_seconds)
+          expired = ago_ms > *by.lease_duration_seconds * 1000
+                    || (sess != stored.end() && !in_incarnation(*sess->second, *b));
       }
+      if (b)
+        j["session"] = b->session;
       j.update(json{{"found", true},
                     {"holder", s.holder_identity},
                     {"term", s.lease_transitions},
@@ -170,6 +178,8 @@ void print_status(const nlohmann::json& r, std::ostream& out) {
                           : l.value("idle", false) ? "(no module runs under it: nobody competes)"
                                                    : "(no such lease)";
     auto holder = l["holder"].get<std::string>();
+    if (l.contains("session"))
+      renewed += " via " + l["session"].get<std::string>();
     rows.push_back({l["lease"], l["group"], holder.empty() ? "-" : holder,
                     l["term"].is_number() ? std::to_string(l["term"].get<int>()) : "-",
                     renewed + (l["expired"] == true ? " (expired)" : "")});

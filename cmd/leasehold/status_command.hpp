@@ -42,7 +42,8 @@ struct status_input {
 };
 
 /// {"namespace", "leases": [{lease, group, holder, term, renewed_ago_ms,
-/// lease_duration_s, expired, preferred_holder, found, and outside a group
+/// lease_duration_s, expired, preferred_holder, found, session (a bound
+/// lease: renewed_ago_ms and expired are its session's), and outside a group
 /// candidates: the live replicas announcing it}], "groups": [{group,
 /// members, stale_members, leases, held, balanced, why}]}.
 nlohmann::json status_report(const status_input& in);

@@ -21,6 +21,7 @@ enum class error_kind {
   disconnected,       // an open stream dropped mid-message: its server (an etcd member) went away
   tls_error,          // handshake or certificate failure
   malformed_body,     // 2xx with a body that is not the expected object
+  session_ended,      // the session a bound lease rides on ended: its term is over
   other,
 };
 

@@ -115,6 +115,10 @@ struct lease {
   /// Kubernetes renew request: the writer has the answer, so the stream may
   /// drop this write's echo (transport/watch_echoes.hpp).
   bool skip_watch_echo = false;
+  /// Kubernetes take request: the session binding of the record it takes
+  /// (transport/kube/kube_session.hpp), whose session ends first if it
+  /// still runs; "" none.
+  std::string session_end;
 
   lease_key key() const { return {ns, name}; }
 };

@@ -76,6 +76,15 @@ public:
   /// True: a create after a vanish is held (the creation hold); false: the
   /// store vouches that nothing ran meanwhile and `create` says what to check.
   virtual bool hold_create(const view& /*v*/, lease& /*create*/) { return true; }
+  /// When `rec`, seen to change at `observed_at`, expires; `by_clock` is
+  /// its own leaseDurationSeconds from then. A record bound to a session
+  /// expires with its session (kube_session.hpp).
+  virtual time_point expires_at(const lease& /*rec*/, time_point /*observed_at*/, time_point by_clock) {
+    return by_clock;
+  }
+  /// `take` is about to replace `old` with a new term: what the store must
+  /// do first (end the session `old` is bound to).
+  virtual void before_take(const lease& /*old*/, lease& /*take*/) {}
   /// The creation hold counts from the create's answer (else its send).
   virtual bool hold_from_answer() const { return false; }
 };

@@ -16,6 +16,14 @@
 
 namespace leasehold {
 
+/// Whether a shared write sent at `sent` (an etcd keepalive, a Kubernetes
+/// session renew) serves a renew begun at `began` (lease::renew_max_age);
+/// one rule for the transports and the simulated stores, whatever their clocks.
+template <class TimePoint, class Duration>
+constexpr bool keepalive_serves_renew(TimePoint sent, Duration max_age, TimePoint began) {
+  return max_age > Duration{0} && sent + max_age >= began;
+}
+
 /// One change seen by a watch, or a change of the watch's own health.
 /// `up`: a stream is open and events flow; `down`: there is none (reason
 /// says why) and the subscriber must poll until the next `up`.
@@ -41,6 +49,7 @@ struct lease_watch_request {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_key)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::leases_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::event_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(leasehold::lease_watch_event)

@@ -28,6 +28,7 @@ struct candidate;            // membership.hpp
 struct member_record;        // membership.hpp
 
 using lease_reply = api_result<lease>;
+using leases_reply = api_result<std::vector<lease>>;
 using event_reply = api_result<bool>;   // a write whose answer is only success or why not
 using members_reply = api_result<std::vector<member_record>>;
 using withdraw_reply = event_reply;
@@ -62,6 +63,7 @@ using get_lease_atom = caf::atom_constant<caf::atom("lh_get")>;
 using create_lease_atom = caf::atom_constant<caf::atom("lh_create")>;
 using update_lease_atom = caf::atom_constant<caf::atom("lh_update")>;
 using watch_lease_atom = caf::atom_constant<caf::atom("lh_watch")>;
+using list_leases_atom = caf::atom_constant<caf::atom("lh_list")>;
 
 /// Who a watch streams to (an elector's handle converts to it).
 using lease_watch_subscriber = caf::typed_actor<
@@ -72,6 +74,8 @@ using lease_transport_actor = caf::typed_actor<
   caf::replies_to<get_lease_atom, lease_key>::with<lease_reply>,  // the record, or not_found
   caf::replies_to<create_lease_atom, lease>::with<lease_reply>,   // POST; already_exists if taken
   caf::replies_to<update_lease_atom, lease>::with<lease_reply>,   // PUT on resource_version; conflict if stale
+  // The Leases of a namespace with a label ("k=v"), read at one point after the send.
+  caf::replies_to<list_leases_atom, std::string, std::string>::with<leases_reply>,
   caf::reacts_to<watch_lease_atom, lease_watch_request>>;         // stream changes to the subscriber
 
 // -- a membership store of balance groups (membership.hpp) ------------------------

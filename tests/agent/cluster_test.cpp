@@ -277,10 +277,11 @@ TEST_CASE("a second agent under an identity another live agent holds warns once 
   temp_dir dir, other_dir;   // one log file per identity and dir
   api_server api(dir);
   auto config = write_short_config(dir, short_config()["timings"]);
-  agent first(dir, "twin", config, {"--server", api.url()});
+  // A plain lease: its renewTimes tell a write this process never sent.
+  agent first(dir, "twin", config, {"--server", api.url(), "--session", "off"});
   REQUIRE(first.health_port() > 0);
   REQUIRE(wait_until([&] { return agent_state(first)["state"] == "leader"; }, 10s));
-  agent second(other_dir, "twin", config, {"--server", api.url()});
+  agent second(other_dir, "twin", config, {"--server", api.url(), "--session", "off"});
   REQUIRE(second.health_port() > 0);
   const std::string words = "the lease is held under this replica's identity by another live "
                             "process (two replicas with one identity?): this one waits";
@@ -303,4 +304,27 @@ TEST_CASE("a second agent under an identity another live agent holds warns once 
   auto lease = api.lease("default", "agent-test");
   REQUIRE(lease);
   CHECK((*lease)["spec"]["holderIdentity"] == "twin");
+}
+
+TEST_CASE("bound leases: a second agent under the holder's identity never takes its session; the "
+          "holder keeps its term") {
+  temp_dir dir, other_dir;
+  api_server api(dir);
+  auto config = write_short_config(dir, short_config()["timings"]);
+  agent first(dir, "twin", config, {"--server", api.url()});
+  REQUIRE(wait_until([&] { return agent_state(first)["state"] == "leader"; }, 10s));
+  auto lease = api.lease("default", "agent-test");
+  REQUIRE(lease);
+  REQUIRE((*lease)["metadata"]["labels"]["leasehold.io/session"] == "lh-session-twin");
+  auto term = (*lease)["spec"]["leaseTransitions"];
+  auto incarnation = (*api.lease("default", "lh-session-twin"))["spec"]["leaseTransitions"];
+  agent second(other_dir, "twin", config, {"--server", api.url()});
+  REQUIRE(second.health_port() > 0);
+  std::this_thread::sleep_for(4s);   // two lease durations of the second following
+  CHECK(agent_state(first)["state"] == "leader");
+  CHECK(agent_state(second)["state"] != "leader");
+  lease = api.lease("default", "agent-test");
+  REQUIRE(lease);
+  CHECK((*lease)["spec"]["leaseTransitions"] == term);   // one term all along
+  CHECK((*api.lease("default", "lh-session-twin"))["spec"]["leaseTransitions"] == incarnation);
 }

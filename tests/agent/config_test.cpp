@@ -1006,3 +1006,27 @@ modules:
   CHECK(has(errs, "modules[5].balance: must be a group name or an object"));
   CHECK(errs.size() == 6);
 }
+
+TEST_CASE("session: auto, on or off and session_lease_seconds from 1 to 86400, else named errors") {
+  agent_config cfg;
+  json doc = test::short_config();
+  REQUIRE(parse(doc, cfg).empty());
+  CHECK(cfg.session == "auto");
+  CHECK(cfg.session_lease_seconds == 600);
+  doc["session"] = "on";
+  doc["session_lease_seconds"] = 30;
+  REQUIRE(parse(doc, cfg).empty());
+  CHECK(cfg.session == "on");
+  CHECK(cfg.session_lease_seconds == 30);
+  config_overrides over;
+  over.session = "off";
+  REQUIRE(parse(doc, cfg, over).empty());
+  CHECK(cfg.session == "off");
+
+  doc["session"] = "yes";
+  doc["session_lease_seconds"] = 0;
+  auto errs = parse(doc, cfg);
+  CHECK(has(errs, "session: must be auto, on or off (is \"yes\")"));
+  CHECK(has(errs, "session_lease_seconds: must be a whole number of seconds from 1 to 86400"
+                  " (the leaseDurationSeconds readers that are not leasehold wait on a bound Lease)"));
+}

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -210,6 +211,13 @@ agent::agent(const temp_dir& dir, const std::string& identity, const std::string
                                 "--health-addr", "127.0.0.1:0",
                                 "--journal", journal_};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  // Kubernetes leases bound to the agent's session, a single one too
+  // (LEASEHOLD_SESSION or --session overrides it).
+  if (std::find(extra_args.begin(), extra_args.end(), "--session") == extra_args.end()
+      && !std::getenv("LEASEHOLD_SESSION")) {
+    argv.push_back("--session");
+    argv.push_back("on");
+  }
   proc_ = std::make_unique<child>(argv, dir.file(identity + ".out"), log_);
 }
 

@@ -6,6 +6,9 @@ cluster.py), kubectl describes that Lease and its Events section shows
 "<identity> stopped leading". describe lists only the Events whose
 involvedObject has the Lease's uid (its field selector names uid, name,
 namespace and kind), so the Events the API stored must carry that uid.
+The agent's Lease is bound to its session: `kubectl get leases -L
+leasehold.io/session` shows the session in a SESSION column, and `-l
+leasehold.io/session=<session>` lists what the process holds.
 
 Exit 77 (skipped) when kubectl is not on PATH.
 """
@@ -63,6 +66,17 @@ def main():
                                 and o.get("name") == c.lease_name
                                 and o.get("namespace") == "default" for o in involved), \
             f"involvedObject of the Events: {involved}, the Lease's uid {uid}"
+
+        session = "lh-session-" + agent.identity
+        table = kubectl("get", "leases", "-L", "leasehold.io/session").splitlines()
+        assert "SESSION" in table[0], table
+        row = [r for r in table if r.split()[0] == c.lease_name]
+        assert row and row[0].split()[-1] == session and agent.identity in row[0], table
+        held = kubectl("get", "leases", "-l", f"leasehold.io/session={session}", "-o", "name")
+        assert held.split() == [f"lease.coordination.k8s.io/{c.lease_name}"], held
+        assert kubectl("get", "lease", session, "-o",
+                       "jsonpath={.spec.holderIdentity}") == agent.identity
+        print("\n".join(table))
 
         rc = c.stop_agents()[agent.identity]
         assert rc == 0, f"the agent exited {rc} on SIGTERM"

@@ -140,8 +140,10 @@ class ApiServer:
         return f"http://127.0.0.1:{self.port}"
 
     def agent_config(self, agent):
-        """The agent's config fields that point it at this store."""
-        return {"server": agent.relay.url if agent.relay else self.url}
+        """The agent's config fields that point it at this store: its leases
+        bound to its session (LEASEHOLD_FAULT_SESSION=off: plain)."""
+        return {"server": agent.relay.url if agent.relay else self.url,
+                "session": os.environ.get("LEASEHOLD_FAULT_SESSION", "on")}
 
     def control(self, path, body=None):
         return http_json(f"http://127.0.0.1:{self.control_port}/_leasehold/{path}", body)
@@ -302,7 +304,7 @@ class Agent:
                **c.server.agent_config(self), "timings": c.timings.config(),
                "health_addr": "127.0.0.1:0",
                "journal": self.journal, "log_level": "info",
-               "modules": self.modules(modules_enabled)}
+               "modules": self.modules(modules_enabled), **c.extra_config}
         tmp = self.config_path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(cfg, f, indent=1)
@@ -412,8 +414,10 @@ class Agent:
 
 class Cluster:
     def __init__(self, replicas=3, timings=None, tick_ms=100, name="cluster", relays=False,
-                 lease_name="leasehold-faults", agent_class=Agent, store=ApiServer):
+                 lease_name="leasehold-faults", agent_class=Agent, store=ApiServer,
+                 extra_config=None):
         self.timings = timings or Timings()
+        self.extra_config = extra_config or {}   # more fields of every agent's config
         self.tick_ms = tick_ms
         self.lease_name = lease_name
         self.relays = relays

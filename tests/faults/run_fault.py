@@ -10,8 +10,10 @@ runs scripts/check-journal: zero overlapping leader-only intervals, zero
 stray ticks, and a leader within Timings.bound() of every heal.
 """
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -235,8 +237,68 @@ def case_original_bug(c):
     outage(c, "original-bug", {"mode": "down"}, 12.0)
 
 
+PEER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                    "peer_elector.py")
+
+
+def case_foreign_peer(c):
+    """A peer that is not leasehold (client-go's rule: the record's own
+    leaseDurationSeconds from when it saw it change; bench/peer_elector.py
+    --lock lease) elects on the agents' bound Lease. While an agent leads it
+    never does, across a refresh of the record. After every agent is
+    SIGKILLed it leads once the record's duration has passed since its last
+    change, not before: bound leases look held longer, never free."""
+    leader = c.wait_leader()
+    journal = os.path.join(c.workdir, "peer.jsonl")
+    c.journal_paths.append(journal)
+    log = open(os.path.join(c.workdir, "peer.log"), "w")
+    peer = subprocess.Popen([sys.executable, PEER, "--server", c.server.url, "--identity", "peer",
+                             "--journal", journal, "--lease-name", c.lease_name, "--lock", "lease"],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+
+    def record():
+        url = f"{c.server.url}/apis/coordination.k8s.io/v1/namespaces/default/leases/{c.lease_name}"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.loads(r.read())
+
+    def peer_started():
+        if not os.path.exists(journal):
+            return None
+        with open(journal) as f:
+            starts = [json.loads(x)["mono_ns"] for x in f if '"module_started"' in x]
+        return starts[0] if starts else None
+
+    try:
+        first = record()
+        bound_s = first["spec"]["leaseDurationSeconds"]
+        assert "leasehold.io/session" in first["metadata"].get("annotations", {}), first["metadata"]
+        assert bound_s >= 4 * c.timings.lease, bound_s
+        # Past one refresh (half the duration): the peer sees the record change and waits on.
+        deadline = time.monotonic() + bound_s * 0.7
+        while time.monotonic() < deadline:
+            assert peer_started() is None, "the peer led while an agent held the bound Lease"
+            assert peer.poll() is None, "the peer exited"
+            time.sleep(0.2)
+        refreshed = record()
+        assert refreshed["spec"]["renewTime"] != first["spec"]["renewTime"], "no refresh"
+        last_change = mono_ns()   # no earlier than when the peer last saw the record change
+        for a in c.agents:
+            a.signal(signal.SIGKILL)
+            a.wait_exit()
+        t = wait_for(peer_started, bound_s + 10.0, "the peer leading after every agent died",
+                     interval=0.05)
+        waited = (t - last_change) / 1e9
+        print(f"peer led {waited:.1f} s after the record last changed (bound {bound_s} s)")
+        assert waited >= bound_s * 0.5, waited   # the record's rest, not the peer's own 3 s
+    finally:
+        peer.terminate()
+        peer.wait(timeout=10)
+
+
 def run(name, case):
-    with Cluster(3, name=name, relays=(name == "partition-leader")) as c:
+    extra = {"session_lease_seconds": 1} if name == "foreign-peer" else None
+    with Cluster(3, name=name, relays=(name == "partition-leader"), extra_config=extra) as c:
         case(c)
         c.check()
     return f"fault-{name}"

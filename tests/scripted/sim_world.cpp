@@ -1,4 +1,5 @@
 #include "sim_world.hpp"
+#include "transport/kube/kube_session.hpp"
 
 #include <doctest/doctest.h>
 
@@ -156,13 +157,23 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
     auto r = std::make_unique<replica>();
     r->identity = "replica-" + std::to_string(i);
     r->transport = spawn_sim_transport(*sys_, store_, r->identity);
+    auto backend = sim_backend(r->transport, store_, r->identity);
+    if (opts_.session) {
+      session_options so;
+      so.identity = r->identity;
+      so.timings = opts_.timings;
+      so.bind = true;
+      so.min_bound_duration = opts_.bound_duration;
+      backend = bind_to_session(*sys_, backend, so);
+      r->session = backend.transport;
+    }
     for (std::size_t k = 0; k < opts_.leases; ++k) {
       runner_options o;
       o.identity = r->identity;
       o.lease = lease_at(k);
       o.timings = opts_.timings;
       o.supervision = opts_.supervision;
-      o.backend = sim_backend(r->transport, store_, r->identity);
+      o.backend = backend;
       o.registry = registry_;
       o.modules = opts_.leases > 1 ? probes({"work-" + std::to_string(k)}) : opts_.modules;
       o.seed = opts_.seed + i * opts_.leases + k;
@@ -256,6 +267,8 @@ void sim_world::kill_replica(std::size_t i) {
     caf::anon_send_exit(r.group, caf::exit_reason::kill);
   for (auto& runner : r.runners)
     caf::anon_send_exit(runner, caf::exit_reason::kill);
+  if (r.session)
+    caf::anon_send_exit(r.session, caf::exit_reason::kill);
   settle();
 }
 
@@ -285,6 +298,8 @@ sim_world::~sim_world() {
     for (auto& runner : r->runners)
       caf::anon_send_exit(runner, caf::exit_reason::kill);
     caf::anon_send_exit(r->transport, caf::exit_reason::kill);
+    if (r->session)
+      caf::anon_send_exit(r->session, caf::exit_reason::kill);
   }
   sched_->run();
   sys_->await_actors_before_shutdown(false);

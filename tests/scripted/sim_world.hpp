@@ -66,7 +66,8 @@ struct replica {
   runner_actor runner;                 // runners[0]
   std::vector<runner_actor> runners;   // one per lease (world_options::leases)
   caf::actor group;                    // the balance group actor, or the candidate set
-  lease_transport_actor transport;
+  lease_transport_actor transport;    // the simulated transport (its stream faults)
+  lease_transport_actor session;      // world_options::session: the session actor in front of it
   std::vector<runtime_event> events;
   std::vector<std::pair<sim_clock_time, runtime_event>> timeline;
   int count(event_type t) const;
@@ -98,6 +99,10 @@ struct world_options {
   /// Replica i joins when start_group(i) is called.
   bool balance = false;
   caf::timespan settle{std::chrono::seconds(1)};
+  /// Kubernetes: each replica's leases are bound to its session
+  /// (transport/kube/kube_session.hpp), one session actor per replica.
+  bool session = false;
+  std::chrono::seconds bound_duration{600};   // session_options::min_bound_duration
 };
 
 class sim_world {

@@ -232,6 +232,24 @@ lease_reply sim_api::get(const std::string& client, const lease_key& k) {
   return lease_reply::success(i->second);
 }
 
+leases_reply sim_api::list(const std::string& client, const std::string& ns,
+                           const std::string& selector) {
+  std::lock_guard<std::mutex> g(mx_);
+  auto eq = selector.find('=');
+  auto key = selector.substr(0, eq);
+  auto value = eq == std::string::npos ? std::string{} : selector.substr(eq + 1);
+  std::vector<lease> out;
+  for (auto& [k, l] : store_) {
+    if (k.ns != ns || !l.raw.is_object())
+      continue;
+    auto labels = l.raw.value("metadata", nlohmann::json::object()).value("labels", nlohmann::json::object());
+    if (labels.is_object() && labels.value(key, std::string{"\x01"}) == value)
+      out.push_back(l);
+  }
+  log(client, "LIST", {ns, selector}, error_kind::none, std::to_string(out.size()));
+  return leases_reply::success(std::move(out));
+}
+
 namespace {
 
 /// What the API server's validation rejects (422), as leasehold-apiserver
@@ -652,6 +670,12 @@ lease_transport_actor spawn_sim_transport(caf::actor_system& sys, std::shared_pt
         auto client = self->state.client;
         return answer<lease_reply>(self, "PUT", l.key(), [=] { return api->update(client, l); },
                                    [=] { return api->update_begin(client, l); });
+      },
+      [=](list_leases_atom, const std::string& ns, const std::string& selector) {
+        auto api = self->state.api;
+        auto client = self->state.client;
+        return answer<leases_reply>(self, "GET", {ns, ""},
+                                    [=] { return api->list(client, ns, selector); });
       },
       [=](arrive_atom, std::uint64_t id) {
         auto i = self->state.arriving.find(id);

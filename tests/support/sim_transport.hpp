@@ -132,6 +132,12 @@ public:
                       sim_fault f, int status);
   /// The path named in errors of `verb` ("WATCH": the watch stream) on `k`.
   virtual std::string path_of(const std::string& verb, const lease_key& k) const = 0;
+  /// The records of `ns` labelled `selector` ("k=v"), at one point (list_leases_atom).
+  virtual leases_reply list(const std::string& client, const std::string& ns,
+                            const std::string& selector) {
+    (void)client;
+    return leases_reply::failure({error_kind::invalid, 0, "GET", ns, "this store lists no leases " + selector, 0});
+  }
 
   // -- writes from outside the protocol (an operator, a tool) ----------------
 
@@ -176,6 +182,8 @@ public:
   lease_reply create(const std::string& client, lease l) override;
   lease_reply update(const std::string& client, lease l) override;
   std::string path_of(const std::string& verb, const lease_key& k) const override;
+  leases_reply list(const std::string& client, const std::string& ns,
+                    const std::string& selector) override;
   void outside_delete(const lease_key& k) override;
   void outside_revoke(const lease_key& k) override;
 

@@ -17,15 +17,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "leasehold/api_result.hpp"
+#include "leasehold/lease_transport.hpp"
 
 namespace leasehold {
-
-/// Whether a keepalive sent at `sent` serves a renew begun at `began`; one
-/// rule for the transport and the simulated store, whatever their clocks.
-template <class TimePoint, class Duration>
-constexpr bool keepalive_serves_renew(TimePoint sent, Duration max_age, TimePoint began) {
-  return max_age > Duration{0} && sent + max_age >= began;
-}
 
 /// What keeps it safe, the reaper included: docs/safety.md, "One etcd
 /// lease per process".

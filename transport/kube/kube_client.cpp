@@ -139,6 +139,34 @@ std::vector<api_result<lease>> kube_client::write_leases(const std::vector<lease
   return lease_calls(requests_of(ls, update_request));
 }
 
+api_result<std::vector<lease>> kube_client::list_leases(const std::string& ns,
+                                                       const std::string& selector) {
+  using result = api_result<std::vector<lease>>;
+  auto eq = selector.find('=');
+  const auto path = leases_path(ns) + "?labelSelector=" + selector.substr(0, eq)
+                    + (eq == std::string::npos ? "" : "%3D" + selector.substr(eq + 1));
+  return never_throw<std::vector<lease>>("GET", path, [&] {
+    auto reply = http_.send("GET", path, nullptr);
+    if (auto e = reply_error("GET", path, reply); e.kind != error_kind::none)
+      return result::failure(e);
+    auto bad = [&](const std::string& why) {
+      return result::failure({error_kind::malformed_body, reply.value->status, "GET", path, why, 0});
+    };
+    auto doc = nlohmann::json::parse(reply.value->body, nullptr, false);
+    auto items = doc.is_object() ? doc.find("items") : doc.end();
+    if (!doc.is_object() || items == doc.end() || !items->is_array())
+      return bad("items: expected an array");
+    std::vector<lease> out;
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      auto p = parse_lease((*items)[i]);
+      if (!p.ok())
+        return bad("items[" + std::to_string(i) + "]." + p.error);
+      out.push_back(std::move(*p.value));
+    }
+    return result::success(std::move(out));
+  });
+}
+
 api_result<bool> kube_client::create_event(const kube_event& e) {
   const auto path = events_path(e.involved.ns);
   return never_throw<bool>("POST", path, [&] {

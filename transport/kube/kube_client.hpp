@@ -46,6 +46,9 @@ public:
   api_result<lease> create_lease(const lease& l);
   api_result<lease> update_lease(const lease& l);   // PUT with l.resource_version
   api_result<bool> create_event(const kube_event& e);
+  /// GET of the Leases of `ns` labelled `selector` ("k=v"): no
+  /// resourceVersion, so the API reads its store at one point after the send.
+  api_result<std::vector<lease>> list_leases(const std::string& ns, const std::string& selector);
 
   /// Batches: one result per lease, in order, each judged as alone; two or
   /// more go pipelined (http_client::send_all).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <caf/all.hpp>
@@ -20,6 +21,19 @@ constexpr const char* session_annotation = "leasehold.io/session";
 constexpr const char* session_label = "leasehold.io/session";
 /// The label every session Lease carries ("leasehold.io/role=session").
 constexpr const char* role_label = "leasehold.io/role";
+
+/// A Lease's binding to a session incarnation (its annotation), valid only
+/// when written for the Lease's own term.
+struct session_binding {
+  std::string session;
+  std::string uid;
+  int incarnation = 0;
+  int term = -1;
+};
+std::optional<session_binding> binding_of(const lease& l);
+/// Whether session Lease `s` is still in the incarnation `b` names (held,
+/// same uid and leaseTransitions).
+bool in_incarnation(const lease& s, const session_binding& b);
 
 /// The session Lease of replica `identity`: "lh-session-<identity>", made a
 /// valid object name (lowercase, a hash suffix when too long).

@@ -1,0 +1,170 @@
+// Kubernetes leases bound to a session (transport/kube/kube_session.hpp) on
+// the scripted world: what the store sees (one session write per retry
+// period, however many leases), who leads after a holder dies, and what an
+// operator's write to a session or a bound Lease ends. sim_world checks
+// after every step that no two replicas run one lease's work.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "sim_world.hpp"
+#include "transport/kube/kube_session.hpp"
+
+using namespace leasehold;
+using namespace leasehold::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+world_options bound_world(std::size_t replicas, std::size_t leases) {
+  world_options o;
+  o.replicas = replicas;
+  o.leases = leases;
+  o.session = true;
+  return o;
+}
+
+/// Every lease led by someone.
+bool all_led(sim_world& w) {
+  for (std::size_t k = 0; k < w.options().leases; ++k)
+    if (w.leader_of(k) < 0)
+      return false;
+  return true;
+}
+
+/// Writes (POST, PUT) the store saw since request `from`, by lease name.
+std::map<std::string, int> writes_since(sim_world& w, std::size_t from) {
+  std::map<std::string, int> out;
+  auto log = w.store().requests();
+  for (auto i = from; i < log.size(); ++i)
+    if (log[i].verb == "PUT" || log[i].verb == "POST")
+      ++out[log[i].lease.substr(log[i].lease.find('/') + 1)];
+  return out;
+}
+
+lease_key session_of(sim_world& w, std::size_t i) {
+  return {"default", session_lease_name(w.rep(i).identity)};
+}
+
+std::string annotation(const lease& l, const char* key) {
+  auto m = l.raw.find("metadata");
+  if (m == l.raw.end() || !m->contains("annotations") || !(*m)["annotations"].contains(key))
+    return "";
+  return (*m)["annotations"][key].get<std::string>();
+}
+
+} // namespace
+
+TEST_CASE("bound leases cost the store one session write per retry period, not one per lease") {
+  sim_world w(bound_world(2, 8));
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  w.run_for(30s);   // settled
+  auto from = w.store().requests().size();
+  w.run_exactly(60s);
+  auto writes = writes_since(w, from);
+  int lease_writes = 0, session_writes = 0;
+  for (auto& [name, n] : writes)
+    (name.rfind("lh-session-", 0) == 0 ? session_writes : lease_writes) += n;
+  CHECK(lease_writes == 0);   // no refresh is due within 600 s
+  // Only replicas holding leases renew a session: 60 s / 2 s rounds each.
+  std::set<int> holders;
+  for (std::size_t k = 0; k < 8; ++k)
+    holders.insert(w.leader_of(k));
+  CHECK(session_writes >= 28 * static_cast<int>(holders.size()) / 2);
+  CHECK(session_writes <= 32 * static_cast<int>(holders.size()));
+
+  // Each bound Lease names its holder's session and holds for foreign readers far longer.
+  for (std::size_t k = 0; k < 8; ++k) {
+    auto rec = w.api().peek(w.lease_at(k));
+    REQUIRE(rec);
+    auto holder = static_cast<std::size_t>(w.leader_of(k));
+    CHECK(rec->spec.holder_identity == w.rep(holder).identity);
+    CHECK(rec->spec.lease_duration_seconds.value_or(0) >= 600);
+    CHECK(annotation(*rec, session_annotation).rfind(session_lease_name(w.rep(holder).identity) + "/", 0) == 0);
+  }
+}
+
+TEST_CASE("a dead holder's bound leases are taken a lease duration after its session stopped") {
+  sim_world w(bound_world(2, 4));
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  w.run_for(10s);
+  // Move every lease to replica 0 first: kill replica 1 if it leads any.
+  std::size_t victim = static_cast<std::size_t>(w.leader_of(0));
+  auto killed = w.now();
+  w.kill_replica(victim);
+  std::size_t other = 1 - victim;
+  REQUIRE(w.run_until(
+    [&] {
+      for (std::size_t k = 0; k < 4; ++k)
+        if (w.leader_of(k) != static_cast<int>(other))
+          return false;
+      return true;
+    },
+    60s));
+  auto took = w.now() - killed;
+  auto& t = w.options().timings;
+  CHECK(took >= t.lease_duration - t.retry_period);
+  CHECK(took <= t.lease_duration + 3 * t.retry_period + 4 * t.effective_request_timeout());
+  // The taker ended the dead session first: its released form.
+  auto s = w.api().peek(session_of(w, victim));
+  REQUIRE(s);
+  CHECK(s->spec.holder_identity.empty());
+  CHECK(s->spec.lease_duration_seconds.value_or(0) == 1);
+}
+
+TEST_CASE("an operator deleting a session ends its holder's bound terms at once") {
+  sim_world w(bound_world(2, 4));
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  w.run_for(10s);
+  std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
+  auto lost_before = w.rep(holder).count(event_type::term_lost);
+  w.api().outside_delete(session_of(w, holder));
+  auto deleted = w.now();
+  REQUIRE(w.run_until([&] { return w.rep(holder).count(event_type::term_lost) > lost_before; },
+                      10s));
+  CHECK(w.now() - deleted <= w.options().timings.retry_period + w.options().timings.effective_request_timeout());
+  // Leadership comes back (the holder retakes its own ended terms), never twice at once.
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+}
+
+TEST_CASE("an operator emptying a bound Lease's holder ends that term only; others wait it out") {
+  sim_world w(bound_world(2, 3));
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  w.run_for(10s);
+  std::size_t holder = static_cast<std::size_t>(w.leader_of(1));
+  int others_before = 0;
+  for (std::size_t k = 0; k < 3; ++k)
+    others_before += k != 1 && w.leader_of(k) == static_cast<int>(holder);
+  w.api().outside_revoke(w.lease_at(1));
+  REQUIRE(w.run_until([&] { return w.leader_of(1) < 0; }, 10s));
+  int others_after = 0;
+  for (std::size_t k = 0; k < 3; ++k)
+    others_after += k != 1 && w.leader_of(k) == static_cast<int>(holder);
+  CHECK(others_after == others_before);
+  auto emptied = w.now();
+  REQUIRE(w.run_until([&] { return w.leader_of(1) >= 0; }, 60s));
+  CHECK(w.now() - emptied >= w.options().timings.lease_duration - w.options().timings.retry_period);
+}
+
+TEST_CASE("a holder shutting down hands its bound leases over as plain released records") {
+  sim_world w(bound_world(2, 4));
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  w.run_for(10s);
+  std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
+  std::size_t other = 1 - holder;
+  auto stopped = w.now();
+  {
+    caf::scoped_actor self{w.sys()};
+    for (auto& r : w.rep(holder).runners)
+      self->send(r, shutdown_atom::value);
+  }
+  REQUIRE(w.run_until(
+    [&] {
+      for (std::size_t k = 0; k < 4; ++k)
+        if (w.leader_of(k) != static_cast<int>(other))
+          return false;
+      return true;
+    },
+    30s));
+  CHECK(w.now() - stopped < w.options().timings.lease_duration / 2);
+}
