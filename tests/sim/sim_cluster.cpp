@@ -10,6 +10,7 @@
 #include "leasehold/balance_group.hpp"
 #include "sim_groups.hpp"
 #include "tests/support/sim_membership.hpp"
+#include "transport/kube/kube_session.hpp"
 
 namespace leasehold::sim {
 
@@ -69,6 +70,8 @@ const char* to_string(op_kind k) {
     case op_kind::kill: return "kill";
     case op_kind::flap: return "flap";
     case op_kind::prefer: return "prefer";
+    case op_kind::session_write: return "session_write";
+    case op_kind::foreign: return "foreign";
   }
   return "?";
 }
@@ -89,7 +92,7 @@ std::string op::describe() const {
 
 void checker::started(probe_instance inst) {
   auto t = now();
-  if (inst.leader_only) {
+  if (inst.leader_only && !inst.foreign) {
     if (!inst.fence.valid(t) && inst.valid_at_spawn)
       inst.stale_since = t;   // its term ended between its spawn and its first run
     else if (!inst.fence.valid(t))
@@ -151,6 +154,7 @@ std::vector<std::string> checker::working(const std::function<bool(std::size_t)>
   std::vector<std::string> out;
   for (auto k : live)
     if (auto& i = instances[k]; i.leader_only && !i.stopped && !i.stale_since && !paused(i.replica)
+        && !(i.foreign && !i.fence.valid(now()))   // its work ends with its fence
         && std::find(out.begin(), out.end(), i.identity) == out.end())
       out.push_back(i.identity);
   return out;
@@ -183,7 +187,7 @@ void checker::check(const std::function<bool(std::size_t)>& paused,
         && t > std::max(*i.stale_since + stale_budget, fence_end + stale_budget - room / 2))
       violations.push_back(i.identity + "/" + i.module + " woke up after its fence expired and still runs "
                            + std::to_string(ms(t - *i.stale_since)) + "ms later");
-    if (i.leader_only && !i.stale_since && !paused(i.replica) && i.fence.valid(t) && record
+    if (i.leader_only && !i.foreign && !i.stale_since && !paused(i.replica) && i.fence.valid(t) && record
         && record->spec.holder_identity == i.identity
         && record->spec.lease_transitions != i.term)
       violations.push_back(i.identity + "/" + i.module + " runs on term " + std::to_string(i.term)
@@ -226,6 +230,8 @@ namespace {
 
 using stop_now_atom = caf::atom_constant<caf::atom("sim_stop")>;
 using crash_atom = caf::atom_constant<caf::atom("sim_crash")>;
+using foreign_tick_atom = caf::atom_constant<caf::atom("sim_ftick")>;
+using foreign_deadline_atom = caf::atom_constant<caf::atom("sim_fdead")>;
 
 struct knobs_by_module {
   probe_knobs work, side, every;
@@ -314,6 +320,13 @@ public:
     // key's ttl ran out; a LeaseCandidate's readers stop counting it).
     members_ = std::make_shared<sim_members>([this] { return now_; }, sc_.backend == backend_kind::etcd);
     procs_.resize(sc_.replicas);
+    if (kube_) {   // who binds the leases it takes to its session
+      std::string who;
+      for (std::size_t i = 0; i < procs_.size(); ++i)
+        who += (i == 0 ? "" : ", ") + std::string("replica-") + std::to_string(i)
+               + (binds(i) ? " binds" : " plain");
+      note("sessions: " + who + "; a bound lease lasts " + std::to_string(ms(sc_.bound_duration)) + "ms");
+    }
     for (std::size_t i = 0; i < procs_.size(); ++i) {
       procs_[i].index = i;
       procs_[i].identity = "replica-" + std::to_string(i);
@@ -330,6 +343,12 @@ public:
     for (std::size_t i = 0; i < procs_.size(); ++i)
       if (procs_[i].alive)
         kill_proc(i, "end of run", false);
+    if (foreign_) {
+      caf::anon_send_exit(foreign_->elector, caf::exit_reason::kill);
+      caf::anon_send_exit(foreign_->transport, caf::exit_reason::kill);
+      foreign_->sched->run();
+      foreign_->sys->await_actors_before_shutdown(false);
+    }
   }
 
   run_result run() {
@@ -361,6 +380,8 @@ public:
       for (auto& p : procs_)
         if (p.alive && !p.paused && !p.sched->clock().schedule().empty())
           next = std::min(next, p.sched->clock().schedule().begin()->first);
+      if (foreign_ && !foreign_->sched->clock().schedule().empty())
+        next = std::min(next, foreign_->sched->clock().schedule().begin()->first);
       for (auto& [key, until] : hung_)
         if (until > now_)
           next = std::min(next, until);
@@ -387,6 +408,17 @@ public:
     r.group_max_moves = judge_.max_moves;
     r.group_judgements = judge_.balanced_judgements;
     r.group_bound = group_bound(sc_.timings, sc_.backend, sc_.settle);
+    for (auto& c : chk_)
+      r.takes += c.acquisitions.size();
+    r.foreign_takes = foreign_takes_;
+    r.takes += foreign_takes_;
+    for (auto& q : api_->requests())
+      if (q.verb == "PUT" && q.result == error_kind::none && q.lease.find("/lh-session-") != std::string::npos)
+        ++r.session_renews;
+    if (kube_)
+      for (auto& c : api_->changes_since({leases_.front().ns, ""}, 0))
+        if (lease_index_.count(c.key.name) && c.record && bound_record(*c.record))
+          ++r.bound_writes;
     return r;
   }
 
@@ -514,9 +546,9 @@ private:
     reg.add(std::move(mt));
   }
 
-  void start_proc(std::size_t i) {
-    auto& p = procs_[i];
-    ++p.incarnation;
+  /// A process's actor system, on a test coordinator whose clock reads now.
+  template <class Process>
+  void boot(Process& p) {
     p.cfg = std::make_unique<caf::actor_system_config>();
     p.cfg->set("scheduler.policy", caf::atom("testing"));
     p.cfg->set("logger.file-verbosity", caf::atom("quiet"));
@@ -524,12 +556,29 @@ private:
     p.sys = std::make_unique<caf::actor_system>(*p.cfg);
     p.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(p.sys->scheduler());
     p.sched->clock().current_time = now_;
+  }
+
+  void start_proc(std::size_t i) {
+    auto& p = procs_[i];
+    ++p.incarnation;
+    boot(p);
     // Every runner of the process on one transport: with a shared watch,
     // one stream carries every lease (a stream fault hits them all).
     p.transport = spawn_sim_transport(*p.sys, api_, p.identity,
                                       sc_.shared_watch ? sim_watch_sharing::per_namespace
                                                        : sim_watch_sharing::per_subscriber);
     p.runners.clear();
+    // Kubernetes: one session per process, which every runner's lease
+    // transport goes through (bound or plain, each judges bound records).
+    std::optional<lease_backend> bound;
+    if (kube_) {
+      session_options so;
+      so.identity = p.identity;
+      so.timings = sc_.timings;
+      so.bind = binds(i);
+      so.min_bound_duration = std::chrono::ceil<std::chrono::seconds>(sc_.bound_duration);
+      bound = bind_to_session(*p.sys, sim_backend(p.transport, api_, p.identity), std::move(so));
+    }
     for (std::size_t k = 0; k < leases_.size(); ++k) {
       auto reg = std::make_shared<module_registry>();
       register_probe(*reg, i, k, p.incarnation);
@@ -538,7 +587,7 @@ private:
       o.lease = leases_[k];
       o.timings = sc_.timings;
       o.supervision = sc_.supervision;
-      o.backend = sim_backend(p.transport, api_, p.identity);
+      o.backend = bound ? *bound : sim_backend(p.transport, api_, p.identity);
       o.registry = reg;
       o.modules = make_config(p.knobs[k]);
       o.seed = rng_();
@@ -661,7 +710,7 @@ private:
             && !inst.stopped && !inst.fence.valid(now_))
           inst.stale_since = now_;
     note(p.identity + " process resumed");
-    fire_due(p);
+    fire_due(*p.sched);
   }
 
   /// Sends replica i's runner of lease k its configuration.
@@ -708,14 +757,18 @@ private:
         if (!hung(p.index, p.sched->jobs[k]))
           cands_.emplace_back(p.index, k);
     }
+    if (foreign_)   // the foreign peer's process: index procs_.size()
+      for (std::size_t k = 0; k < foreign_->sched->jobs.size(); ++k)
+        cands_.emplace_back(procs_.size(), k);
     if (cands_.empty())
       return false;
     auto [i, k] = cands_[rng_() % cands_.size()];
-    auto& jobs = procs_[i].sched->jobs;
+    auto* sched = i < procs_.size() ? procs_[i].sched : foreign_->sched;
+    auto& jobs = sched->jobs;
     auto* job = jobs[k];
     jobs.erase(jobs.begin() + static_cast<std::ptrdiff_t>(k));
     jobs.push_front(job);
-    procs_[i].sched->run_once();
+    sched->run_once();
     ++steps_;
     if (!trace_.empty())
       trace_requests();
@@ -787,8 +840,8 @@ private:
     return l && *l == i;
   }
 
-  void fire_due(proc& p) {
-    auto& clk = p.sched->clock();
+  void fire_due(caf::scheduler::test_coordinator& sched) {
+    auto& clk = sched.clock();
     clk.current_time = now_;
     for (int guard = 0; guard < 100'000; ++guard) {
       if (clk.schedule().empty() || clk.schedule().begin()->first > now_)
@@ -805,7 +858,9 @@ private:
       check();
     for (auto& p : procs_)
       if (p.alive && !p.paused)
-        fire_due(p);
+        fire_due(*p.sched);
+    if (foreign_)
+      fire_due(*foreign_->sched);
     for (auto it = hung_.begin(); it != hung_.end();)
       it = it->second <= now_ ? hung_.erase(it) : std::next(it);
   }
@@ -840,7 +895,7 @@ private:
           }
       seen_requests_ = n;
     }
-    auto paused = [this](std::size_t r) { return procs_[r].paused; };
+    auto paused = [this](std::size_t r) { return is_paused(r); };
     for (std::size_t k = 0; k < chk_.size(); ++k)
       chk_[k].track_fences();
     for (std::size_t k = 0; k < chk_.size(); ++k)
@@ -857,14 +912,43 @@ private:
 
   /// The replica running lease k's leader-only work (none, or two: nullopt).
   std::optional<std::size_t> current_leader(std::size_t k) {
-    auto w = chk_[k].working([this](std::size_t r) { return procs_[r].paused; });
-    if (w.size() != 1)
+    auto w = leader_name(k);
+    if (!w)
       return std::nullopt;
     for (auto& p : procs_)
-      if (p.identity == w[0])
+      if (p.identity == *w)
         return p.index;
-    return std::nullopt;
+    return std::nullopt;   // none, or the foreign peer
   }
+
+  /// Who runs lease k's leader-only work (a replica or the foreign peer;
+  /// none, or two: nullopt).
+  std::optional<std::string> leader_name(std::size_t k) {
+    auto w = chk_[k].working([this](std::size_t r) { return is_paused(r); });
+    if (w.size() != 1)
+      return std::nullopt;
+    return w[0];
+  }
+
+  /// Replica r is paused (the foreign peer, r = procs_.size(), never is).
+  bool is_paused(std::size_t r) const { return r < procs_.size() && procs_[r].paused; }
+
+  /// The record is bound to a session: its annotation's term (the last
+  /// field) is its leaseTransitions (kube_session.hpp).
+  static bool bound_record(const lease& l) {
+    auto* a = l.raw.is_object() ? &l.raw : nullptr;
+    if (!a || !a->contains("metadata") || !(*a)["metadata"].contains("annotations"))
+      return false;
+    auto& notes = (*a)["metadata"]["annotations"];
+    auto it = notes.find(session_annotation);
+    if (it == notes.end() || !it->is_string())
+      return false;
+    auto text = it->get<std::string>();
+    return text.substr(text.rfind('/') + 1) == std::to_string(l.spec.lease_transitions);
+  }
+
+  /// Replica i binds the leases it takes to its session (scenario::bind).
+  bool binds(std::size_t i) const { return i < sc_.bind.size() && sc_.bind[i]; }
 
   /// Asks replica i's live runner of lease k `msg`, running the cluster
   /// (without moving time) until it answers with a T.
@@ -892,6 +976,8 @@ private:
     auto i = o.replica % procs_.size();
     auto& p = procs_[i];
     auto ks = targets(o.lease);
+    if (etcd_ && (o.kind == op_kind::session_write || o.kind == op_kind::foreign))
+      return;   // Kubernetes only
     note("op " + o.describe());
     switch (o.kind) {
       case op_kind::api_down:
@@ -1127,6 +1213,12 @@ private:
         }
         break;
       }
+      case op_kind::session_write:
+        session_write(p.identity, o.param);
+        break;
+      case op_kind::foreign:
+        start_foreign(ks.front(), o.duration);
+        break;
       case op_kind::outside_write:
         if (o.param == 2) {
           // Armed: the next term taken on each lease within `duration` is
@@ -1233,6 +1325,256 @@ private:
       if (stream_faults_)   // only then: a message more would change every other seed's run
         inject_stream_fault(p.transport, sim_stream_fault::none);
     }
+  }
+
+  // -- Kubernetes sessions: operators' writes, a peer that is not leasehold --------
+
+  /// An operator's write to `identity`'s session Lease (op_kind::session_write):
+  /// 0 deletes it, 1 empties its holder (kubectl patch keeps the rest), 2
+  /// edits a label only (its resourceVersion moves, its spec stays).
+  void session_write(const std::string& identity, int param) {
+    lease_key key{leases_.front().ns, session_lease_name(identity)};
+    auto rec = kube_->peek(key);
+    if (!rec)
+      return;
+    note("an operator " + std::string(param == 0 ? "deletes" : param == 1 ? "empties the holder of" : "relabels")
+         + " " + key.name);
+    if (param == 0) {
+      kube_->outside_delete(key);
+    } else if (param == 1) {
+      kube_->outside_revoke(key);
+    } else {
+      rec->raw["metadata"]["labels"]["sim.leasehold.io/touched"] = std::to_string(++touches_);
+      kube_->update("operator", *rec);
+    }
+  }
+
+  /// The peer that is not leasehold (op_kind::foreign), a process of its own
+  /// on the store (client "foreign", under the store's faults), with
+  /// client-go's rule (tools/leaderelection): it reads the Lease every retry
+  /// period; a record is held until its own leaseDurationSeconds after the
+  /// peer last saw its spec change (observedTime: client-go compares the
+  /// spec alone, so a metadata-only write is no sign of life); a released or
+  /// expired record it takes by a PUT on the version read (leaseTransitions
+  /// + 1, labels and annotations kept); as holder it renews by a PUT every
+  /// retry period, and its term, and its work, end renew_deadline after its
+  /// last successful renew's send. It never releases.
+  /// One departure: client-go takes an absent Lease, or one whose holder an
+  /// operator emptied, at once, beside the old holder's running work, whoever
+  /// that holder is (a store's loss and an operator's write are known limits
+  /// with such readers, docs/safety.md); this peer waits both out a lease
+  /// duration, as leasehold does, so that the wipes and outside writes of a
+  /// scenario judge the rest.
+  struct outsider {
+    std::unique_ptr<caf::actor_system_config> cfg;
+    std::unique_ptr<caf::actor_system> sys;
+    caf::scheduler::test_coordinator* sched = nullptr;
+    lease_transport_actor transport;
+    caf::actor elector;
+    std::size_t lease = 0;
+    std::optional<time_point> retire_at;   // it stops competing then (its term runs out)
+    bool retired = false;
+    std::optional<leasehold::lease> latest;   // the object last read or written: a PUT's base
+    std::optional<lease_spec> observed;    // client-go's observedRecord
+    time_point observed_time{};
+    bool busy = false;                     // an attempt in flight
+    std::optional<std::size_t> work;       // its probe in chk_[lease] while its term runs
+    fencing_token fence;
+    std::optional<time_point> took_at;     // its latest take
+    std::optional<time_point> absent_since;   // it found the Lease absent since
+  };
+
+  void start_foreign(std::size_t k, caf::timespan duration) {
+    if (foreign_ && !foreign_->retired)
+      return;
+    if (!foreign_) {
+      foreign_ = std::make_unique<outsider>();
+      auto& f = *foreign_;
+      boot(f);
+      f.transport = spawn_sim_transport(*f.sys, api_, "foreign");
+      f.elector = f.sys->spawn([this](caf::event_based_actor* self) -> caf::behavior {
+        return {
+          [this, self](foreign_tick_atom) {
+            auto& f = *foreign_;
+            if (f.retire_at && now_ >= *f.retire_at) {
+              f.retired = true;
+              note("foreign stops competing" + at_lease(f.lease));
+              return;
+            }
+            if (!f.busy)
+              foreign_attempt(self);
+            self->delayed_send(self, sc_.timings.retry_period, foreign_tick_atom::value);
+          },
+          [this](foreign_deadline_atom) { foreign_deadline(); },
+        };
+      });
+    }
+    auto& f = *foreign_;
+    f.lease = k;
+    f.retired = false;
+    f.retire_at = duration.count() > 0 ? std::optional<time_point>(now_ + duration) : std::nullopt;
+    f.observed.reset();   // a new process: it has seen nothing yet
+    f.latest.reset();
+    f.absent_since.reset();
+    note("foreign competes" + at_lease(k));
+    caf::anon_send(f.elector, foreign_tick_atom::value);
+  }
+
+  bool foreign_is_leader() const {
+    return foreign_->observed && foreign_->observed->holder_identity == "foreign";
+  }
+
+  /// client-go's isLeaseValid: the record it observed, a lease duration (the
+  /// record's) after it saw it change.
+  bool foreign_sees_held() const {
+    auto& f = *foreign_;
+    return f.observed
+           && now_ < f.observed_time + std::chrono::seconds(f.observed->lease_duration_seconds.value_or(0));
+  }
+
+  /// The record the peer writes over `base`: a renew (its own term kept) or a take.
+  lease foreign_record(lease base, bool renew) {
+    auto at = wall_time{std::chrono::hours(24 * 365 * 56)}
+              + std::chrono::duration_cast<std::chrono::microseconds>(now_ - start_);
+    lease_spec s;
+    s.holder_identity = "foreign";
+    s.lease_duration_seconds = duration_seconds(sc_.timings.lease_duration);
+    s.renew_time = at;
+    s.acquire_time = renew ? base.spec.acquire_time : at;
+    s.lease_transitions = base.spec.lease_transitions + (renew ? 0 : 1);
+    base.spec = s;
+    return base;
+  }
+
+  void foreign_done() { foreign_->busy = false; }
+
+  /// tryAcquireOrRenew: the fast path (the holder's PUT on the object it
+  /// last wrote), else a GET, then a POST when absent or a PUT when free,
+  /// expired or its own.
+  void foreign_attempt(caf::event_based_actor* self) {
+    auto& f = *foreign_;
+    f.busy = true;
+    if (foreign_is_leader() && foreign_sees_held() && f.latest)
+      foreign_write(self, foreign_record(*f.latest, true), false, true);
+    else
+      foreign_read(self);
+  }
+
+  void foreign_read(caf::event_based_actor* self) {
+    auto& f = *foreign_;
+    self->request(caf::actor_cast<caf::actor>(f.transport), sc_.timings.effective_request_timeout(),
+                  get_lease_atom::value, leases_[f.lease])
+      .then(
+        [this, self](lease_reply& r) {
+          auto& f = *foreign_;
+          if (f.retired)
+            return foreign_done();
+          if (!r.ok()) {
+            if (r.kind() != error_kind::not_found)
+              return foreign_done();
+            if (!f.absent_since)
+              f.absent_since = now_;
+            auto wait = std::chrono::seconds(std::max(duration_seconds(sc_.timings.lease_duration),
+                                                      f.observed ? f.observed->lease_duration_seconds.value_or(0) : 0));
+            if (now_ < *f.absent_since + wait)
+              return foreign_done();
+            lease l;
+            l.name = leases_[f.lease].name;
+            l.ns = leases_[f.lease].ns;
+            return foreign_write(self, foreign_record(l, false), true, false);
+          }
+          auto& rec = *r.value;
+          f.latest = rec;
+          f.absent_since.reset();
+          if (!f.observed || *f.observed != rec.spec) {
+            f.observed = rec.spec;
+            f.observed_time = now_;
+          }
+          if (!released_record(rec.spec) && foreign_sees_held() && !foreign_is_leader())
+            return foreign_done();
+          foreign_write(self, foreign_record(rec, foreign_is_leader()), false, false);
+        },
+        [this](caf::error&) { foreign_done(); });
+  }
+
+  /// A POST (create) or a PUT; `fast`: the holder's optimistic renew, which
+  /// falls back to a read when it fails.
+  void foreign_write(caf::event_based_actor* self, lease l, bool create, bool fast) {
+    auto& f = *foreign_;
+    auto sent = now_;
+    auto on_reply = [this, self, sent, fast](lease_reply& r) {
+      auto& f = *foreign_;
+      if (f.retired)
+        return foreign_done();
+      if (!r.ok())
+        return fast ? foreign_read(self) : foreign_done();
+      f.latest = *r.value;
+      f.observed = r.value->spec;
+      f.observed_time = now_;
+      foreign_term(self, sent, r.value->spec.lease_transitions);
+      foreign_done();
+    };
+    auto on_error = [this, self, fast](caf::error&) { fast ? foreign_read(self) : foreign_done(); };
+    auto to = caf::actor_cast<caf::actor>(f.transport);
+    auto rt = sc_.timings.effective_request_timeout();
+    if (create)
+      self->request(to, rt, create_lease_atom::value, std::move(l)).then(on_reply, on_error);
+    else
+      self->request(to, rt, update_lease_atom::value, std::move(l)).then(on_reply, on_error);
+  }
+
+  /// A write that named it holder succeeded (sent at `sent`): its term runs
+  /// until renew_deadline after that send (a new term when it had none or
+  /// the record's term changed).
+  void foreign_term(caf::event_based_actor* self, time_point sent, std::int64_t term) {
+    auto& f = *foreign_;
+    auto until = sent + sc_.timings.renew_deadline;
+    if (until <= now_)
+      return;   // answered too late to work on
+    auto& chk = chk_[f.lease];
+    if (f.work && (!f.fence.valid(now_) || f.fence.term != term))
+      foreign_end("its record's term changed");
+    if (!f.work) {
+      f.fence = fencing_token{};
+      f.fence.lease = leases_[f.lease];
+      f.fence.identity = "foreign";
+      f.fence.term = term;
+      probe_instance inst;
+      inst.identity = "foreign";
+      inst.replica = procs_.size();
+      inst.module = "work";
+      inst.foreign = true;
+      inst.term = term;
+      inst.fence = f.fence;
+      inst.settings = nlohmann::json::object();
+      f.fence.valid_until->store(until.time_since_epoch().count());
+      chk.started(inst);
+      f.work = chk.instances.size() - 1;
+      f.took_at = now_;
+      ++foreign_takes_;
+      note("foreign/work starts, term " + std::to_string(term) + at_lease(f.lease));
+    }
+    f.fence.valid_until->store(std::max(f.fence.valid_until->load(), until.time_since_epoch().count()));
+    self->delayed_send(self, until - now_, foreign_deadline_atom::value);
+  }
+
+  /// No renew succeeded within the renew deadline of the last one's send:
+  /// its term has ended (its work with it, the checker's working() says so
+  /// from that instant); as a new elector it has seen nothing.
+  void foreign_deadline() {
+    auto& f = *foreign_;
+    if (f.work && !f.fence.valid(now_)) {
+      foreign_end("no renew succeeded within the renew deadline");
+      f.observed.reset();
+      f.latest.reset();
+    }
+  }
+
+  void foreign_end(const std::string& why) {
+    auto& f = *foreign_;
+    chk_[f.lease].ended(*f.work, now_);
+    f.work.reset();
+    note("foreign/work stops, term " + std::to_string(f.fence.term) + ": " + why + at_lease(f.lease));
   }
 
   // -- balance groups ---------------------------------------------------------------
@@ -1391,10 +1733,10 @@ private:
       auto& l = live_[k];
       if (l.quiet_leader_at && !l.released_at && l.lost_in_quiet.empty())
         continue;   // led, and nothing to judge
-      auto leader = current_leader(k);
+      auto leader = leader_name(k);   // the foreign peer leads too
       if (!l.quiet_leader_at && leader) {
         l.quiet_leader_at = now_;
-        note("liveness: leader " + procs_[*leader].identity + " after "
+        note("liveness: leader " + *leader + " after "
              + std::to_string(ms(now_ - (start_ + b))) + "ms of quiet" + at_lease(k));
       }
       if (!l.quiet_leader_at && now_ >= start_ + b + bound) {
@@ -1403,7 +1745,10 @@ private:
         return;
       }
       if (l.released_at) {
-        if (leader && chk_[k].acquisitions.back().at >= *l.released_at) {
+        auto taken = chk_[k].acquisitions.back().at;
+        if (foreign_ && foreign_->lease == k && foreign_->took_at)
+          taken = std::max(taken, *foreign_->took_at);
+        if (leader && taken >= *l.released_at) {
           note("handover after " + std::to_string(ms(now_ - *l.released_at)) + "ms" + at_lease(k));
           l.released_at.reset();
           l.lost_in_quiet.clear();
@@ -1440,7 +1785,7 @@ private:
       // window. More means something polls without pause.
       auto sent = api_->request_count() - quiet_requests_;
       auto periods = static_cast<std::size_t>((e - b) / sc_.timings.retry_period) + 1;
-      auto budget = (2 * procs_.size() * periods + 100) * leases_.size();
+      auto budget = (2 * (procs_.size() + (foreign_ ? 1 : 0)) * periods + 100) * leases_.size();
       if (sent > budget)
         violation("the store saw " + std::to_string(sent) + " requests in a quiet window of "
                   + std::to_string(ms(e - b)) + "ms (at most " + std::to_string(budget)
@@ -1467,6 +1812,9 @@ private:
   group_judge judge_;                 // balance groups' invariants (quiet windows)
   std::vector<proc> procs_;
   std::vector<checker> chk_;          // per lease
+  std::unique_ptr<outsider> foreign_; // the peer that is not leasehold (op_kind::foreign)
+  std::size_t foreign_takes_ = 0;
+  int touches_ = 0;                   // operators' label edits of session Leases
   /// The scenario has faults of watch streams (the heal ends them).
   bool stream_faults_ = std::any_of(sc_.ops.begin(), sc_.ops.end(), [](const op& o) {
     return o.kind == op_kind::stream_cut || o.kind == op_kind::stream_gone
@@ -1556,8 +1904,15 @@ std::string format_failure(const seed_report& r) {
      << ms(t.module_stop_timeout) << "ms, request timeout " << ms(t.effective_request_timeout())
      << "ms, base latency " << ms(r.minimal.base_latency) << "ms, lease "
      << (r.minimal.precreated_lease ? "exists" : "absent") << " at start, followers "
-     << (r.minimal.watch ? "watch" : "poll") << "\n"
-     << "  shortest step log found (" << r.minimal.ops.size() << " operations):\n";
+     << (r.minimal.watch ? "watch" : "poll") << "\n";
+  if (r.minimal.backend == backend_kind::kubernetes) {
+    os << "  sessions: replicas binding:";
+    for (std::size_t i = 0; i < r.minimal.bind.size(); ++i)
+      if (r.minimal.bind[i])
+        os << " " << i;
+    os << "; a bound lease lasts " << ms(r.minimal.bound_duration) << "ms\n";
+  }
+  os << "  shortest step log found (" << r.minimal.ops.size() << " operations):\n";
   for (auto& line : r.result.log)
     os << "    " << line << "\n";
   return os.str();

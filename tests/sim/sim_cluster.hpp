@@ -49,6 +49,9 @@ struct probe_instance {
   std::size_t replica = 0;
   std::string module;
   bool leader_only = true;
+  /// The peer that is not leasehold (op_kind::foreign): its work ends when
+  /// its fence does, and leasehold's own rules (terms, holds) are not its.
+  bool foreign = false;
   std::int64_t term = -1;
   fencing_token fence;
   nlohmann::json settings;
@@ -178,6 +181,15 @@ enum class op_kind {
   /// yield: -1 clears it, 7 names one that does not exist; on etcd a put
   /// keeping the key's etcd lease, as a follower carrying a yield writes).
   join, leave, kill, flap, prefer,
+  /// Kubernetes (a seed draws them on either store; etcd skips them): an
+  /// operator's write to replica `replica`'s session Lease (kube_session.hpp):
+  /// param 0 deletes it, 1 empties its holderIdentity, 2 edits a label only.
+  session_write,
+  /// Kubernetes: an elector that is not leasehold (client-go's rule: a
+  /// record is held until a lease duration, the record's, after it was last
+  /// seen to change) competes for the op's lease from `at` for `duration`
+  /// (0: to the end), its leader-only work judged as a replica's.
+  foreign,
 };
 const char* to_string(op_kind k);
 
@@ -229,6 +241,11 @@ struct scenario {
   bool groups = false;
   caf::timespan settle{std::chrono::seconds(1)};
   std::vector<bool> out_at_start;
+  /// Kubernetes: which replicas bind the leases they take to their session
+  /// (session_options::bind; missing: plain), and the least
+  /// leaseDurationSeconds a bound Lease carries (min_bound_duration).
+  std::vector<bool> bind;
+  caf::timespan bound_duration{std::chrono::seconds(600)};
   std::vector<op> ops;                // sorted by `at`
   /// Quiet windows [begin, end): no fault active; liveness is checked there.
   std::vector<std::pair<caf::timespan, caf::timespan>> quiet;
@@ -271,6 +288,13 @@ struct run_result {
   std::size_t group_max_moves = 0;
   std::size_t group_judgements = 0;
   caf::timespan group_bound{0};       // the bound both rules use (group_bound())
+  /// Terms taken (leasehold's and the foreign peer's), of them the foreign
+  /// peer's, writes that renewed a session Lease, and writes that left a
+  /// lease bound to a session (a take or a refresh).
+  std::size_t takes = 0;
+  std::size_t foreign_takes = 0;
+  std::size_t session_renews = 0;
+  std::size_t bound_writes = 0;
 };
 
 /// Runs a scenario; stops at the first violation.

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   double simulated = 0;
   double max_unowned = 0, max_to_balance = 0;
   std::size_t max_moves = 0, judgements = 0;
+  std::size_t takes = 0, foreign_takes = 0, session_renews = 0, bound_writes = 0;
   for (auto s = first; s < first + seeds; ++s) {
     auto rep = run_seed(s, backend, shrink, w);
     steps += rep.result.steps;
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
                               std::chrono::duration<double>(r.group_max_to_balance).count() / bound);
     max_moves = std::max(max_moves, r.group_max_moves);
     judgements += r.group_judgements;
+    takes += r.takes;
+    foreign_takes += r.foreign_takes;
+    session_renews += r.session_renews;
+    bound_writes += r.bound_writes;
     if (!rep.result.ok) {
       ++failed;
       std::cout << format_failure(rep) << std::flush;
@@ -69,6 +74,10 @@ int main(int argc, char** argv) {
             << " passed, " << failed << " failed in " << secs << " s; " << seeds / secs
             << " seeds/s, " << steps / std::max<std::uint64_t>(seeds, 1) << " steps/seed, "
             << steps / secs << " steps/s, " << simulated / seeds << " s simulated per seed\n";
+  if (backend == backend_kind::kubernetes)
+    std::cout << "terms taken: " << takes << " (the foreign peer's: " << foreign_takes
+              << "); session Lease renews: " << session_renews << "; writes leaving a lease bound: "
+              << bound_writes << "\n";
   if (w.groups)
     std::cout << "groups: " << judgements << " balanced states judged; longest unowned " << max_unowned * 100
               << "% of the bound, longest to balance " << max_to_balance * 100
