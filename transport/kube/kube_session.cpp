@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -157,6 +158,7 @@ struct session_reading {
   std::optional<lease> record;        // nullopt: absent
   time_point seen_at{};               // when this version (or the absence) was first seen
   time_point read_at{};
+  time_point read_sent{};             // the send of the request that read it
   std::map<std::string, time_point> left_at;   // incarnation -> first seen outside it
   bool asked = false;                 // an elector judged by it since the last poll
   bool reading = false;
@@ -166,10 +168,16 @@ class session_table {
 public:
   explicit session_table(caf::timespan lease_duration) : d_(lease_duration) {}
 
-  /// A reading of session `k` at `now`.
-  void saw(const lease_key& k, std::optional<lease> rec, time_point now) {
+  /// A reading of session `k` at `now`, by a request sent at `sent`
+  /// (default: now); an answer older than the last reading's is dropped.
+  void saw(const lease_key& k, std::optional<lease> rec, time_point now,
+           std::optional<time_point> sent = std::nullopt) {
     std::lock_guard<std::mutex> g(mx_);
     auto& r = m_[k];
+    auto at = sent.value_or(now);
+    if (r.known && at < r.read_sent)
+      return;
+    r.read_sent = at;
     bool changed = !r.known || r.record.has_value() != rec.has_value()
                    || (rec && r.record->resource_version != rec->resource_version);
     if (changed)
@@ -182,9 +190,13 @@ public:
       i = i->second + 20 * d_ < now ? r.left_at.erase(i) : std::next(i);
   }
 
-  /// When a record bound by `b` expires with its session; `asked`: note
-  /// the interest (the actor polls the sessions electors ask about).
-  time_point expires(const lease_key& k, const binding& b, time_point unknown, bool ask = true) {
+  /// When a record bound by `b`, first seen at `since`, expires with its
+  /// session (`unknown` when no reading tells); `ask`: note the interest
+  /// (the actor polls the sessions electors ask about). Only a reading sent
+  /// after `since` can tell that the session left that incarnation: an
+  /// older one may predate the incarnation itself (sim seed 558).
+  time_point expires(const lease_key& k, const binding& b, time_point unknown, time_point since,
+                     bool ask = true) {
     std::lock_guard<std::mutex> g(mx_);
     auto& r = m_[k];
     r.asked = r.asked || ask;
@@ -194,7 +206,12 @@ public:
       return r.seen_at + d_;
     if (r.record && released_in(*r.record, b))
       return time_point{};
-    auto [it, first] = r.left_at.emplace(incarnation_key(b), r.seen_at);
+    auto it = r.left_at.find(incarnation_key(b));
+    if (it == r.left_at.end()) {
+      if (r.read_sent < since)
+        return unknown;
+      it = r.left_at.emplace(incarnation_key(b), std::max(r.seen_at, since)).first;
+    }
     return it->second + d_;
   }
 
@@ -264,7 +281,7 @@ public:
     auto own_by_record = observed_at + d_;   // the record's own change is waited out too
     if (b->session == own_ && t_->own_live(rec.ns, incarnation_key(*b)))
       return own_by_record;   // our live session: no elector of ours renews it (else it held it)
-    auto s = t_->expires({rec.ns, b->session}, *b, observed_at + std::max(d_, retry_));
+    auto s = t_->expires({rec.ns, b->session}, *b, observed_at + std::max(d_, retry_), observed_at);
     return std::max(own_by_record, s);
   }
 
@@ -311,6 +328,9 @@ struct listed_entry {
 struct own_session {
   std::optional<lease> rec;   // as last written (its version)
   bool live = false;
+  time_point renewed_at{};    // the send of its last renew that succeeded
+  int writes_out = 0;         // bound takes and refreshes not answered yet
+  std::optional<wall_time> start_sent;   // the acquireTime of a start not answered (or in flight)
   bool starting = false;
   std::vector<std::function<void(const api_error&)>> on_start;   // takes waiting for it
   std::optional<wall_time> unanswered;   // a renew's renewTime whose answer was lost
@@ -336,6 +356,8 @@ struct session_state {
   std::map<std::pair<lease_key, std::string>, std::vector<std::function<void(const api_error&)>>>
     ending;
   bool polling = false;
+  std::set<std::string> own_read;     // namespaces whose own session is read at a poll
+  std::set<std::string> own_unread;   // of them, those still to read
 };
 
 using session_self = caf::stateful_actor<session_state>*;
@@ -382,22 +404,89 @@ void end_session(session_self self, const std::string& ns, const std::string& wh
     i = i->first.ns == ns ? self->state.book.erase(i) : std::next(i);
 }
 
+/// No bound term left in `ns` and no bound write out: the session is
+/// released, so a restart of this process takes it over at once (and
+/// followers take any bound Lease a lost answer left behind).
+void release_if_unused(session_self self, const std::string& ns) {
+  auto& st = self->state;
+  auto& s = st.sessions[ns];
+  if (!s.live || s.starting || s.round_out || s.writes_out > 0 || !s.waiting.empty())
+    return;
+  for (auto& [k, e] : st.book)
+    if (k.ns == ns)
+      return;
+  lease l = *s.rec;
+  l.spec.holder_identity.clear();
+  l.spec.lease_duration_seconds = 1;
+  l.spec.renew_time = wall_now_us();
+  s.live = false;
+  s.has_done = false;
+  s.listed.clear();
+  st.table->set_own(ns, "");
+  self->request(st.inner, timeout_of(self), update_lease_atom::value, l)
+    .then([self, ns](lease_reply& r) {
+      if (r.ok())
+        self->state.table->saw({ns, self->state.name}, *r.value, self->clock().now());
+    }, [](caf::error&) {});
+}
+
 /// Starts (or takes over) this process's session in `ns`: a new incarnation.
 void start_session(session_self self, const std::string& ns,
                    std::function<void(const api_error&)> then) {
   auto& s = self->state.sessions[ns];
-  if (s.live)
+  auto now = self->clock().now();
+  if (s.live && (s.round_out || s.renewed_at + self->state.opts.timings.retry_period > now))
     return then({});
   s.on_start.push_back(std::move(then));
   if (s.starting)
     return;
   s.starting = true;
+  if (s.live) {
+    // Not renewed lately (no bound lease asked): it may have been ended
+    // meanwhile, and a take bound to it would be lost at its first round.
+    lease l = *s.rec;
+    l.spec.renew_time = wall_now_us();
+    auto finish = [self, ns](const api_error& e, bool ended) {
+      auto& s = self->state.sessions[ns];
+      s.starting = false;
+      auto waiting = std::move(s.on_start);
+      s.on_start.clear();
+      if (ended)
+        end_session(self, ns, "its record was written by another or deleted");
+      for (auto& f : waiting)
+        if (ended)
+          start_session(self, ns, f);   // a new incarnation for them
+        else
+          f(e);
+      auto& now_s = self->state.sessions[ns];
+      if (now_s.live && !now_s.round_out && !now_s.starting && !now_s.waiting.empty()) {
+        now_s.riders = std::move(now_s.waiting);   // renews that waited for this renew
+        now_s.waiting.clear();
+        start_round(self, ns);
+      }
+    };
+    self->request(self->state.inner, timeout_of(self), update_lease_atom::value, l)
+      .then([self, ns, now, finish](lease_reply& r) {
+        auto& s = self->state.sessions[ns];
+        if (r.ok()) {
+          s.rec = *r.value;
+          s.renewed_at = now;
+          self->state.table->saw({ns, self->state.name}, *r.value, self->clock().now());
+        }
+        finish(r.ok() ? api_error{} : r.error,
+               r.kind() == error_kind::conflict || r.kind() == error_kind::not_found);
+      }, [ns, finish](caf::error& e) { finish(actor_error("PUT", ns, e), false); });
+    return;
+  }
   auto done = [self, ns](const lease_reply& r) {
     auto& s = self->state.sessions[ns];
     s.starting = false;
+    if (r.ok() || !maybe_written(r.kind()))
+      s.start_sent.reset();   // else it may stand: a later look adopts it
     if (r.ok()) {
       s.rec = *r.value;
       s.live = true;
+      s.renewed_at = self->clock().now();
       s.unanswered.reset();
       self->state.table->set_own(
         ns, r.value->uid + "/" + std::to_string(r.value->spec.lease_transitions));
@@ -416,6 +505,11 @@ void start_session(session_self self, const std::string& ns,
           return done(got);
         auto now = self->clock().now();
         self->state.table->saw(k, got.ok() ? std::optional<lease>(*got.value) : std::nullopt, now);
+        auto& s = self->state.sessions[k.ns];
+        if (got.ok() && s.start_sent && got.value->spec.acquire_time == s.start_sent
+            && got.value->spec.holder_identity == self->state.opts.identity)
+          return done(got);   // our start whose answer was lost: it stands
+        s.start_sent.reset();
         // Held by another process under our identity (a twin, or our last
         // run not yet out): taken over only once still for a lease duration.
         if (got.ok() && !got.value->spec.holder_identity.empty()
@@ -432,6 +526,7 @@ void start_session(session_self self, const std::string& ns,
         l.spec.holder_identity = self->state.opts.identity;
         l.spec.lease_duration_seconds = duration_seconds(self->state.opts.timings.lease_duration);
         l.spec.acquire_time = l.spec.renew_time = wall;
+        self->state.sessions[k.ns].start_sent = wall;
         l.spec.preferred_holder.clear();
         l.spec.strategy.clear();
         if (got.ok())
@@ -536,7 +631,7 @@ void round_done(session_self self, const std::string& ns) {
       r.rp.deliver(lease_reply::failure(s.round_error));
   }
   s.round_list.clear();
-  if (!s.waiting.empty() && s.live) {
+  if (!s.waiting.empty() && s.live && !s.starting) {
     s.riders = std::move(s.waiting);
     s.waiting.clear();
     start_round(self, ns);
@@ -566,6 +661,7 @@ void start_round(session_self self, const std::string& ns) {
         if (r.ok()) {
           s.rec = *r.value;
           s.unanswered.reset();
+          s.renewed_at = s.round_started;
           self->state.table->saw({ns, self->state.name}, *r.value, self->clock().now());
         } else if (r.kind() == error_kind::conflict || r.kind() == error_kind::not_found) {
           if (!s.unanswered) {
@@ -627,14 +723,23 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
   auto sent = self->clock().now();
   bool bound = binding_of(l).has_value();
   int dur = l.spec.lease_duration_seconds.value_or(0);
+  if (bound)
+    ++self->state.sessions[key.ns].writes_out;
   auto on = [self, key, sent, bound, dur, rp](lease_reply& r) mutable {
-    if (r.ok() && bound) {
-      auto& e = self->state.book[key];
-      e = {r.value->resource_version, sent, dur, sent};
+    if (bound) {
+      --self->state.sessions[key.ns].writes_out;
+      if (r.ok())
+        self->state.book[key] = {r.value->resource_version, sent, dur, sent};
+      else
+        release_if_unused(self, key.ns);   // a take refused: a session started for it goes
     }
     rp.deliver(std::move(r));
   };
-  auto err = [rp, key, create](caf::error& e) mutable {
+  auto err = [self, rp, key, create, bound](caf::error& e) mutable {
+    if (bound) {
+      --self->state.sessions[key.ns].writes_out;
+      release_if_unused(self, key.ns);
+    }
     rp.deliver(lease_reply::failure(actor_error(create ? "POST" : "PUT", key.to_string(), e)));
   };
   if (create)
@@ -670,7 +775,9 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
     auto now = self->clock().now();
     auto held = api_error{error_kind::conflict, 409, "PUT", path,
                           "its session " + sk.to_string() + " still runs", 0};
-    if (st.table->expires(sk, b, time_point::max(), false) > now)
+    // Only an elector's judgement (which knows when it saw the record) says
+    // when the session left that incarnation; none yet: held.
+    if (st.table->expires(sk, b, time_point::max(), time_point::max(), false) > now)
       return then(held);
     auto s = st.table->record(sk);
     if (!s || !in_incarnation(*s, b))
@@ -703,26 +810,42 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
   };
   if (self->state.table->record(sk))
     return judge();
+  auto sent = self->clock().now();
   self->request(self->state.inner, timeout_of(self), get_lease_atom::value, sk)
-    .then([self, sk, judge, then](lease_reply& r) {
+    .then([self, sk, judge, then, sent](lease_reply& r) {
       if (r.ok() || r.kind() == error_kind::not_found)
         self->state.table->saw(sk, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
-                               self->clock().now());
+                               self->clock().now(), sent);
       if (!r.ok() && r.kind() != error_kind::not_found)
         return then(r.error);
       judge();
     }, [then, sk](caf::error& e) { then(actor_error("GET", sk.to_string(), e)); });
 }
 
-/// Reads the sessions electors judge by, every half retry_period.
+/// Reads the sessions electors judge by, every half retry_period, and our
+/// own session in each namespace once (until a read succeeds).
 void poll(session_self self) {
   auto& st = self->state;
-  for (auto& k : st.table->due(self->clock().now(), st.opts.timings.retry_period / 4))
+  for (auto& ns : std::exchange(st.own_unread, {})) {
+    lease_key own{ns, st.name};
+    auto sent = self->clock().now();
+    auto again = [self, ns] { self->state.own_unread.insert(ns); };
+    self->request(st.inner, timeout_of(self), get_lease_atom::value, own)
+      .then([self, own, sent, again](lease_reply& r) {
+        if (r.ok() || r.kind() == error_kind::not_found)
+          self->state.table->saw(own, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
+                                 self->clock().now(), sent);
+        else
+          again();
+      }, [again](caf::error&) { again(); });
+  }
+  auto sent = self->clock().now();
+  for (auto& k : st.table->due(sent, st.opts.timings.retry_period / 4))
     self->request(st.inner, timeout_of(self), get_lease_atom::value, k)
-      .then([self, k](lease_reply& r) {
+      .then([self, k, sent](lease_reply& r) {
         if (r.ok() || r.kind() == error_kind::not_found)
           self->state.table->saw(k, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
-                                 self->clock().now());
+                                 self->clock().now(), sent);
         else
           self->state.table->read_failed(k);
       }, [self, k](caf::error&) { self->state.table->read_failed(k); });
@@ -758,7 +881,14 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
   self->link_to(caf::actor_cast<caf::actor>(inner));
   return {
     [=](poll_atom) { poll(self); },
-    [=](get_lease_atom a, lease_key& k) { return self->delegate(self->state.inner, a, std::move(k)); },
+    [=](get_lease_atom a, lease_key& k) {
+      // A namespace's first read: our own session there is read too, so a
+      // last run's (or a twin's) is judged still or not by our first take.
+      auto& st = self->state;
+      if (st.own_read.emplace(k.ns).second)
+        st.own_unread.insert(k.ns);   // the next poll reads it
+      return self->delegate(st.inner, a, std::move(k));
+    },
     [=](list_leases_atom a, std::string& ns, std::string& sel) {
       return self->delegate(self->state.inner, a, std::move(ns), std::move(sel));
     },
@@ -776,8 +906,13 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
       auto now = self->clock().now();
       if (l.spec.holder_identity.empty()) {
         // A release: plain again; the pool sees the elector as its sender.
+        // It is sent once the term's modules are down: off the books now.
         set_binding(l, std::nullopt);
-        return self->delegate(st.inner, a, std::move(l));
+        st.book.erase(l.key());
+        auto ns = l.ns;
+        auto r = self->delegate(st.inner, a, std::move(l));
+        release_if_unused(self, ns);
+        return r;
       }
       auto b = binding_of(l);
       if (b && l.spec.holder_identity != st.opts.identity)
@@ -806,7 +941,7 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
           s.riders.push_back(std::move(r));
         } else {
           s.waiting.push_back(std::move(r));
-          if (!s.round_out) {
+          if (!s.round_out && !s.starting) {   // one session write at a time
             s.riders = std::move(s.waiting);
             s.waiting.clear();
             start_round(self, ns);
