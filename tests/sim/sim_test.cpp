@@ -429,10 +429,11 @@ TEST_CASE("the multi-lease world: a shared watch stream's faults hit every lease
 TEST_CASE("a peer that is not leasehold (client-go's rule) takes a lease left to expire, never beside a replica's work") {
   // Both replicas bind the leases they take to their sessions (a bound Lease
   // says it lasts 60 s); the peer comes once one of them leads. Both are cut
-  // off for 40 s: the peer takes the lease once the record it saw stopped
-  // changing for its leaseDurationSeconds (15 s plain, 60 s bound). An operator relabels replica 0's
-  // session Lease. Then the store is down for 20 s: the peer's term ends at
-  // its renew deadline, and whoever takes the lease next, one runs at a time.
+  // off for 100 s: the peer takes the lease once the record it saw stopped
+  // changing for its leaseDurationSeconds (15 s plain, 60 s bound). An
+  // operator relabels replica 0's session Lease. Then the store is down for
+  // 20 s: the peer's term ends at its renew deadline, and whoever takes the
+  // lease next, one runs at a time.
   using namespace std::chrono_literals;
   scenario sc;
   sc.seed = 15;
@@ -440,10 +441,10 @@ TEST_CASE("a peer that is not leasehold (client-go's rule) takes a lease left to
   sc.bind = {true, true};
   sc.bound_duration = 60s;
   add_op(sc, op_kind::foreign, 10s, 0s, 0, 0);
-  add_op(sc, op_kind::partition, 30s, 40s, 0);
-  add_op(sc, op_kind::session_write, 80s, 0s, 2, 0);
-  add_op(sc, op_kind::api_down, 100s, 20s, 0, 0);
-  sc.length = 200s;
+  add_op(sc, op_kind::partition, 30s, 100s, 0);
+  add_op(sc, op_kind::session_write, 140s, 0s, 2, 0);
+  add_op(sc, op_kind::api_down, 160s, 20s, 0, 0);
+  sc.length = 260s;
   auto r = run(sc);
   INFO(joined(r));
   CHECK_MESSAGE(r.ok, r.violation);
@@ -452,6 +453,7 @@ TEST_CASE("a peer that is not leasehold (client-go's rule) takes a lease left to
   CHECK(led >= 0);
   CHECK(led < 10000);
   auto took = first_after(r, 0, "foreign/work starts");
-  CHECK(took >= 30000 + 15000);   // not before a lease duration of silence
-  CHECK(first_after(r, 100000, "foreign/work stops") >= 100000);
+  // Not before the bound record's 60 s from the peer's first sight of it.
+  CHECK(took >= 10000 + 60000);
+  CHECK(first_after(r, 160000, "foreign/work stops") >= 160000);
 }
