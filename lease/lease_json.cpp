@@ -254,6 +254,29 @@ std::optional<lease> read_plain_lease(std::string_view text) {
   return l;
 }
 
+std::optional<std::vector<lease>> read_plain_lease_list(std::string_view text) {
+  json_text t(text);
+  od::object top;
+  std::vector<lease> out;
+  bool items = false;
+  bool ok = t.object(top) && each_member(top, [&](std::string_view k, od::value& v) {
+    if (k != "items")
+      return skip(v);   // apiVersion, kind, metadata
+    items = true;
+    return each_element(v, [&](std::size_t, od::value& x) {
+      od::object o;
+      lease l;
+      if (x.get_object().get(o) || !read_lease(o, l))
+        return false;
+      out.push_back(std::move(l));
+      return true;
+    });
+  });
+  if (!ok || !items || !t.at_end())
+    return std::nullopt;
+  return out;
+}
+
 std::optional<lease> read_plain_event(std::string_view line, std::string& type) {
   json_text t(line);
   od::object top;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,9 @@ extern const std::array<std::string_view, 7> modelled_spec;
 std::optional<lease> read_plain_lease(std::string_view text);
 /// A watch line {"type":T,"object":LEASE} (either order) read as plainly:
 /// that lease, T in `type`.
+/// A LeaseList's items, read in place as read_plain_lease reads one;
+/// nullopt when one is not plain (then read it as a document).
+std::optional<std::vector<lease>> read_plain_lease_list(std::string_view text);
 std::optional<lease> read_plain_event(std::string_view line, std::string& type);
 
 /// `l`'s JSON text, byte for byte what nlohmann's dump() of to_json_value(l)

@@ -168,3 +168,31 @@ TEST_CASE("a holder shutting down hands its bound leases over as plain released 
     30s));
   CHECK(w.now() - stopped < w.options().timings.lease_duration / 2);
 }
+
+TEST_CASE("a bound Lease whose runner died while its session lives is reaped and taken, not held for ever") {
+  sim_world w(bound_world(2, 3));
+  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  w.run_for(10s);
+  // The holder of lease 0 must keep another lease, so its session lives on.
+  std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
+  bool keeps_another = false;
+  for (std::size_t k = 1; k < 3; ++k)
+    keeps_another = keeps_another || w.leader_of(k) == static_cast<int>(holder);
+  if (!keeps_another) {
+    // Move lease 1 to the holder: the other replica yields it.
+    auto other = 1 - holder;
+    caf::anon_send_exit(w.rep(other).runners[1], caf::exit_reason::user_shutdown);
+    REQUIRE(w.run_until([&] { return w.leader_of(1) == static_cast<int>(holder); }, 60s));
+  }
+  auto died = w.now();
+  caf::anon_send_exit(w.rep(holder).runners[0], caf::exit_reason::kill);   // no release
+  std::size_t other = 1 - holder;
+  REQUIRE(w.run_until([&] { return w.leader_of(0) == static_cast<int>(other); }, 120s));
+  auto& t = w.options().timings;
+  // Unasked for two lease durations, then released, then taken through the watch.
+  CHECK(w.now() - died >= 2 * t.lease_duration);
+  CHECK(w.now() - died <= 2 * t.lease_duration + 4 * t.retry_period);
+  auto s = w.api().peek(session_of(w, holder));
+  REQUIRE(s);
+  CHECK(s->spec.holder_identity == w.rep(holder).identity);   // its session lived on
+}

@@ -158,7 +158,7 @@ sim_world::sim_world(world_options opts) : opts_(std::move(opts)) {
     r->identity = "replica-" + std::to_string(i);
     r->transport = spawn_sim_transport(*sys_, store_, r->identity);
     auto backend = sim_backend(r->transport, store_, r->identity);
-    if (opts_.session) {
+    if (opts_.session && !opts_.etcd) {   // etcd keys have their session already
       session_options so;
       so.identity = r->identity;
       so.timings = opts_.timings;

@@ -4,6 +4,7 @@
 // state change is observed and checked, exactly and fast.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -101,7 +102,7 @@ struct world_options {
   caf::timespan settle{std::chrono::seconds(1)};
   /// Kubernetes: each replica's leases are bound to its session
   /// (transport/kube/kube_session.hpp), one session actor per replica.
-  bool session = false;
+  bool session = std::getenv("LEASEHOLD_SIM_SESSION") != nullptr;   // meson's *-bound runs
   std::chrono::seconds bound_duration{600};   // session_options::min_bound_duration
 };
 

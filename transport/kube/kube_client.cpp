@@ -1,5 +1,6 @@
 #include "transport/kube/kube_client.hpp"
 
+#include "lease/lease_json.hpp"
 #include "transport/http/http_errors.hpp"
 
 namespace leasehold {
@@ -152,6 +153,8 @@ api_result<std::vector<lease>> kube_client::list_leases(const std::string& ns,
     auto bad = [&](const std::string& why) {
       return result::failure({error_kind::malformed_body, reply.value->status, "GET", path, why, 0});
     };
+    if (auto plain = read_plain_lease_list(reply.value->body))
+      return result::success(std::move(*plain));   // no document of the whole list
     auto doc = nlohmann::json::parse(reply.value->body, nullptr, false);
     auto items = doc.is_object() ? doc.find("items") : doc.end();
     if (!doc.is_object() || items == doc.end() || !items->is_array())

@@ -298,6 +298,15 @@ struct bound_entry {
   time_point asked{};        // the last renew that asked
 };
 
+/// What a round's list showed of one bound Lease: the fields a renew
+/// changes, so its answer is the record as stored (a whole Lease each
+/// would be a second copy of every bound Lease's metadata).
+struct listed_entry {
+  std::string version;
+  std::optional<wall_time> renew_time;
+  std::optional<int> duration_s;
+};
+
 /// This process's session in one namespace.
 struct own_session {
   std::optional<lease> rec;   // as last written (its version)
@@ -309,11 +318,11 @@ struct own_session {
   time_point round_started{};
   int round_pending = 0;
   api_error round_error;
-  std::map<std::string, lease> round_list;
+  std::map<std::string, listed_entry> round_list;
   std::vector<rider> riders, waiting;
   bool has_done = false;      // a round succeeded in this incarnation
   time_point done_started{};
-  std::map<std::string, lease> listed;   // that round's bound Leases by name
+  std::map<std::string, listed_entry> listed;   // that round's bound Leases by name
 };
 
 struct session_state {
@@ -323,8 +332,10 @@ struct session_state {
   std::string name;   // our session Lease's name
   std::map<std::string, own_session> sessions;   // by namespace
   std::map<lease_key, bound_entry> book;
+  /// Takes waiting on the end of a session at a version (one write for all).
+  std::map<std::pair<lease_key, std::string>, std::vector<std::function<void(const api_error&)>>>
+    ending;
   bool polling = false;
-  static inline const char* name_ = "leasehold.session";
 };
 
 using session_self = caf::stateful_actor<session_state>*;
@@ -344,7 +355,7 @@ int bound_seconds(session_self self) {
   return static_cast<int>(std::min<long long>(s, 86400));
 }
 
-bool refresh_due(session_self self, const lease_key& k, const bound_entry& e, time_point now) {
+bool refresh_due(const lease_key& k, const bound_entry& e, time_point now) {
   // Half the written duration, less up to a fifth by the name: refreshes spread.
   auto half = std::chrono::seconds(e.duration_s) / 2;
   auto jitter = half / 5 * (fnv1a(k.name) % 1000) / 1000;
@@ -441,9 +452,10 @@ void start_session(session_self self, const std::string& ns,
 }
 
 /// A rider served by the round that began at `started` and listed `listed`.
-void serve(session_self self, rider& r, time_point started, const std::map<std::string, lease>& listed) {
+void serve(session_self self, rider& r, time_point started,
+           const std::map<std::string, listed_entry>& listed) {
   auto i = listed.find(r.req.name);
-  if (i == listed.end() || i->second.resource_version != r.req.resource_version) {
+  if (i == listed.end() || i->second.version != r.req.resource_version) {
     r.rp.deliver(lease_reply::failure(
       {error_kind::conflict, 409, "PUT", r.req.key().to_string(),
        "the Lease changed since its version " + r.req.resource_version
@@ -454,7 +466,11 @@ void serve(session_self self, rider& r, time_point started, const std::map<std::
     e->second.version = r.req.resource_version;
     e->second.asked = r.began;
   }
-  lease out = i->second;
+  // The request is the elector's record at this very version, renewed.
+  lease out = std::move(r.req);
+  out.spec.renew_time = i->second.renew_time;
+  out.spec.lease_duration_seconds = i->second.duration_s;
+  out.renew_max_age = {};
   out.renewed_age = std::max<std::chrono::nanoseconds>(r.began - started, {});
   r.rp.deliver(lease_reply::success(std::move(out)));
 }
@@ -468,19 +484,26 @@ void reap(session_self self, const std::string& ns, time_point now) {
     if (k.ns != ns || e.asked + 2 * st.opts.timings.lease_duration > now)
       continue;
     auto i = s.listed.find(k.name);
-    if (i == s.listed.end() || i->second.resource_version != e.version)
+    if (i == s.listed.end() || i->second.version != e.version)
       continue;
-    lease l = i->second;
-    l.spec.holder_identity.clear();
-    l.spec.lease_duration_seconds = 1;
-    l.spec.preferred_holder.clear();
-    set_binding(l, std::nullopt);
     e.asked = now;   // one try per two lease durations
     auto key = k;
-    self->request(st.inner, timeout_of(self), update_lease_atom::value, l)
-      .then([self, key](lease_reply& r) {
-        if (r.ok() || !maybe_written(r.kind()))
-          self->state.book.erase(key);
+    auto version = e.version;
+    auto forget = [self, key](const lease_reply& r) {
+      if (r.ok() || !maybe_written(r.kind()))
+        self->state.book.erase(key);
+    };
+    self->request(st.inner, timeout_of(self), get_lease_atom::value, key)
+      .then([self, key, version, forget](lease_reply& got) {
+        if (!got.ok() || got.value->resource_version != version)
+          return forget(got.ok() ? lease_reply::failure({error_kind::conflict, 409, "PUT", key.to_string(), "changed", 0}) : got);
+        lease l = *got.value;
+        l.spec.holder_identity.clear();
+        l.spec.lease_duration_seconds = 1;
+        l.spec.preferred_holder.clear();
+        set_binding(l, std::nullopt);
+        self->request(self->state.inner, timeout_of(self), update_lease_atom::value, l)
+          .then([forget](lease_reply& r) { forget(r); }, [](caf::error&) {});
       }, [](caf::error&) {});
   }
 }
@@ -585,7 +608,8 @@ void start_round(session_self self, const std::string& ns) {
         if (r.ok()) {
           auto& m = self->state.sessions[ns].round_list;
           for (auto& l : *r.value)
-            m.emplace(l.name, std::move(l));
+            m.emplace(l.name, listed_entry{std::move(l.resource_version), l.spec.renew_time,
+                                           l.spec.lease_duration_seconds});
         } else {
           fail(r.error);
         }
@@ -651,16 +675,31 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
     auto s = st.table->record(sk);
     if (!s || !in_incarnation(*s, b))
       return then({});   // released, or gone from that incarnation a lease duration ago
+    // One end per session version, however many takes wait on it.
+    auto key = std::make_pair(sk, s->resource_version);
+    auto& waiting = st.ending[key];
+    waiting.push_back(then);
+    if (waiting.size() > 1)
+      return;
     lease e = *s;
     e.spec.holder_identity.clear();
     e.spec.lease_duration_seconds = 1;
     e.spec.renew_time = wall_now_us();
+    auto done = [self, key](const api_error& err) {
+      auto i = self->state.ending.find(key);
+      if (i == self->state.ending.end())
+        return;
+      auto thens = std::move(i->second);
+      self->state.ending.erase(i);
+      for (auto& f : thens)
+        f(err);
+    };
     self->request(st.inner, timeout_of(self), update_lease_atom::value, e)
-      .then([self, sk, then](lease_reply& r) {
+      .then([self, sk, done](lease_reply& r) {
         if (r.ok())
           self->state.table->saw(sk, *r.value, self->clock().now());
-        then(r.ok() ? api_error{} : r.error);
-      }, [then, sk](caf::error& e) { then(actor_error("PUT", sk.to_string(), e)); });
+        done(r.ok() ? api_error{} : r.error);
+      }, [done, sk](caf::error& e) { done(actor_error("PUT", sk.to_string(), e)); });
   };
   if (self->state.table->record(sk))
     return judge();
@@ -675,10 +714,10 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
     }, [then, sk](caf::error& e) { then(actor_error("GET", sk.to_string(), e)); });
 }
 
-/// Reads the sessions electors judge by, every retry_period.
+/// Reads the sessions electors judge by, every half retry_period.
 void poll(session_self self) {
   auto& st = self->state;
-  for (auto& k : st.table->due(self->clock().now(), st.opts.timings.retry_period / 2))
+  for (auto& k : st.table->due(self->clock().now(), st.opts.timings.retry_period / 4))
     self->request(st.inner, timeout_of(self), get_lease_atom::value, k)
       .then([self, k](lease_reply& r) {
         if (r.ok() || r.kind() == error_kind::not_found)
@@ -713,7 +752,10 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
   st.name = session_lease_name(opts.identity);
   st.opts = std::move(opts);
   st.table = std::move(table);
-  self->spawn(poller, self->address(), st.opts.timings.retry_period);
+  self->spawn(poller, self->address(), st.opts.timings.retry_period / 2);
+  // Ends with its transport (a process killed in the simulator, or a test
+  // ending it), and the poller with it.
+  self->link_to(caf::actor_cast<caf::actor>(inner));
   return {
     [=](poll_atom) { poll(self); },
     [=](get_lease_atom a, lease_key& k) { return self->delegate(self->state.inner, a, std::move(k)); },
@@ -738,7 +780,9 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
         return self->delegate(st.inner, a, std::move(l));
       }
       auto b = binding_of(l);
-      if (b && b->session == st.name && l.spec.holder_identity == st.opts.identity) {
+      if (b && l.spec.holder_identity != st.opts.identity)
+        return self->delegate(st.inner, a, std::move(l));   // another's term kept: a yield's preferredHolder
+      if (b && b->session == st.name) {
         auto& s = st.sessions[l.ns];
         if (!s.live || s.rec->uid + "/" + std::to_string(s.rec->spec.lease_transitions)
                          != incarnation_key(*b))
@@ -747,7 +791,7 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
                                          + l.key().to_string() + " ended", 0});
         auto e = st.book.find(l.key());
         auto rp = self->make_response_promise();
-        if (e == st.book.end() || refresh_due(self, l.key(), e->second, now)
+        if (e == st.book.end() || refresh_due(l.key(), e->second, now)
             || l.renew_max_age <= std::chrono::nanoseconds{0}) {
           // A refresh: the Lease written again, as a renew of a plain one.
           l.spec.lease_duration_seconds = bound_seconds(self);
