@@ -432,6 +432,7 @@ private:
     caf::scheduler::test_coordinator* sched = nullptr;
     std::vector<runner_actor> runners;   // one per lease, all on `transport`
     lease_transport_actor transport;
+    lease_transport_actor session;       // Kubernetes: the session actor in front of `transport`
     bool alive = false;
     bool paused = false;
     std::vector<knobs_by_module> knobs;  // per lease
@@ -578,6 +579,7 @@ private:
       so.bind = binds(i);
       so.min_bound_duration = std::chrono::ceil<std::chrono::seconds>(sc_.bound_duration);
       bound = bind_to_session(*p.sys, sim_backend(p.transport, api_, p.identity), std::move(so));
+      p.session = bound->transport;
     }
     for (std::size_t k = 0; k < leases_.size(); ++k) {
       auto reg = std::make_shared<module_registry>();
@@ -675,11 +677,14 @@ private:
     for (auto& r : p.runners)
       caf::anon_send_exit(r, caf::exit_reason::kill);
     caf::anon_send_exit(p.transport, caf::exit_reason::kill);
+    if (p.session)
+      caf::anon_send_exit(p.session, caf::exit_reason::kill);
     p.sched->run();
     p.runners.clear();
     p.sets.clear();
     p.group = nullptr;
     p.transport = nullptr;
+    p.session = nullptr;
     p.sys->await_actors_before_shutdown(false);
     p.sys.reset();
     p.cfg.reset();
