@@ -512,7 +512,9 @@ void start_session(session_self self, const std::string& ns,
         s.start_sent.reset();
         // Held by another process under our identity (a twin, or our last
         // run not yet out): taken over only once still for a lease duration.
-        if (got.ok() && !got.value->spec.holder_identity.empty()
+        bool ours = got.ok() && s.rec && got.value->uid == s.rec->uid
+                    && got.value->spec.lease_transitions == s.rec->spec.lease_transitions;
+        if (got.ok() && !got.value->spec.holder_identity.empty() && !ours
             && !self->state.table->still(k, now))
           return done(lease_reply::failure(
             {error_kind::conflict, 409, "PUT", k.to_string(),
