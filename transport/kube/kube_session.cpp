@@ -572,18 +572,18 @@ void serve(session_self self, rider& r, time_point started,
   r.rp.deliver(lease_reply::success(std::move(out)));
 }
 
-/// Bound Leases unasked for a lease duration have no elector here: the
+/// Bound Leases unasked for two lease durations have no elector here: the
 /// reaper releases them (docs/safety.md, "Kubernetes leases bound to a session").
 void reap(session_self self, const std::string& ns, time_point now) {
   auto& st = self->state;
   auto& s = st.sessions[ns];
   for (auto& [k, e] : st.book) {
-    if (k.ns != ns || e.asked + st.opts.timings.lease_duration > now)
+    if (k.ns != ns || e.asked + 2 * st.opts.timings.lease_duration > now)
       continue;
     auto i = s.listed.find(k.name);
     if (i == s.listed.end() || i->second.version != e.version)
       continue;
-    e.asked = now;   // one try per lease duration
+    e.asked = now;   // one try per two lease durations
     auto key = k;
     auto version = e.version;
     auto forget = [self, key](const lease_reply& r) {
