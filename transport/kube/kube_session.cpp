@@ -157,6 +157,7 @@ struct session_reading {
   bool known = false;
   std::optional<lease> record;        // nullopt: absent
   time_point seen_at{};               // when this version (or the absence) was first seen
+  time_point spec_seen_at{};          // when this spec was first seen
   time_point read_at{};
   time_point read_sent{};             // the send of the request that read it
   std::map<std::string, time_point> left_at;   // incarnation -> first seen outside it
@@ -182,6 +183,8 @@ public:
                    || (rec && r.record->resource_version != rec->resource_version);
     if (changed)
       r.seen_at = now;
+    if (!r.known || r.record.has_value() != rec.has_value() || (rec && r.record->spec != rec->spec))
+      r.spec_seen_at = now;
     r.known = true;
     r.record = std::move(rec);
     r.read_at = now;
@@ -215,11 +218,12 @@ public:
     return it->second + d_;
   }
 
-  /// Whether `k`'s current version has been seen unchanged for a lease duration.
+  /// Whether `k`'s spec has been seen unchanged for a lease duration (a
+  /// holder renews its spec; an operator's label is no renew).
   bool still(const lease_key& k, time_point now) {
     std::lock_guard<std::mutex> g(mx_);
     auto i = m_.find(k);
-    return i != m_.end() && i->second.known && i->second.seen_at + d_ <= now;
+    return i != m_.end() && i->second.known && i->second.spec_seen_at + d_ <= now;
   }
 
   /// The session's record as last read (nullopt: absent or unknown).
