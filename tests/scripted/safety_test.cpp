@@ -30,13 +30,6 @@ std::int64_t running_term(sim_world& w, const std::string& identity) {
 
 /// Every lease of `w` (`leases` of them) is led: by replica `who`, or by
 /// anyone when `who` < 0.
-bool all_led_by(const sim_world& w, std::size_t leases, int who = -1) {
-  for (std::size_t k = 0; k < leases; ++k)
-    if (who < 0 ? w.leader_of(k) < 0 : w.leader_of(k) != who)
-      return false;
-  return true;
-}
-
 /// The GETs each replica sends over `window`, by identity; nothing of the
 /// `leases` changes hands meanwhile.
 std::map<std::string, int> gets_over(sim_world& w, std::size_t leases, caf::timespan window) {
@@ -378,7 +371,7 @@ TEST_CASE("outside writes: a killed replica's etcd keys are taken one TTL after 
   o.replicas = 2;
   o.leases = 8;
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return all_led_by(w, o.leases); }, 120s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 120s));
   auto loads = w.loads();
   std::size_t victim = loads[0] >= loads[1] ? 0 : 1;
   REQUIRE(loads[victim] >= 2);   // at least two keys expire near each other
@@ -387,7 +380,7 @@ TEST_CASE("outside writes: a killed replica's etcd keys are taken one TTL after 
   int survivor = victim == 0 ? 1 : 0;
   auto holds = w.rep(static_cast<std::size_t>(survivor)).count(event_type::creation_hold);
   w.kill_replica(victim);
-  REQUIRE(w.run_until([&] { return all_led_by(w, o.leases, survivor); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(survivor); }, 60s));
   // Its keys die one TTL (15 s) after their last keepalive, sent before the
   // kill; then a read of 0 + 1 s and the create. No lease duration of hold.
   CHECK(w.now() - killed <= o.timings.lease_duration + 3s);
@@ -406,7 +399,7 @@ TEST_CASE("etcd follower: no per-key range while its stream is up and the holder
   o.replicas = 2;
   o.leases = 8;
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return all_led_by(w, o.leases); }, 120s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 120s));
   w.run_for(20s);   // past each follower's first read and its first shared reading
   auto gets = gets_over(w, o.leases, 60s);
   auto loads = w.loads();
@@ -434,7 +427,7 @@ TEST_CASE("etcd followers of one holder lease: a read in flight is waited for, n
   o.replicas = 2;
   o.leases = 16;
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return all_led_by(w, o.leases); }, 120s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 120s));
   w.store().set_latency(400ms);   // each read is out 400 ms; the turns of a round span 1 s
   w.run_for(30s);
   auto gets = gets_over(w, o.leases, 120s);
@@ -461,7 +454,7 @@ TEST_CASE("etcd follower on shared TTL readings: the keys of a revoked session l
   o.replicas = 2;
   o.leases = 8;
   sim_world w(o);
-  REQUIRE(w.run_until([&] { return all_led_by(w, o.leases); }, 120s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 120s));
   w.run_for(20s);   // the followers on shared readings
   auto loads = w.loads();
   std::size_t holder = loads[0] >= loads[1] ? 0 : 1;
@@ -477,6 +470,6 @@ TEST_CASE("etcd follower on shared TTL readings: the keys of a revoked session l
     if (static_cast<std::size_t>(w.leader_of(k)) != follower)
       CHECK(w.leader_of(k) < 0);   // the holder's keys: waited out by everyone
   CHECK(w.rep(follower).count(event_type::outside_write) - warned >= static_cast<int>(loads[holder]));
-  REQUIRE(w.run_until([&] { return all_led_by(w, o.leases); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   CHECK(w.now() - revoked >= o.timings.lease_duration);
 }

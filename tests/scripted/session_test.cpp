@@ -24,14 +24,6 @@ world_options bound_world(std::size_t replicas, std::size_t leases) {
   return o;
 }
 
-/// Every lease led by someone.
-bool all_led(sim_world& w) {
-  for (std::size_t k = 0; k < w.options().leases; ++k)
-    if (w.leader_of(k) < 0)
-      return false;
-  return true;
-}
-
 /// Writes (POST, PUT) the store saw since request `from`, by lease name.
 std::map<std::string, int> writes_since(sim_world& w, std::size_t from) {
   std::map<std::string, int> out;
@@ -57,7 +49,7 @@ std::string annotation(const lease& l, const char* key) {
 
 TEST_CASE("bound leases cost the store one session write per retry period, not one per lease") {
   sim_world w(bound_world(2, 8));
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   w.run_for(30s);   // settled
   auto from = w.store().requests().size();
   w.run_exactly(60s);
@@ -86,21 +78,14 @@ TEST_CASE("bound leases cost the store one session write per retry period, not o
 
 TEST_CASE("a dead holder's bound leases are taken a lease duration after its session stopped") {
   sim_world w(bound_world(2, 4));
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   w.run_for(10s);
   // Move every lease to replica 0 first: kill replica 1 if it leads any.
   std::size_t victim = static_cast<std::size_t>(w.leader_of(0));
   auto killed = w.now();
   w.kill_replica(victim);
   std::size_t other = 1 - victim;
-  REQUIRE(w.run_until(
-    [&] {
-      for (std::size_t k = 0; k < 4; ++k)
-        if (w.leader_of(k) != static_cast<int>(other))
-          return false;
-      return true;
-    },
-    60s));
+  REQUIRE(w.run_until([&] { return w.all_led(static_cast<int>(other)); }, 60s));
   auto took = w.now() - killed;
   auto& t = w.options().timings;
   CHECK(took >= t.lease_duration - t.retry_period);
@@ -114,7 +99,7 @@ TEST_CASE("a dead holder's bound leases are taken a lease duration after its ses
 
 TEST_CASE("an operator deleting a session ends its holder's bound terms at once") {
   sim_world w(bound_world(2, 4));
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   w.run_for(10s);
   std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
   auto lost_before = w.rep(holder).count(event_type::term_lost);
@@ -124,12 +109,12 @@ TEST_CASE("an operator deleting a session ends its holder's bound terms at once"
                       10s));
   CHECK(w.now() - deleted <= w.options().timings.retry_period + w.options().timings.effective_request_timeout());
   // Leadership comes back (the holder retakes its own ended terms), never twice at once.
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
 }
 
 TEST_CASE("an operator emptying a bound Lease's holder ends that term only; others wait it out") {
   sim_world w(bound_world(2, 3));
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   w.run_for(10s);
   std::size_t holder = static_cast<std::size_t>(w.leader_of(1));
   int others_before = 0;
@@ -148,7 +133,7 @@ TEST_CASE("an operator emptying a bound Lease's holder ends that term only; othe
 
 TEST_CASE("a holder shutting down hands its bound leases over as plain released records") {
   sim_world w(bound_world(2, 4));
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   w.run_for(10s);
   std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
   std::size_t other = 1 - holder;
@@ -158,20 +143,13 @@ TEST_CASE("a holder shutting down hands its bound leases over as plain released 
     for (auto& r : w.rep(holder).runners)
       self->send(r, shutdown_atom::value);
   }
-  REQUIRE(w.run_until(
-    [&] {
-      for (std::size_t k = 0; k < 4; ++k)
-        if (w.leader_of(k) != static_cast<int>(other))
-          return false;
-      return true;
-    },
-    30s));
+  REQUIRE(w.run_until([&] { return w.all_led(static_cast<int>(other)); }, 30s));
   CHECK(w.now() - stopped < w.options().timings.lease_duration / 2);
 }
 
 TEST_CASE("a bound Lease whose runner died while its session lives is reaped and taken, not held for ever") {
   sim_world w(bound_world(2, 3));
-  REQUIRE(w.run_until([&] { return all_led(w); }, 60s));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
   w.run_for(10s);
   // The holder of lease 0 must keep another lease, so its session lives on.
   std::size_t holder = static_cast<std::size_t>(w.leader_of(0));

@@ -281,6 +281,13 @@ int sim_world::leader_of(std::size_t k) const {
   return -1;
 }
 
+bool sim_world::all_led(int who) const {
+  for (std::size_t k = 0; k < opts_.leases; ++k)
+    if (who < 0 ? leader_of(k) < 0 : leader_of(k) != who)
+      return false;
+  return true;
+}
+
 std::vector<std::size_t> sim_world::loads() const {
   std::vector<std::size_t> out(reps_.size(), 0);
   for (std::size_t k = 0; k < opts_.leases; ++k) {

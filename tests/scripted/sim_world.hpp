@@ -154,6 +154,8 @@ public:
   std::size_t await_leader(caf::timespan limit);
   /// With `leases` > 1: the replica running lease k's work, or -1.
   int leader_of(std::size_t k) const;
+  /// Every lease's work runs somewhere (`who` < 0), or all on replica `who`.
+  bool all_led(int who = -1) const;
   /// With `leases` > 1: how many leases' work each replica runs.
   std::vector<std::size_t> loads() const;
   /// With `balance`: spawns replica i's group actor (it joins the group).
