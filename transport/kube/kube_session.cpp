@@ -359,7 +359,6 @@ struct session_state {
   /// Takes waiting on the end of a session at a version (one write for all).
   std::map<std::pair<lease_key, std::string>, std::vector<std::function<void(const api_error&)>>>
     ending;
-  bool polling = false;
   std::set<std::string> own_read;     // namespaces whose own session is read at a poll
   std::set<std::string> own_unread;   // of them, those still to read
 };
@@ -768,6 +767,19 @@ void write_bound(session_self self, lease l, bool create, caf::response_promise 
   });
 }
 
+/// Reads session `k` into the followers' table, then `then(answer)`.
+void read_session(session_self self, const lease_key& k,
+                  std::function<void(const lease_reply&)> then) {
+  auto sent = self->clock().now();
+  self->request(self->state.inner, timeout_of(self), get_lease_atom::value, k)
+    .then([self, k, sent, then](lease_reply& r) {
+      if (r.ok() || r.kind() == error_kind::not_found)
+        self->state.table->saw(k, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
+                               self->clock().now(), sent);
+      then(r);
+    }, [k, then](caf::error& e) { then(lease_reply::failure(actor_error("GET", k.to_string(), e))); });
+}
+
 /// A take of a record bound by `l.session_end`: a session still in that
 /// incarnation and still for a lease duration is ended first (a conditional
 /// write of its released form), one judged live refuses the take.
@@ -816,45 +828,27 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
   };
   if (self->state.table->record(sk))
     return judge();
-  auto sent = self->clock().now();
-  self->request(self->state.inner, timeout_of(self), get_lease_atom::value, sk)
-    .then([self, sk, judge, then, sent](lease_reply& r) {
-      if (r.ok() || r.kind() == error_kind::not_found)
-        self->state.table->saw(sk, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
-                               self->clock().now(), sent);
-      if (!r.ok() && r.kind() != error_kind::not_found)
-        return then(r.error);
-      judge();
-    }, [then, sk](caf::error& e) { then(actor_error("GET", sk.to_string(), e)); });
+  read_session(self, sk, [judge, then](const lease_reply& r) {
+    if (!r.ok() && r.kind() != error_kind::not_found)
+      return then(r.error);
+    judge();
+  });
 }
 
 /// Reads the sessions electors judge by, every half retry_period, and our
 /// own session in each namespace once (until a read succeeds).
 void poll(session_self self) {
   auto& st = self->state;
-  for (auto& ns : std::exchange(st.own_unread, {})) {
-    lease_key own{ns, st.name};
-    auto sent = self->clock().now();
-    auto again = [self, ns] { self->state.own_unread.insert(ns); };
-    self->request(st.inner, timeout_of(self), get_lease_atom::value, own)
-      .then([self, own, sent, again](lease_reply& r) {
-        if (r.ok() || r.kind() == error_kind::not_found)
-          self->state.table->saw(own, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
-                                 self->clock().now(), sent);
-        else
-          again();
-      }, [again](caf::error&) { again(); });
-  }
-  auto sent = self->clock().now();
-  for (auto& k : st.table->due(sent, st.opts.timings.retry_period / 4))
-    self->request(st.inner, timeout_of(self), get_lease_atom::value, k)
-      .then([self, k, sent](lease_reply& r) {
-        if (r.ok() || r.kind() == error_kind::not_found)
-          self->state.table->saw(k, r.ok() ? std::optional<lease>(*r.value) : std::nullopt,
-                                 self->clock().now(), sent);
-        else
-          self->state.table->read_failed(k);
-      }, [self, k](caf::error&) { self->state.table->read_failed(k); });
+  for (auto& ns : std::exchange(st.own_unread, {}))
+    read_session(self, {ns, st.name}, [self, ns](const lease_reply& r) {
+      if (!r.ok() && r.kind() != error_kind::not_found)
+        self->state.own_unread.insert(ns);   // the next poll tries again
+    });
+  for (auto& k : st.table->due(self->clock().now(), st.opts.timings.retry_period / 4))
+    read_session(self, k, [self, k](const lease_reply& r) {
+      if (!r.ok() && r.kind() != error_kind::not_found)
+        self->state.table->read_failed(k);
+    });
 }
 
 /// Ticks `session` every `every` without keeping it alive: a timer of the
