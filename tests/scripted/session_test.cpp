@@ -174,3 +174,36 @@ TEST_CASE("a bound Lease whose runner died while its session lives is reaped and
   REQUIRE(s);
   CHECK(s->spec.holder_identity == w.rep(holder).identity);   // its session lived on
 }
+
+TEST_CASE("a bound Lease whose release failed is released again by its session, not held for ever") {
+  sim_world w(bound_world(2, 2));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
+  w.run_for(10s);
+  // The holder of lease 0 must keep lease 1, so its session lives on.
+  std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
+  std::size_t other = 1 - holder;
+  if (w.leader_of(1) != static_cast<int>(holder)) {
+    caf::anon_send_exit(w.rep(other).runners[1], caf::exit_reason::user_shutdown);
+    REQUIRE(w.run_until([&] { return w.leader_of(1) == static_cast<int>(holder); }, 60s));
+    w.run_for(5s);
+  }
+  // The holder's release of lease 0 is refused; its session's rounds are
+  // answered again a moment later, well within its renew deadline.
+  w.api().set_fault(sim_fault::refuse_writes, w.rep(holder).identity, 422);
+  auto released = w.now();
+  {
+    caf::scoped_actor self{w.sys()};
+    self->send(w.rep(holder).runners[0], shutdown_atom::value);
+  }
+  REQUIRE(w.run_until([&] { return w.leader_of(0) < 0; }, 30s));
+  w.run_for(500ms);
+  w.api().set_fault(sim_fault::none, w.rep(holder).identity);
+  auto b = w.api().peek(w.lease_at(0));
+  REQUIRE(b);
+  CHECK(b->spec.holder_identity == w.rep(holder).identity);   // the release did not land
+  REQUIRE(w.run_until([&] { return w.leader_of(0) == static_cast<int>(other); }, 60s));
+  // Released again at the session's next round, not after the reaper's two
+  // lease durations, and never while the holder kept lease 1.
+  CHECK(w.now() - released < w.options().timings.lease_duration);
+  CHECK(w.leader_of(1) == static_cast<int>(holder));
+}

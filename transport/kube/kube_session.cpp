@@ -316,7 +316,10 @@ struct bound_entry {
   std::string version;
   time_point written{};      // the send of our last write of it
   int duration_s = 0;        // the leaseDurationSeconds written then
-  time_point asked{};        // the last renew that asked
+  time_point asked{};        // the last renew that asked (or reaper's try)
+  /// Its elector sent a release of this version: its term is over. Kept
+  /// until the list shows it gone, as that release may fail.
+  bool released = false;
 };
 
 /// What a round's list showed of one bound Lease: the fields a renew
@@ -416,7 +419,7 @@ void release_if_unused(session_self self, const std::string& ns) {
   if (!s.live || s.starting || s.round_out || s.writes_out > 0 || !s.waiting.empty())
     return;
   for (auto& [k, e] : st.book)
-    if (k.ns == ns)
+    if (k.ns == ns && !e.released)
       return;
   lease l = *s.rec;
   l.spec.holder_identity.clear();
@@ -575,23 +578,29 @@ void serve(session_self self, rider& r, time_point started,
   r.rp.deliver(lease_reply::success(std::move(out)));
 }
 
-/// Bound Leases unasked for two lease durations have no elector here: the
-/// reaper releases them (docs/safety.md, "Kubernetes leases bound to a session").
+/// Bound Leases unasked for two lease durations have no elector here, nor
+/// have those whose release the list still shows a retry period after it
+/// was sent: the reaper releases them (docs/safety.md, "Kubernetes leases
+/// bound to a session").
 void reap(session_self self, const std::string& ns, time_point now) {
   auto& st = self->state;
   auto& s = st.sessions[ns];
   for (auto& [k, e] : st.book) {
-    if (k.ns != ns || e.asked + 2 * st.opts.timings.lease_duration > now)
+    auto wait = e.released ? st.opts.timings.retry_period : 2 * st.opts.timings.lease_duration;
+    if (k.ns != ns || e.asked + wait > now)
       continue;
     auto i = s.listed.find(k.name);
     if (i == s.listed.end() || i->second.version != e.version)
       continue;
-    e.asked = now;   // one try per two lease durations
+    e.asked = now;   // one try per wait
     auto key = k;
     auto version = e.version;
-    auto forget = [self, key](const lease_reply& r) {
-      if (r.ok() || !maybe_written(r.kind()))
-        self->state.book.erase(key);
+    // Off the books once written, or once the Lease moved on from `version`.
+    auto forget = [self, key, version](const lease_reply& r) {
+      auto e = self->state.book.find(key);
+      if (e != self->state.book.end() && e->second.version == version
+          && (r.ok() || !maybe_written(r.kind())))
+        self->state.book.erase(e);
     };
     self->request(st.inner, timeout_of(self), get_lease_atom::value, key)
       .then([self, key, version, forget](lease_reply& got) {
@@ -906,9 +915,13 @@ caf::behavior session_actor(session_self self, lease_transport_actor inner, sess
       auto now = self->clock().now();
       if (l.spec.holder_identity.empty()) {
         // A release: plain again; the pool sees the elector as its sender.
-        // It is sent once the term's modules are down: off the books now.
+        // It is sent once the term's modules are down, but may fail: the
+        // entry stays for the reaper until a list shows the Lease moved on.
         set_binding(l, std::nullopt);
-        st.book.erase(l.key());
+        if (auto e = st.book.find(l.key()); e != st.book.end() && e->second.version == l.resource_version) {
+          e->second.released = true;
+          e->second.asked = now;
+        }
         auto ns = l.ns;
         auto r = self->delegate(st.inner, a, std::move(l));
         release_if_unused(self, ns);
