@@ -102,8 +102,6 @@ elector_handle spawn_elector(caf::local_actor* parent, elector_options opts);
 
 using time_point = caf::actor_clock::time_point;
 
-wall_time wall_now();
-
 class elector_actor : public with_shared_behavior<elector_actor, elector_handle::base> {
 public:
   elector_actor(caf::actor_config& cfg, elector_options opts);

@@ -9,11 +9,6 @@
 
 namespace leasehold {
 
-wall_time wall_now() {
-  return std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
-}
-
-
 // -- the pure rules ----------------------------------------------------------------
 
 const char* to_string(elector_state s) {

@@ -186,7 +186,7 @@ struct webhook_state {
 using webhook_actor = caf::stateful_actor<webhook_state>;
 
 std::string notification(const module_context& ctx, const leadership_changed& x) {
-  auto now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
+  auto now = wall_now();
   nlohmann::json body{{"identity", ctx.identity},
                       {"leading", x.leading},
                       {"holder", x.holder},

@@ -331,7 +331,7 @@ int status_command(const run_options& opts, bool json_output, std::ostream& out,
     return 2;
   status_input in;
   in.member_ttl = cfg.timings.lease_duration;
-  in.now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
+  in.now = wall_now();
   if (int code = cfg.backend == "etcd" ? read_etcd(cfg, in, err) : read_kube(cfg, in, err))
     return code;
   in.ns = cfg.ns;

@@ -15,6 +15,11 @@ namespace leasehold {
 using wall_clock = std::chrono::system_clock;
 using wall_time = std::chrono::time_point<wall_clock, std::chrono::microseconds>;
 
+/// Now, as a MicroTime holds it.
+inline wall_time wall_now() {
+  return std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
+}
+
 /// Formats a MicroTime: `2006-01-02T15:04:05.000000Z` (always 6 digits, UTC).
 std::string format_micro_time(wall_time t);
 

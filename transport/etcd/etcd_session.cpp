@@ -31,8 +31,7 @@ std::optional<std::string> released_value(const std::string& value) {
     return std::nullopt;
   v["holderIdentity"] = "";
   v["leaseDurationSeconds"] = 1;
-  v["acquireTime"] = format_micro_time(
-    std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now()));
+  v["acquireTime"] = format_micro_time(wall_now());
   v.erase("preferredHolder");
   return v.dump();
 }

@@ -11,33 +11,9 @@
 
 #include "leasehold/lease_transport.hpp"
 #include "leasehold/timings.hpp"
+#include "transport/kube/kube_binding.hpp"
 
 namespace leasehold {
-
-/// The annotation that binds a Lease to a session: "<session>/<uid>/<incarnation>/<term>",
-/// valid only while <term> is the Lease's own leaseTransitions.
-constexpr const char* session_annotation = "leasehold.io/session";
-/// The label naming a bound Lease's session (kubectl get leases -L leasehold.io/session).
-constexpr const char* session_label = "leasehold.io/session";
-/// The label every session Lease carries ("leasehold.io/role=session").
-constexpr const char* role_label = "leasehold.io/role";
-
-/// A Lease's binding to a session incarnation (its annotation), valid only
-/// when written for the Lease's own term.
-struct session_binding {
-  std::string session;
-  std::string uid;
-  int incarnation = 0;
-  int term = -1;
-};
-std::optional<session_binding> binding_of(const lease& l);
-/// Whether session Lease `s` is still in the incarnation `b` names (held,
-/// same uid and leaseTransitions).
-bool in_incarnation(const lease& s, const session_binding& b);
-
-/// The session Lease of replica `identity`: "lh-session-<identity>", made a
-/// valid object name (lowercase, a hash suffix when too long).
-std::string session_lease_name(const std::string& identity);
 
 struct session_options {
   std::string identity;

@@ -103,7 +103,7 @@ parse_result<std::vector<member_record>> parse_lease_candidates(const std::strin
 members_reply lease_candidates::announce(const candidate& c) {
   auto base = lease_candidates_path(c.ns);
   auto path = base + "/" + lease_candidate_name(c);
-  auto now = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now());
+  auto now = wall_now();
   auto object = lease_candidate_object(c, now);
   // PUT on the version read (the API wants one), else POST; a lost race
   // (409) is harmless: the next round renews.
