@@ -207,3 +207,44 @@ TEST_CASE("a bound Lease whose release failed is released again by its session, 
   CHECK(w.now() - released < w.options().timings.lease_duration);
   CHECK(w.leader_of(1) == static_cast<int>(holder));
 }
+
+TEST_CASE("a bound take whose answer was lost, its elector gone, is reaped, not held for ever") {
+  sim_world w(bound_world(3, 2));
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
+  w.run_for(10s);
+  // H holds lease 1 (its session lives on) and still runs lease 0's
+  // runner; P holds lease 0; O is the third.
+  if (w.leader_of(0) == w.leader_of(1)) {
+    auto x = static_cast<std::size_t>(w.leader_of(1));
+    caf::anon_send_exit(w.rep(x).runners[1], caf::exit_reason::user_shutdown);
+    REQUIRE(w.run_until([&] { return w.leader_of(1) >= 0 && w.leader_of(1) != static_cast<int>(x); }, 60s));
+    w.run_for(5s);
+  }
+  auto h = static_cast<std::size_t>(w.leader_of(1));
+  auto p = static_cast<std::size_t>(w.leader_of(0));
+  auto o = 3 - h - p;
+  REQUIRE(h != p);
+  // P releases lease 0. O cannot reach the API; H's take lands, but its
+  // answer is lost, and H's runner of lease 0 dies before it reads it back.
+  w.api().set_fault(sim_fault::down, w.rep(o).identity);
+  w.api().set_fault(sim_fault::lose_answers, w.rep(h).identity);
+  {
+    caf::scoped_actor self{w.sys()};
+    self->send(w.rep(p).runners[0], shutdown_atom::value);
+  }
+  REQUIRE(w.run_until([&] {
+    auto r = w.api().peek(w.lease_at(0));
+    return r && r->spec.holder_identity == w.rep(h).identity;
+  }, 30s));
+  auto taken = w.now();
+  caf::anon_send_exit(w.rep(h).runners[0], caf::exit_reason::kill);
+  w.api().set_fault(sim_fault::none, w.rep(h).identity);
+  w.api().set_fault(sim_fault::none, w.rep(o).identity);
+  REQUIRE(binding_of(*w.api().peek(w.lease_at(0))));   // bound to H's session
+  REQUIRE(w.run_until([&] { return w.leader_of(0) == static_cast<int>(o); }, 120s));
+  auto& t = w.options().timings;
+  // Nobody asked about it for two lease durations: reaped, then taken.
+  CHECK(w.now() - taken >= 2 * t.lease_duration);
+  CHECK(w.now() - taken <= 2 * t.lease_duration + 4 * t.retry_period);
+  CHECK(w.leader_of(1) == static_cast<int>(h));   // H's session lived on
+}

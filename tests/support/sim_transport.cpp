@@ -391,9 +391,13 @@ caf::result<Reply> answer(sim_self self, const std::string& verb, const lease_ke
   auto& st = self->state;
   int status = 503;
   auto f = st.api->fault_for(st.client, status);
-  if (f == sim_fault::refuse_writes && verb == "GET")
+  if ((f == sim_fault::refuse_writes || f == sim_fault::lose_answers) && verb == "GET")
     f = sim_fault::none;
-  if (f == sim_fault::hang) {
+  if (f == sim_fault::lose_answers) {
+    auto rest = begin ? begin() : std::function<Reply()>{};
+    rest ? rest() : compute();
+  }
+  if (f == sim_fault::hang || f == sim_fault::lose_answers) {
     st.hanging.push_back(self->make_response_promise());
     return caf::delegated<Reply>{};
   }

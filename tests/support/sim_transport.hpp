@@ -31,6 +31,9 @@ enum class sim_fault {
   /// Writes (POST, PUT) fail with `error_status` (422, 400: invalid); reads
   /// and watches are answered: an API that refuses what this client writes.
   refuse_writes,
+  /// Requests land (a write is applied) but no answer comes back (the
+  /// caller's request timeout fires); reads and watches are answered.
+  lose_answers,
 };
 
 struct sim_request {

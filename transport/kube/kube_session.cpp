@@ -228,8 +228,12 @@ void round_done(session_self self, const std::string& ns) {
     s.listed = std::move(s.round_list);
     for (auto& r : riders)
       serve(self, r, s.done_started, s.listed);
+    // A write whose answer was lost is on the books at the version listed.
     // Entries written before the list and absent from it are released or
-    // rewritten by another: off the books.
+    // rewritten by another (or never written): off the books.
+    for (auto& [k, e] : self->state.book)
+      if (auto l = s.listed.find(k.name); k.ns == ns && e.version.empty() && l != s.listed.end())
+        e.version = l->second.version;
     for (auto i = self->state.book.begin(); i != self->state.book.end();)
       i = i->first.ns == ns && i->second.written < s.done_started && !s.listed.count(i->first.name)
             ? self->state.book.erase(i)

@@ -6,7 +6,9 @@
 
 namespace leasehold::session_detail {
 
-/// A write of `l` through the inner transport; a bound one goes on the books.
+/// A write of `l` through the inner transport; a bound one goes on the
+/// books, also when its answer is lost: at an unknown version, which the
+/// next round's list fills in (the reaper's, should no elector ask).
 void write(session_self self, lease l, bool create, caf::response_promise rp) {
   auto key = l.key();
   auto sent = self->clock().now();
@@ -14,27 +16,24 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
   int dur = l.spec.lease_duration_seconds.value_or(0);
   if (bound)
     ++self->state.sessions[key.ns].writes_out;
-  auto on = [self, key, sent, bound, dur, rp](lease_reply& r) mutable {
+  auto done = [self, key, sent, bound, dur, rp](lease_reply r) mutable {
     if (bound) {
       --self->state.sessions[key.ns].writes_out;
-      if (r.ok())
-        self->state.book[key] = {r.value->resource_version, sent, dur, sent};
+      if (r.ok() || maybe_written(r.kind()))
+        self->state.book[key] = {r.ok() ? r.value->resource_version : "", sent, dur, sent};
       else
         release_if_unused(self, key.ns);   // a take refused: a session started for it goes
     }
     rp.deliver(std::move(r));
   };
-  auto err = [self, rp, key, create, bound](caf::error& e) mutable {
-    if (bound) {
-      --self->state.sessions[key.ns].writes_out;
-      release_if_unused(self, key.ns);
-    }
-    rp.deliver(lease_reply::failure(actor_error(create ? "POST" : "PUT", key.to_string(), e)));
+  auto err = [done, key, create](caf::error& e) mutable {
+    done(lease_reply::failure(actor_error(create ? "POST" : "PUT", key.to_string(), e)));
   };
+  auto on = [done](lease_reply& r) mutable { done(std::move(r)); };
   if (create)
-    self->request(self->state.inner, caf::infinite, create_lease_atom::value, std::move(l)).then(on, err);
+    self->request(self->state.inner, timeout_of(self), create_lease_atom::value, std::move(l)).then(on, err);
   else
-    self->request(self->state.inner, caf::infinite, update_lease_atom::value, std::move(l)).then(on, err);
+    self->request(self->state.inner, timeout_of(self), update_lease_atom::value, std::move(l)).then(on, err);
 }
 
 /// `l` (a take or a create by this replica) bound to our live session.
