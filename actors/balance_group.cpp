@@ -1,17 +1,10 @@
-// The balance group actor (include/leasehold/balance_group.hpp).
-//
-//   every retry_period, and at once when a lease's holder changes:
-//     1. announce this replica and list the members (membership backend);
-//     2. count a member live while its announcement is renewed within its
-//        ttl (or the store still lists it), settled once present `settle`;
-//        the ttl runs only while this replica's own rounds succeed (an
-//        outage is no evidence that a member is gone);
-//     3. compute the assignment from the settled members and the holders
-//        the runners report (balance_assignment);
-//     4. tell each runner to compete for its lease iff it is assigned here,
-//        or the lease has been free for a lease duration (no member may
-//        leave a lease unowned because views of the group differ).
-//   yields and leaving: the comment on balance_group_actor below.
+// The balance group actor (include/leasehold/balance_group.hpp). Every
+// retry_period, and at once when a lease's holder changes, it announces this
+// replica, counts the settled live members (a member's ttl runs only while
+// this replica's own rounds succeed: an outage is no evidence that it is
+// gone), computes the assignment and tells each runner whether to compete.
+// The steps: docs/balance.md, "The group actor"; yields and leaving: the
+// comment on balance_group_actor below.
 #include "leasehold/balance_group.hpp"
 
 #include <algorithm>
