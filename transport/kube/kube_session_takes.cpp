@@ -8,7 +8,9 @@ namespace leasehold::session_detail {
 
 /// A write of `l` through the inner transport; a bound one goes on the
 /// books, also when its answer is lost: at an unknown version, which the
-/// next round's list fills in (the reaper's, should no elector ask).
+/// next round's list fills in (the reaper's, should no elector ask). Only
+/// a write known to have landed moves `written`: rides end at half the
+/// duration since then (case 4 of the proof; sim seed 945).
 void write(session_self self, lease l, bool create, caf::response_promise rp) {
   auto key = l.key();
   auto sent = self->clock().now();
@@ -19,9 +21,14 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
   auto done = [self, key, sent, bound, dur, rp](lease_reply r) mutable {
     if (bound) {
       --self->state.sessions[key.ns].writes_out;
-      if (r.ok() || maybe_written(r.kind()))
-        self->state.book[key] = {r.ok() ? r.value->resource_version : "", sent, dur, sent};
-      else
+      if (r.ok()) {
+        self->state.book[key] = {r.value->resource_version, sent, dur, sent};
+      } else if (maybe_written(r.kind())) {
+        auto& e = self->state.book[key];   // new: no write known, so every renew writes
+        e.version.clear();
+        e.asked = sent;
+        e.released = false;
+      } else
         release_if_unused(self, key.ns);   // a take refused: a session started for it goes
     }
     rp.deliver(std::move(r));
