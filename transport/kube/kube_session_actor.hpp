@@ -37,6 +37,9 @@ struct bound_entry {
   /// Its elector sent a release of this version: its term is over. Kept
   /// until the list shows it gone, as that release may fail.
   bool released = false;
+  /// The renewTime of a write whose answer was lost (`version` empty): a
+  /// list showing this very renewTime shows that write, and its version.
+  std::optional<wall_time> unanswered;
 };
 
 /// What a round's list showed of one bound Lease: the fields a renew

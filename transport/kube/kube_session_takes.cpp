@@ -16,9 +16,10 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
   auto sent = self->clock().now();
   bool bound = binding_of(l).has_value();
   int dur = l.spec.lease_duration_seconds.value_or(0);
+  auto rt = l.spec.renew_time;
   if (bound)
     ++self->state.sessions[key.ns].writes_out;
-  auto done = [self, key, sent, bound, dur, rp](lease_reply r) mutable {
+  auto done = [self, key, sent, bound, dur, rt, rp](lease_reply r) mutable {
     if (bound) {
       --self->state.sessions[key.ns].writes_out;
       if (r.ok()) {
@@ -28,6 +29,7 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
         e.version.clear();
         e.asked = sent;
         e.released = false;
+        e.unanswered = rt;
       } else
         release_if_unused(self, key.ns);   // a take refused: a session started for it goes
     }
