@@ -234,9 +234,11 @@ void round_done(session_self self, const std::string& ns) {
     // Entries written before the list and absent from it are released or
     // rewritten by another (or never written): off the books.
     for (auto& [k, e] : self->state.book)
-      if (auto l = s.listed.find(k.name); k.ns == ns && e.version.empty() && e.unanswered
-                                          && l != s.listed.end() && l->second.renew_time == e.unanswered)
+      if (auto l = s.listed.find(k.name); k.ns == ns && e.unanswered && l != s.listed.end()
+                                          && l->second.renew_time == e.unanswered) {
         e.version = l->second.version;
+        e.unanswered.reset();
+      }
     for (auto i = self->state.book.begin(); i != self->state.book.end();)
       i = i->first.ns == ns && i->second.written < s.done_started && !s.listed.count(i->first.name)
             ? self->state.book.erase(i)

@@ -37,8 +37,8 @@ struct bound_entry {
   /// Its elector sent a release of this version: its term is over. Kept
   /// until the list shows it gone, as that release may fail.
   bool released = false;
-  /// The renewTime of a write whose answer was lost (`version` empty): a
-  /// list showing this very renewTime shows that write, and its version.
+  /// The renewTime of a write whose answer was lost: a list showing this
+  /// very renewTime shows that write, and its version.
   std::optional<wall_time> unanswered;
 };
 

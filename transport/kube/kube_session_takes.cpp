@@ -7,8 +7,8 @@
 namespace leasehold::session_detail {
 
 /// A write of `l` through the inner transport; a bound one goes on the
-/// books, also when its answer is lost: at an unknown version, which the
-/// next round's list fills in (the reaper's, should no elector ask). Only
+/// books, also when its answer is lost: a list that shows it gives its
+/// version (the reaper's, should no elector ask). Only
 /// a write known to have landed moves `written`: rides end at half the
 /// duration since then (case 4 of the proof; sim seed 945).
 void write(session_self self, lease l, bool create, caf::response_promise rp) {
@@ -25,8 +25,9 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
       if (r.ok()) {
         self->state.book[key] = {r.value->resource_version, sent, dur, sent};
       } else if (maybe_written(r.kind())) {
-        auto& e = self->state.book[key];   // new: no write known, so every renew writes
-        e.version.clear();
+        // Its version stays the last known one (new: none, and every
+        // renew writes) until a list shows this write's renewTime.
+        auto& e = self->state.book[key];
         e.asked = sent;
         e.released = false;
         e.unanswered = rt;
