@@ -45,6 +45,21 @@ std::string annotation(const lease& l, const char* key) {
   return (*m)["annotations"][key].get<std::string>();
 }
 
+/// Runs `w` (2 replicas) until every lease is led, then moves lease 1 to
+/// lease 0's holder if need be (the other replica gives it up), so that
+/// holder's session lives on while lease 0 is tested. Returns the holder.
+std::size_t hold_two(sim_world& w) {
+  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
+  w.run_for(10s);
+  auto holder = static_cast<std::size_t>(w.leader_of(0));
+  if (w.leader_of(1) != static_cast<int>(holder)) {
+    caf::anon_send_exit(w.rep(1 - holder).runners[1], caf::exit_reason::user_shutdown);
+    REQUIRE(w.run_until([&] { return w.leader_of(1) == static_cast<int>(holder); }, 60s));
+    w.run_for(5s);
+  }
+  return holder;
+}
+
 } // namespace
 
 TEST_CASE("bound leases cost the store one session write per retry period, not one per lease") {
@@ -149,19 +164,7 @@ TEST_CASE("a holder shutting down hands its bound leases over as plain released 
 
 TEST_CASE("a bound Lease whose runner died while its session lives is reaped and taken, not held for ever") {
   sim_world w(bound_world(2, 3));
-  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
-  w.run_for(10s);
-  // The holder of lease 0 must keep another lease, so its session lives on.
-  std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
-  bool keeps_another = false;
-  for (std::size_t k = 1; k < 3; ++k)
-    keeps_another = keeps_another || w.leader_of(k) == static_cast<int>(holder);
-  if (!keeps_another) {
-    // Move lease 1 to the holder: the other replica yields it.
-    auto other = 1 - holder;
-    caf::anon_send_exit(w.rep(other).runners[1], caf::exit_reason::user_shutdown);
-    REQUIRE(w.run_until([&] { return w.leader_of(1) == static_cast<int>(holder); }, 60s));
-  }
+  auto holder = hold_two(w);
   auto died = w.now();
   caf::anon_send_exit(w.rep(holder).runners[0], caf::exit_reason::kill);   // no release
   std::size_t other = 1 - holder;
@@ -177,16 +180,8 @@ TEST_CASE("a bound Lease whose runner died while its session lives is reaped and
 
 TEST_CASE("a bound Lease whose release failed is released again by its session, not held for ever") {
   sim_world w(bound_world(2, 2));
-  REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));
-  w.run_for(10s);
-  // The holder of lease 0 must keep lease 1, so its session lives on.
-  std::size_t holder = static_cast<std::size_t>(w.leader_of(0));
+  auto holder = hold_two(w);
   std::size_t other = 1 - holder;
-  if (w.leader_of(1) != static_cast<int>(holder)) {
-    caf::anon_send_exit(w.rep(other).runners[1], caf::exit_reason::user_shutdown);
-    REQUIRE(w.run_until([&] { return w.leader_of(1) == static_cast<int>(holder); }, 60s));
-    w.run_for(5s);
-  }
   // The holder's release of lease 0 is refused; its session's rounds are
   // answered again a moment later, well within its renew deadline.
   w.api().set_fault(sim_fault::refuse_writes, w.rep(holder).identity, 422);
