@@ -54,10 +54,6 @@ lease_spec released_spec(const lease_spec& held, wall_time now);
 /// renew and its retry (why: docs/safety.md, 'The etcd backend').
 caf::timespan renew_ride_limit(const election_timings& t);
 
-/// After an error of kind `k` a write may still stand in the store (no
-/// answer, a gateway's 5xx, an unreadable 2xx); a refusal wrote nothing.
-bool may_have_applied(error_kind k);
-
 /// <0, 0, >0 as resourceVersion `rv` is older than, equal to or newer than
 /// `known`; nullopt when they cannot be ordered (not decimal numbers).
 std::optional<int> compare_versions(const std::string& rv, const std::string& known);

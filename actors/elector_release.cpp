@@ -90,21 +90,6 @@ caf::timespan renew_ride_limit(const election_timings& t) {
                   std::min(t.retry_period / 2, (t.renew_deadline - t.retry_period) / 4));
 }
 
-bool may_have_applied(error_kind k) {
-  switch (k) {
-    case error_kind::timeout:
-    case error_kind::connection_refused:   // also a reset after the request left
-    case error_kind::disconnected:
-    case error_kind::server_error:
-    case error_kind::malformed_body:
-    case error_kind::other:
-      return true;
-    default:
-      return false;
-  }
-}
-
-
 // -- a term lost -------------------------------------------------------------------
 
 void elector_actor::lose_rewritten(const lease& rec) {

@@ -40,6 +40,15 @@ inline bool is_lost_race(error_kind k) {
 /// be refused again until what makes it changes.
 inline bool is_refusal(error_kind k) { return k == error_kind::invalid; }
 
+/// After an error of kind `k` a write may still stand in the store (no
+/// answer, a reset after the request left, a gateway's 5xx, an unreadable
+/// 2xx); a refusal or a lost race wrote nothing.
+inline bool may_have_applied(error_kind k) {
+  return k == error_kind::timeout || k == error_kind::connection_refused
+         || k == error_kind::disconnected || k == error_kind::server_error
+         || k == error_kind::malformed_body || k == error_kind::other;
+}
+
 struct api_error {
   error_kind kind = error_kind::none;
   int http_status = 0;       // 0 when no response was received

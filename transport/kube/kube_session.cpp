@@ -32,13 +32,19 @@ bool refresh_due(const lease_key& k, const bound_entry& e, time_point now) {
 
 void start_round(session_self self, const std::string& ns);
 
-/// The session in `ns` ended: every bound renew of it fails, its book goes.
-void end_session(session_self self, const std::string& ns, const std::string& why) {
+/// This incarnation in `ns` serves no renew and binds no take any more.
+void leave_incarnation(session_self self, const std::string& ns) {
   auto& s = self->state.sessions[ns];
   s.live = false;
   s.has_done = false;
   s.listed.clear();
   self->state.table->set_own(ns, "");
+}
+
+/// The session in `ns` ended: every bound renew of it fails, its book goes.
+void end_session(session_self self, const std::string& ns, const std::string& why) {
+  auto& s = self->state.sessions[ns];
+  leave_incarnation(self, ns);
   api_error e{error_kind::session_ended, 0, "PUT",
               ns + "/" + self->state.name, "session " + ns + "/" + self->state.name + " ended: " + why, 0};
   for (auto* v : {&s.riders, &s.waiting}) {
@@ -61,14 +67,8 @@ void release_if_unused(session_self self, const std::string& ns) {
   for (auto& [k, e] : st.book)
     if (k.ns == ns && !e.released)
       return;
-  lease l = *s.rec;
-  l.spec.holder_identity.clear();
-  l.spec.lease_duration_seconds = 1;
-  l.spec.renew_time = wall_now();
-  s.live = false;
-  s.has_done = false;
-  s.listed.clear();
-  st.table->set_own(ns, "");
+  auto l = released_session(*s.rec);
+  leave_incarnation(self, ns);
   self->request(st.inner, timeout_of(self), update_lease_atom::value, l)
     .then([self, ns](lease_reply& r) {
       if (r.ok())
@@ -127,7 +127,7 @@ void start_session(session_self self, const std::string& ns,
   auto done = [self, ns](const lease_reply& r) {
     auto& s = self->state.sessions[ns];
     s.starting = false;
-    if (r.ok() || !maybe_written(r.kind()))
+    if (r.ok() || !may_have_applied(r.kind()))
       s.start_sent.reset();   // else it may stand: a later look adopts it
     if (r.ok()) {
       s.rec = *r.value;
@@ -307,7 +307,7 @@ void start_round(session_self self, const std::string& ns) {
               }, [](caf::error&) {});
           }
         } else {
-          if (maybe_written(r.kind()))
+          if (may_have_applied(r.kind()))
             s.unanswered = sent_rt;
           fail(r.error);
         }

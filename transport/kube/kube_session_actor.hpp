@@ -92,11 +92,13 @@ inline caf::timespan timeout_of(session_self self) {
   return self->state.opts.timings.effective_request_timeout();
 }
 
-/// After an error of kind `k` the write may stand (no answer, a 5xx).
-inline bool maybe_written(error_kind k) {
-  return k == error_kind::timeout || k == error_kind::connection_refused
-         || k == error_kind::disconnected || k == error_kind::server_error
-         || k == error_kind::malformed_body || k == error_kind::other;
+/// Session Lease `s` in its released form (holder "", duration 1), which
+/// ends its incarnation for every follower at once.
+inline lease released_session(lease s) {
+  s.spec.holder_identity.clear();
+  s.spec.lease_duration_seconds = 1;
+  s.spec.renew_time = wall_now();
+  return s;
 }
 
 inline api_error actor_error(const char* verb, const std::string& path, const caf::error& e) {

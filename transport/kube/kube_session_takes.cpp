@@ -24,7 +24,7 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
       --self->state.sessions[key.ns].writes_out;
       if (r.ok()) {
         self->state.book[key] = {r.value->resource_version, sent, dur, sent};
-      } else if (maybe_written(r.kind())) {
+      } else if (may_have_applied(r.kind())) {
         // Its version stays the last known one (new: none, and every
         // renew writes) until a list shows this write's renewTime.
         auto& e = self->state.book[key];
@@ -72,7 +72,6 @@ void read_session(session_self self, const lease_key& k,
     }, [k, then](caf::error& e) { then(lease_reply::failure(actor_error("GET", k.to_string(), e))); });
 }
 
-
 /// A take of a record bound by `l.session_end`: a session still in that
 /// incarnation and still for a lease duration is ended first (a conditional
 /// write of its released form), one judged live refuses the take.
@@ -99,10 +98,7 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
     waiting.push_back(then);
     if (waiting.size() > 1)
       return;
-    lease e = *s;
-    e.spec.holder_identity.clear();
-    e.spec.lease_duration_seconds = 1;
-    e.spec.renew_time = wall_now();
+    auto e = released_session(*s);
     auto done = [self, key](const api_error& err) {
       auto i = self->state.ending.find(key);
       if (i == self->state.ending.end())
@@ -128,7 +124,6 @@ void end_then(session_self self, const lease& l, std::function<void(const api_er
   });
 }
 
-
 /// Bound Leases unasked for two lease durations have no elector here, nor
 /// have those whose release the list still shows a retry period after it
 /// was sent: the reaper releases them (docs/safety.md, "Kubernetes leases
@@ -146,27 +141,34 @@ void reap(session_self self, const std::string& ns, time_point now) {
     e.asked = now;   // one try per wait
     auto key = k;
     auto version = e.version;
-    // Off the books once written, or once the Lease moved on from `version`.
-    auto forget = [self, key, version](const lease_reply& r) {
+    // Off the books once written, or once the Lease moved on from `version`;
+    // an answer that may hide a write (or none) leaves it to the next try.
+    auto forget = [self, key, version] {
       auto e = self->state.book.find(key);
-      if (e != self->state.book.end() && e->second.version == version
-          && (r.ok() || !maybe_written(r.kind())))
+      if (e != self->state.book.end() && e->second.version == version)
         self->state.book.erase(e);
     };
+    auto settled = [forget](const lease_reply& r) {
+      if (r.ok() || !may_have_applied(r.kind()))
+        forget();
+    };
     self->request(st.inner, timeout_of(self), get_lease_atom::value, key)
-      .then([self, key, version, forget](lease_reply& got) {
-        if (!got.ok() || got.value->resource_version != version)
-          return forget(got.ok() ? lease_reply::failure({error_kind::conflict, 409, "PUT", key.to_string(), "changed", 0}) : got);
+      .then([self, version, forget, settled](lease_reply& got) {
+        if (!got.ok())
+          return settled(got);
+        if (got.value->resource_version != version)
+          return forget();
         lease l = *got.value;
         l.spec.holder_identity.clear();
         l.spec.lease_duration_seconds = 1;
         l.spec.preferred_holder.clear();
         set_binding(l, std::nullopt);
         self->request(self->state.inner, timeout_of(self), update_lease_atom::value, l)
-          .then([forget](lease_reply& r) { forget(r); }, [](caf::error&) {});
+          .then([settled](lease_reply& r) { settled(r); }, [](caf::error&) {});
       }, [](caf::error&) {});
   }
 }
+
 /// Reads the sessions electors judge by, every half retry_period, and our
 /// own session in each namespace once (until a read succeeds).
 void poll(session_self self) {
@@ -182,6 +184,5 @@ void poll(session_self self) {
         self->state.table->read_failed(k);
     });
 }
-
 
 } // namespace leasehold::session_detail
