@@ -162,7 +162,7 @@ void elector_actor::observe(const lease& rec, bool report) {
                     && rec.spec.renew_time != mem_.record->spec.renew_time;
   mem_.record = rec;
   mem_.observed_at = clock().now();
-  evidence_.record_changed();
+  evidence_.record_changed(rec);
   mem_.max_term = std::max<std::int64_t>(mem_.max_term, rec.spec.lease_transitions);
   if (report)
     report_memory();   // else the caller reports once it has noted the rest

@@ -464,7 +464,8 @@ runner_status runner_impl::make_status() {
   st.term = term_;
   describe_lease(st, {memory_, opt_.identity, opt_.timings.lease_duration,
                       state_ == runner_state::leader, static_cast<bool>(elector_), clock().now(),
-                      last_renew(), hold_confirmed_at_, api_failing_since_});
+                      last_renew(), hold_confirmed_at_, api_failing_since_,
+                      evidence_->holder_renewed_at()});
   st.electing = static_cast<bool>(elector_) || (should_elect() && state_ != runner_state::idle);
   st.terms_won = terms_won_;
   st.terms_lost = terms_lost_;

@@ -131,12 +131,13 @@ void describe_lease(runner_status& st, const lease_view_input& in) {
   };
   auto& m = in.memory;
   // When the holder was last known current: a leader's own renew; else a
-  // new version of the record or a read that found it (on etcd a renew
-  // changes nothing, so only reads tell); in a creation hold, its own renews.
+  // new version of the record, a read that found it (on etcd a renew
+  // changes nothing, so only reads tell) or its session's renewal; in a
+  // creation hold, its own renews.
   if (in.leading)
     st.holder_age_ms = ms(in.last_renew);
   else if (m.seen)
-    st.holder_age_ms = ms(m.holder_seen_at);
+    st.holder_age_ms = ms(std::max(m.holder_seen_at, in.holder_renewed_at));
   if (!in.leading && in.elector_alive)
     if (auto hold = creation_hold(m, in.lease_duration, in.now)) {
       st.holder = in.identity;

@@ -101,6 +101,9 @@ struct lease_view_input {
   /// holds in a creation hold (a hold's renews change no key on etcd).
   caf::actor_clock::time_point hold_confirmed_at{};
   caf::actor_clock::time_point api_failing_since{};
+  /// The store's word that the holder renewed without changing its record
+  /// (lease_evidence::holder_renewed_at).
+  caf::actor_clock::time_point holder_renewed_at{};
 };
 
 /// Fills holder_age_ms, api_unreachable_ms, api_error, api_answered and, in

@@ -50,8 +50,9 @@ nlohmann::json holder_json(const std::optional<runner_status>& st, caf::timespan
       out["last_observed_holder"] = st->holder;
       out["holder_unknown_reason"] = "the holder was last confirmed "
                                      + std::to_string(st->holder_age_ms)
-                                     + "ms ago (a new version, a read that found it, or this "
-                                       "replica's own renew), longer than lease_duration ("
+                                     + "ms ago (a new version, a read that found it, its "
+                                       "session's renewal or this replica's own renew), longer "
+                                       "than lease_duration ("
                                      + std::to_string(limit_ms) + "ms)";
     }
   }

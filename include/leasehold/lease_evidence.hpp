@@ -41,8 +41,13 @@ public:
   /// holder is never judged expired by a clock, a leader whose record is
   /// gone has lost its term.
   virtual bool store_ends_terms() const { return false; }
-  /// Another record (or version) was seen: what was known of the last is void.
-  virtual void record_changed() {}
+  /// Another record (or version), `rec`, was seen: what was known of the
+  /// last is void.
+  virtual void record_changed(const lease& /*rec*/) {}
+  /// When the store last showed the holder of the record last seen alive
+  /// without a change to that record (its session renewed); epoch: it does
+  /// not tell. For views only: the runner asks it, from its own thread.
+  virtual time_point holder_renewed_at() { return {}; }
   /// A read sent at `sent` found a record; `rec` is it unless the stream
   /// showed a later one meanwhile (nullptr).
   virtual void read_found(const lease* /*rec*/, time_point /*sent*/, time_point /*now*/) {}

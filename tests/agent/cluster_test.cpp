@@ -4,6 +4,8 @@
 
 #include <signal.h>
 
+#include <thread>
+
 #include "leasehold/lease.hpp"
 #include "tests/agent/harness.hpp"
 
@@ -83,6 +85,17 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
     CHECK(st["holder_age_ms"].get<long>() >= 0);
     CHECK(st["holder_age_ms"].get<long>() < 1000);
     CHECK(st["holder_observed_at"].is_string());
+    // And stays fresh: sampled over two lease durations. A bound Lease is
+    // not written by its renews; its session's are what the follower sees.
+    long oldest = 0;
+    for (int i = 0; i < 20; ++i) {
+      std::this_thread::sleep_for(200ms);
+      auto s = agent_state(follower);
+      REQUIRE(s.is_object());
+      CHECK(s["holder"] == leader.identity());
+      oldest = std::max(oldest, s["holder_age_ms"].get<long>());
+    }
+    CHECK(oldest < 1000);
     auto l = http_get(follower.health_port(), "/leader");
     REQUIRE(l.status == 200);
     auto lj = json::parse(l.body);

@@ -91,6 +91,41 @@ TEST_CASE("bound leases cost the store one session write per retry period, not o
   }
 }
 
+TEST_CASE("a follower of a live bound holder reads its session every half retry period, never ends it") {
+  sim_world w(bound_world(2, 1));
+  auto holder = w.await_leader(60s);
+  w.run_for(30s);   // settled
+  REQUIRE(w.await_leader(1s) == holder);
+  auto follower = 1 - holder;
+  auto session = session_of(w, holder).to_string();
+  auto& t = w.options().timings;
+  auto from = w.store().requests().size();
+  // Sampled every 250 ms: the follower's view of the holder is as fresh as
+  // the session's last renewal (one a retry period) and its last read (one
+  // a half), never near "unknown" (a lease duration).
+  std::int64_t oldest_ms = 0;
+  for (int i = 0; i < 240; ++i) {
+    w.run_exactly(250ms);
+    auto st = w.status(follower);
+    REQUIRE(st.holder == w.rep(holder).identity);
+    oldest_ms = std::max(oldest_ms, st.holder_age_ms);
+  }
+  CHECK(oldest_ms <= std::chrono::duration_cast<std::chrono::milliseconds>(
+                       t.retry_period + t.retry_period / 2).count());
+  int reads = 0, writes = 0;
+  auto log = w.store().requests();
+  for (auto i = from; i < log.size(); ++i)
+    if (log[i].client == w.rep(follower).identity && log[i].lease == session) {
+      reads += log[i].verb == "GET";
+      writes += log[i].verb != "GET";
+    }
+  CHECK(writes == 0);   // no attempt to end a session that renews
+  // 60 s at one read per half retry period (1 s).
+  CHECK(reads >= 50);
+  CHECK(reads <= 70);
+  CHECK(w.await_leader(1s) == holder);
+}
+
 TEST_CASE("a dead holder's bound leases are taken a lease duration after its session stopped") {
   sim_world w(bound_world(2, 4));
   REQUIRE(w.run_until([&] { return w.all_led(); }, 60s));

@@ -65,7 +65,7 @@ public:
 
   bool store_ends_terms() const override { return true; }
 
-  void record_changed() override {
+  void record_changed(const lease&) override {
     forget_readings();   // another record: another key or etcd lease
     outside_wait_until_.reset();
     hold_next_create_ = false;

@@ -1,6 +1,7 @@
 #include "transport/kube/kube_session_table.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace leasehold {
 
@@ -48,6 +49,14 @@ session_table::time_point session_table::expires(const lease_key& k, const sessi
   return it->second + d_;
 }
 
+time_point session_table::renewed_at(const lease_key& k, const session_binding& b) {
+  std::lock_guard<std::mutex> g(mx_);
+  auto i = m_.find(k);
+  if (i == m_.end() || !i->second.record || !in_incarnation(*i->second.record, b))
+    return time_point{};
+  return i->second.seen_at;
+}
+
 bool session_table::still(const lease_key& k, time_point now) {
   std::lock_guard<std::mutex> g(mx_);
   auto i = m_.find(k);
@@ -63,12 +72,14 @@ std::optional<lease> session_table::record(const lease_key& k) {
 std::vector<lease_key> session_table::due(time_point now, caf::timespan every) {
   std::lock_guard<std::mutex> g(mx_);
   std::vector<lease_key> out;
-  for (auto& [k, r] : m_)
-    if (r.asked && !r.reading && (!r.known || r.read_at + every <= now)) {
+  for (auto& [k, r] : m_) {
+    if (std::exchange(r.asked, false))
+      r.wanted_until = now + 2 * d_;
+    if (now < r.wanted_until && !r.reading && (!r.known || r.read_at + every <= now)) {
       r.reading = true;
-      r.asked = false;
       out.push_back(k);
     }
+  }
   return out;
 }
 
@@ -108,6 +119,21 @@ public:
     return std::max(own_by_record, s);
   }
 
+  void record_changed(const lease& rec) override {
+    std::lock_guard<std::mutex> g(mx_);
+    ns_ = rec.ns;
+    bound_ = binding_of(rec);
+  }
+
+  /// The session's last renewal seen, unless it is our own: a follower's
+  /// term of ours is held by no elector here, so our rounds do not renew it.
+  time_point holder_renewed_at() override {
+    std::lock_guard<std::mutex> g(mx_);
+    if (!bound_ || bound_->session == own_)
+      return {};
+    return t_->renewed_at({ns_, bound_->session}, *bound_);
+  }
+
   void before_take(const lease& old, lease& take) override {
     if (auto b = binding_of(old))
       take.session_end = binding_text(*b);
@@ -117,6 +143,9 @@ private:
   std::shared_ptr<session_table> t_;
   std::string own_;
   caf::timespan d_, retry_;
+  std::mutex mx_;   // the runner reads what the elector last saw
+  std::string ns_;
+  std::optional<session_binding> bound_;
 };
 
 } // namespace

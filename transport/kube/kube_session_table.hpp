@@ -31,18 +31,22 @@ public:
            std::optional<time_point> sent = std::nullopt);
   /// When a record bound by `b`, first seen at `since`, expires with its
   /// session (`unknown` when no reading tells); `ask`: note the interest
-  /// (the actor polls the sessions electors ask about). Only a reading sent
+  /// (the actor polls a session while electors ask about it). Only a reading sent
   /// after `since` can tell that the session left that incarnation: an
   /// older one may predate the incarnation itself (sim seed 558).
   time_point expires(const lease_key& k, const session_binding& b, time_point unknown,
                      time_point since, bool ask = true);
+  /// When the session was last seen renewed in `b`'s incarnation (a new
+  /// version read): its holder was live then. Epoch when no reading shows it.
+  time_point renewed_at(const lease_key& k, const session_binding& b);
   /// Whether `k`'s spec has been seen unchanged for a lease duration (a
   /// holder renews its spec; an operator's label is no renew).
   bool still(const lease_key& k, time_point now);
   /// The session's record as last read (nullopt: absent or unknown).
   std::optional<lease> record(const lease_key& k);
-  /// The sessions to read now: asked about, none in flight, the last read
-  /// older than `every`.
+  /// The sessions to read now: asked about within two lease durations (a
+  /// follower asks at every wake, at least once a lease duration), none in
+  /// flight, the last read older than `every`.
   std::vector<lease_key> due(time_point now, caf::timespan every);
   void read_failed(const lease_key& k);
   /// This process's live incarnation in `ns` ("" none).
@@ -59,6 +63,7 @@ private:
     time_point read_sent{};             // the send of the request that read it
     std::map<std::string, time_point> left_at;   // incarnation -> first seen outside it
     bool asked = false;                 // an elector judged by it since the last poll
+    time_point wanted_until{};          // read until then (an ask keeps it two lease durations)
     bool reading = false;
   };
 
