@@ -23,7 +23,7 @@ std::vector<std::string> lease_set::spawn(caf::actor_system& sys, const lease_la
     for (auto& e : r.errors)
       errs.push_back(p == plans.front() ? e : "lease " + p->lease + ": " + e);
     if (r.errors.empty())
-      spawned.push_back({p->lease, p->group, r.runner});
+      spawned.push_back({p->lease, p->group, r.runner, {}});
   }
   if (!errs.empty()) {
     for (auto& e : spawned)

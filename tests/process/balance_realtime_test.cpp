@@ -61,9 +61,9 @@ TEST_CASE("LeaseCandidate membership against leasehold-apiserver: announce, list
   REQUIRE(server.start().error.empty());
   auto t = short_timings();
   lease_candidates a(conn_to(server)), b(conn_to(server)), c(conn_to(server));
-  candidate ca{"default", "workers", "agent-a", t.lease_duration};
-  candidate cb{"default", "workers", "Agent_B", t.lease_duration};   // not a DNS name as is
-  candidate other{"default", "others", "agent-c", t.lease_duration};
+  candidate ca{"default", "workers", "agent-a", t.lease_duration, ""};
+  candidate cb{"default", "workers", "Agent_B", t.lease_duration, ""};   // not a DNS name as is
+  candidate other{"default", "others", "agent-c", t.lease_duration, ""};
   auto first = a.announce(ca);
   REQUIRE_MESSAGE(first.ok(), first.error.describe());
   REQUIRE(c.announce(other).ok());
@@ -128,7 +128,7 @@ TEST_CASE("a crashed member's leftover LeaseCandidate is not counted by a replic
   local_api_server server;
   REQUIRE(server.start().error.empty());
   auto t = short_timings();
-  candidate ghost{"default", "workers", "ghost", t.lease_duration};
+  candidate ghost{"default", "workers", "ghost", t.lease_duration, ""};
   auto hour_ago = std::chrono::time_point_cast<std::chrono::microseconds>(wall_clock::now()
                                                                           - std::chrono::hours(1));
   httplib::Client http("127.0.0.1", server.port());

@@ -1386,9 +1386,9 @@ TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd l
   etcd_member etcd;
   REQUIRE_MESSAGE(!etcd.endpoint().empty(), "etcd_cluster.py printed no endpoint");
   etcd_members a(config({etcd.endpoint()})), b(config({etcd.endpoint()}));
-  candidate ca{"default", "workers", "agent-a", std::chrono::seconds(2)};
-  candidate cb{"default", "workers", "agent-b", std::chrono::seconds(2)};
-  candidate other{"default", "others", "agent-c", std::chrono::seconds(2)};
+  candidate ca{"default", "workers", "agent-a", std::chrono::seconds(2), ""};
+  candidate cb{"default", "workers", "agent-b", std::chrono::seconds(2), ""};
+  candidate other{"default", "others", "agent-c", std::chrono::seconds(2), ""};
   auto first = a.announce(ca);
   REQUIRE_MESSAGE(first.ok(), first.error.describe());
   REQUIRE(b.announce(other).ok());
@@ -1419,7 +1419,7 @@ TEST_CASE("balance membership on a real etcd: keys bound to the replica's etcd l
   // A replica that stops announcing is gone once its TTL ran out: a new
   // member soon sees only itself.
   etcd_members c(config({etcd.endpoint()}));
-  candidate cc{"default", "workers", "agent-c", std::chrono::seconds(2)};
+  candidate cc{"default", "workers", "agent-c", std::chrono::seconds(2), ""};
   std::vector<member_record> late;
   CHECK(leasehold::test::eventually(
     [&] {

@@ -176,7 +176,7 @@ TEST_CASE("a flapping member never gets work and moves nothing") {
   auto& t = w.options().timings;
   start_balanced(w, 3, w.options().settle + 2 * t.retry_period + 2s);
   auto before = owners(w);
-  candidate flapper{"default", "agent-lock", "replica-9", t.lease_duration};
+  candidate flapper{"default", "agent-lock", "replica-9", t.lease_duration, ""};
   for (int i = 0; i < 40; ++i) {
     REQUIRE(w.members().announce("replica-9", flapper).ok());
     w.run_for(250ms);
@@ -219,7 +219,7 @@ TEST_CASE("a member that stopped announcing and comes back under its name waits 
   auto& t = w.options().timings;
   auto settle = w.options().settle;
   start_balanced(w, 3, settle + 2 * t.retry_period + 2s);
-  candidate back{"default", "agent-lock", "replica-9", t.lease_duration};
+  candidate back{"default", "agent-lock", "replica-9", t.lease_duration, ""};
   auto counted = [&] {
     auto m = w.group_members(0);
     return std::find(m.begin(), m.end(), "replica-9") != m.end();

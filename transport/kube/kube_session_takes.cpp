@@ -23,7 +23,7 @@ void write(session_self self, lease l, bool create, caf::response_promise rp) {
     if (bound) {
       --self->state.sessions[key.ns].writes_out;
       if (r.ok()) {
-        self->state.book[key] = {r.value->resource_version, sent, dur, sent};
+        self->state.book[key] = {r.value->resource_version, sent, dur, sent, false, std::nullopt};
       } else if (may_have_applied(r.kind())) {
         // Its version stays the last known one (new: none, and every
         // renew writes) until a list shows this write's renewTime.
