@@ -170,17 +170,30 @@ TEST_CASE("two agents: one leader, endpoints, reload, SIGTERM hand-over") {
   SUBCASE("an API outage longer than lease_duration: the holder is unknown, and says why") {
     // The follower counts a lease duration from the last renewal it saw:
     // the Lease's renewTime, or its session's when the Lease is bound (a
-    // bound renew writes only the session). Read before the outage: any
-    // later renewal only makes "unknown" come later.
+    // bound renew writes only the session, which the follower reads every
+    // half retry period). So that the test knows which renewal that is, the
+    // leader is cut off first; the outage begins once the follower has seen
+    // its last renewal (the watch streams a plain Lease's at once; a bound
+    // one's, after three more reads).
     auto lease = api.lease("default", "agent-test");
     REQUIRE(lease);
-    auto renewed = leasehold::parse_micro_time((*lease)["spec"].value("renewTime", ""));
     auto labels = (*lease)["metadata"].value("labels", json::object());
-    if (labels.contains("leasehold.io/session")) {
-      auto s = api.lease("default", labels["leasehold.io/session"].get<std::string>());
-      REQUIRE(s);
-      renewed = leasehold::parse_micro_time((*s)["spec"].value("renewTime", ""));
-    }
+    std::string session = labels.value("leasehold.io/session", "");
+    auto gets = [&] {
+      auto j = json::parse(http_get(api.control_port(), "/_leasehold/stats").body, nullptr, false);
+      if (!j.is_object() || !j["by_identity"].contains(follower.identity()))
+        return 0L;
+      return j["by_identity"][follower.identity()].value("by_verb", json::object()).value("get", 0L);
+    };
+    auto before = gets();
+    REQUIRE(api.fault({{"partition", {{"identity", leader.identity()}, {"action", "close"}}}}));
+    if (session.empty())
+      std::this_thread::sleep_for(300ms);
+    else
+      REQUIRE(wait_until([&] { return gets() >= before + 3; }, 1200ms));
+    lease = api.lease("default", session.empty() ? "agent-test" : session);
+    REQUIRE(lease);
+    auto renewed = leasehold::parse_micro_time((*lease)["spec"].value("renewTime", ""));
     REQUIRE(renewed);
     REQUIRE(api.fault({{"mode", "down"}}));
     // Still known just after the outage began (observed < lease_duration 2 s ago).
@@ -339,14 +352,14 @@ TEST_CASE("bound leases: a second agent under the holder's identity never takes 
   temp_dir dir, other_dir;
   api_server api(dir);
   auto config = write_short_config(dir, short_config()["timings"]);
-  agent first(dir, "twin", config, {"--server", api.url()});
+  agent first(dir, "twin", config, {"--server", api.url(), "--session", "on"});
   REQUIRE(wait_until([&] { return agent_state(first)["state"] == "leader"; }, 10s));
   auto lease = api.lease("default", "agent-test");
   REQUIRE(lease);
   REQUIRE((*lease)["metadata"]["labels"]["leasehold.io/session"] == "lh-session-twin");
   auto term = (*lease)["spec"]["leaseTransitions"];
   auto incarnation = (*api.lease("default", "lh-session-twin"))["spec"]["leaseTransitions"];
-  agent second(other_dir, "twin", config, {"--server", api.url()});
+  agent second(other_dir, "twin", config, {"--server", api.url(), "--session", "on"});
   REQUIRE(second.health_port() > 0);
   std::this_thread::sleep_for(4s);   // two lease durations of the second following
   CHECK(agent_state(first)["state"] == "leader");
