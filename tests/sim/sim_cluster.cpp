@@ -1710,19 +1710,18 @@ private:
   /// version streamed or polled, or the session read twice a period); etcd
   /// renews change nothing, so a follower only knows it within a lease
   /// duration (never "unknown").
-  template <class Proc>
-  void follower_view(const Proc& p, std::size_t k, const std::optional<runner_status>& st) {
-    auto leader = leader_name(k);
-    if (!st || st->state != runner_state::follower || !leader || st->holder != *leader)
+  void follower_view(const std::string& identity, std::size_t k,
+                     const std::optional<runner_status>& st) {
+    auto leads = current_leader(k);   // a replica: the foreign peer is judged by no view
+    if (!st || st->state != runner_state::follower || !leads)
       return;
-    auto leads = std::find_if(procs_.begin(), procs_.end(),
-                              [&](auto& q) { return q.identity == *leader; });
+    auto& leader = procs_[*leads].identity;
     auto& t = sc_.timings;
-    if (leads == procs_.end() || chk_[k].acquisitions.back().at + t.lease_duration > now_)
-      return;   // the foreign peer, or a term younger than what it judges by
+    if (st->holder != leader || chk_[k].acquisitions.back().at + t.lease_duration > now_)
+      return;   // another holder in its view, or a term younger than what it judges by
     auto bound = kube_ ? 2 * t.retry_period : t.lease_duration;
     if (st->holder_age_ms > ms(bound))
-      violation(p.identity + " saw its holder " + *leader + " last "
+      violation(identity + " saw its holder " + leader + " last "
                 + std::to_string(st->holder_age_ms) + "ms ago, though it renews (at most "
                 + std::to_string(ms(bound)) + "ms)" + at_lease(k));
   }
@@ -1799,7 +1798,7 @@ private:
           if (st && wanted && !st->electing)
             violation(p.identity + " has leader-only modules enabled but no elector and no respawn"
                       + at_lease(k));
-          follower_view(p, k, st);
+          follower_view(p.identity, k, st);
           if (st && st->state == runner_state::leader) {
             auto el = ask<elector_handle>(p.index, k, get_elector_atom::value);
             if (el && !*el)
